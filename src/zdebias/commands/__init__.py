@@ -1,0 +1,4 @@
+"""CLI commands, one module per area. Each exposes ``register(app)``.
+
+Keep module-level imports light (no torch, transformers, sklearn, scipy, matplotlib).
+"""

@@ -1,0 +1,106 @@
+"""``zdebias inspect``: what a dataset holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+import typer
+
+from zdebias.commands._common import (
+    ColumnsOpt,
+    FormatOpt,
+    LabelMapOpt,
+    OnErrorOpt,
+    SplitOpt,
+    TaskOpt,
+    echo_json,
+    open_input,
+)
+
+
+def _length_stats(lengths: list[int]) -> dict[str, float]:
+    if not lengths:
+        return {"min": 0, "mean": 0.0, "median": 0.0, "max": 0}
+    ordered = sorted(lengths)
+    n = len(ordered)
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {
+        "min": ordered[0],
+        "mean": round(sum(ordered) / n, 2),
+        "median": median,
+        "max": ordered[-1],
+    }
+
+
+def inspect_dataset(ds: Any) -> dict[str, Any]:
+    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words)."""
+    labels: Counter[str] = Counter()
+    lengths: dict[str, list[int]] = {}
+    for record in ds:
+        labels[record.label] += 1
+        fields = ("premise", "hypothesis") if record.is_pair else ("text",)
+        for fld in fields:
+            lengths.setdefault(fld, []).append(len(getattr(record, fld).split()))
+    rep = ds.report
+    task = ds.task or None
+    from zdebias.data.labels import get_task
+
+    names = list(get_task(rep.task).labels) if rep.task != "?" else sorted(labels)
+    return {
+        "path": rep.path,
+        "format": rep.format,
+        "task": rep.task,
+        "n_examples": rep.n_records,
+        "label_counts": {name: labels.get(name, 0) for name in names},
+        "n_skipped_unlabelled": rep.n_unlabelled,
+        "n_skipped_errors": rep.n_errors,
+        "skipped_errors": [str(e) for e in rep.errors[:20]],
+        "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
+        **({"task_forced": task.name} if task else {}),
+    }
+
+
+def inspect(
+    path: Annotated[str, typer.Argument(help="File, triplet folder (DIR or DIR::SPLIT), or hf:NAME[@CONFIG][:SPLIT].")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    format: FormatOpt = None,
+    task: TaskOpt = None,
+    columns: ColumnsOpt = None,
+    label_map: LabelMapOpt = None,
+    split: SplitOpt = None,
+    on_error: OnErrorOpt = "raise",
+) -> None:
+    """Show a dataset's format, size, label counts, skipped rows and text lengths."""
+    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
+                    split=split, on_error=on_error)
+    info = inspect_dataset(ds)
+    if json_out:
+        echo_json(info)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{info['path']}[/bold]  format={info['format']}  task={info['task']}")
+    console.print(f"examples: {info['n_examples']:,}")
+    table = Table("label", "count", "share")
+    total = max(info["n_examples"], 1)
+    for name, count in info["label_counts"].items():
+        table.add_row(name, f"{count:,}", f"{count / total:.1%}")
+    console.print(table)
+    console.print(
+        f"skipped: {info['n_skipped_unlabelled']:,} without gold label, "
+        f"{info['n_skipped_errors']:,} bad rows"
+    )
+    for line in info["skipped_errors"][:5]:
+        console.print(f"  {line}", markup=False)
+    lengths = Table("field", "min", "mean", "median", "max", title="length (words)")
+    for fld, st in info["length_words"].items():
+        lengths.add_row(fld, *(str(st[k]) for k in ("min", "mean", "median", "max")))
+    console.print(lengths)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the data commands."""
+    app.command("inspect")(inspect)

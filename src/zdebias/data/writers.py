@@ -1,0 +1,84 @@
+"""Atomic writers: a temp file beside the target, renamed into place when complete."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from zdebias.data.schema import Record
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temp file beside ``path``; rename it to ``path`` only if the block succeeds.
+
+    No reader ever sees half a file, and a failed write leaves no file behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    """Write one JSON document atomically (indented, UTF-8)."""
+    with atomic_open(path) as fh:
+        json.dump(obj, fh, indent=2, ensure_ascii=False, default=_json_default)
+        fh.write("\n")
+    return Path(path)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_jsonl(records: Iterable[Record], path: str | Path) -> int:
+    """Write records as JSONL atomically; returns how many were written."""
+    n = 0
+    with atomic_open(path) as fh:
+        for record in records:
+            fh.write(json.dumps(record.to_dict(), ensure_ascii=False, default=_json_default))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def write_parquet(records: Iterable[Record], path: str | Path) -> int:
+    """Write records as parquet atomically (``meta`` as a JSON string column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [r.to_dict() for r in records]
+    for row in rows:
+        row["meta"] = json.dumps(row["meta"], ensure_ascii=False, default=_json_default)
+    columns = list(rows[0]) if rows else ["id", "premise", "hypothesis", "label", "meta"]
+    table = pa.table({c: [row.get(c) for row in rows] for c in columns})
+    with atomic_open(path, "wb") as fh:
+        pq.write_table(table, fh)
+    return len(rows)
+
+
+def write_records(records: Iterable[Record], path: str | Path) -> int:
+    """Write records in the format the file name asks for (``.parquet`` or JSONL)."""
+    if str(path).endswith(".parquet"):
+        return write_parquet(records, path)
+    return write_jsonl(records, path)

@@ -1,0 +1,38 @@
+"""Errors that the CLI turns into one clear line and exit code 2."""
+
+from __future__ import annotations
+
+
+class ZdebiasError(Exception):
+    """Any user-facing error: bad input, bad option, missing model. Never shown with a traceback."""
+
+
+class DataError(ZdebiasError):
+    """Bad input data, located by file, line and (where known) field.
+
+    ``str(err)`` is ``FILE:LINE: field 'F': message`` (line and field omitted when unknown).
+    """
+
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        self.field = field
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = str(self.path)
+            if self.line is not None:
+                where += f":{self.line}"
+            where += ": "
+        field = f"field '{self.field}': " if self.field else ""
+        return f"{where}{field}{self.message}"
+
+
+class ConfigError(ZdebiasError):
+    """A bad option, recipe or setting."""

@@ -1,0 +1,57 @@
+"""Shared fixtures: real data (skips without ZDEBIAS_TEST_DATA) and tiny random models."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared real datasets; tests that use it skip when ZDEBIAS_TEST_DATA is unset."""
+    value = os.environ.get("ZDEBIAS_TEST_DATA")
+    if not value or not Path(value).is_dir():
+        pytest.skip("ZDEBIAS_TEST_DATA is not set (real datasets unavailable)")
+    return Path(value)
+
+
+@pytest.fixture(scope="session")
+def _tiny_model_store(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    from zdebias.models.tiny import make_tiny_model
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    built: dict[tuple, Path] = {}
+
+    def get(kind: str, **options: object) -> Path:
+        key = (kind, *sorted(options.items()))
+        if key not in built:
+            name = "-".join([kind, *(f"{k}={v}" for k, v in sorted(options.items()))])
+            built[key] = make_tiny_model(kind, root / name.replace(",", "_"), **options)
+        return built[key]
+
+    return get
+
+
+@pytest.fixture
+def tiny_model(_tiny_model_store: Callable[..., Path], tmp_path: Path) -> Callable[..., Path]:
+    """``tiny_model("gpt2")`` → a private copy of a random tiny model folder (built once).
+
+    Kinds: bert (sequence classification by default), gpt2, llama, t5. Options are passed to
+    :func:`zdebias.models.tiny.make_tiny_model` (``head=``, ``num_labels=``, ``labels=``).
+    """
+
+    def copy(kind: str, **options: object) -> Path:
+        source = _tiny_model_store(kind, **options)
+        target = tmp_path / f"model-{kind}-{len(list(tmp_path.glob('model-*')))}"
+        shutil.copytree(source, target)
+        return target
+
+    return copy
