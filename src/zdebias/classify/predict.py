@@ -64,7 +64,9 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
     )
 
 
-def model_inputs(records: Sequence[Record], kind: InputKind | None) -> tuple[list[str], list[str] | None]:
+def model_inputs(
+    records: Sequence[Record], kind: InputKind | None
+) -> tuple[list[str], list[str] | None]:
     """The first (and second) text the model sees for each record."""
     if not records:
         return [], None

@@ -16,7 +16,10 @@ from zdebias.commands._common import (
     TaskOpt,
     echo_json,
     open_input,
+    report_skips,
 )
+
+_PATH_HELP = "File, triplet folder (DIR or DIR::SPLIT), or hf:NAME[@CONFIG][:SPLIT]."
 
 
 def _length_stats(lengths: list[int]) -> dict[str, float]:
@@ -62,7 +65,7 @@ def inspect_dataset(ds: Any) -> dict[str, Any]:
 
 
 def inspect(
-    path: Annotated[str, typer.Argument(help="File, triplet folder (DIR or DIR::SPLIT), or hf:NAME[@CONFIG][:SPLIT].")],
+    path: Annotated[str, typer.Argument(help=_PATH_HELP)],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     format: FormatOpt = None,
     task: TaskOpt = None,
@@ -101,6 +104,27 @@ def inspect(
     console.print(lengths)
 
 
+def convert(
+    path: Annotated[str, typer.Argument(help="Input in any supported format.")],
+    out: Annotated[str, typer.Argument(help="Output file: .jsonl (default) or .parquet.")],
+    format: FormatOpt = None,
+    task: TaskOpt = None,
+    columns: ColumnsOpt = None,
+    label_map: LabelMapOpt = None,
+    split: SplitOpt = None,
+    on_error: OnErrorOpt = "raise",
+) -> None:
+    """Convert any supported input into zdebias JSONL or parquet (written atomically)."""
+    from zdebias.data.writers import write_records
+
+    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
+                    split=split, on_error=on_error)
+    n = write_records(ds, out)
+    report_skips(ds)
+    typer.echo(f"wrote {n:,} records to {out}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the data commands."""
     app.command("inspect")(inspect)
+    app.command("convert")(convert)

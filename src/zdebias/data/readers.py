@@ -340,8 +340,7 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
         raise DataError(
             f"expected a JSON list of objects, got {type(rows).__name__}", path=str(path), line=1
         )
-    for i, row in enumerate(rows, 1):
-        yield i, row
+    yield from enumerate(rows, 1)
 
 
 def _delimited_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
@@ -413,7 +412,7 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
 def _triplet_files(path: Path, split: str | None) -> tuple[Path, Path, Path, str]:
     if path.is_file():
         name = path.name
-        prefix, _, split = name.partition(".")
+        split = name.partition(".")[2]
         path = path.parent
     if not path.is_dir():
         raise DataError("no such folder", path=str(path))

@@ -35,8 +35,15 @@ def _corpus() -> list[str]:
 
 def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
     """A fast tokenizer for ``kind``, trained on the built-in corpus."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     if kind == "bert":
