@@ -9,8 +9,9 @@ otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +40,22 @@ class LoadedClassifier:
         return next(self.model.parameters()).device
 
 
+@contextlib.contextmanager
+def hf_progress(enabled: bool) -> Iterator[None]:
+    """Turn transformers' own progress bars (loading, saving) off inside the block unless
+    ``enabled``; restores the previous state."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if not enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was and not enabled:
+            hf_logging.enable_progress_bar()
+
+
 def read_info(folder: str | Path) -> dict[str, Any]:
     """The ``zdebias_classifier.json`` of a folder, or ``{}``."""
     path = Path(folder) / CLASSIFIER_INFO
@@ -54,6 +71,10 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
     info = read_info(path) if Path(path).is_dir() else {}
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(path)
+    if tokenizer.pad_token is None:  # decoder-only models (GPT-2, Llama) ship without one
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        if model.config.pad_token_id is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device).eval()
@@ -93,6 +114,9 @@ def predict_proba(
         clf = load_classifier(clf)
     first, second = model_inputs(records, clf.input)
     out = np.zeros((len(records), len(clf.labels)), dtype=np.float64)
+    # Batches of similar length pad less; rows are written back in input order.
+    lengths = [len(a) + (len(second[i]) if second is not None else 0) for i, a in enumerate(first)]
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
     starts = range(0, len(records), batch_size)
     if progress:
         from rich.progress import track
@@ -100,15 +124,38 @@ def predict_proba(
         starts = track(starts, description="predicting", total=len(starts))
     with torch.inference_mode():
         for start in starts:
-            end = start + batch_size
+            idx = order[start : start + batch_size]
             enc = clf.tokenizer(
-                first[start:end],
-                second[start:end] if second is not None else None,
+                [first[i] for i in idx],
+                [second[i] for i in idx] if second is not None else None,
                 truncation=True,
                 max_length=clf.max_length,
                 padding=True,
                 return_tensors="pt",
             ).to(clf.device)
             logits = clf.model(**enc).logits.float()
-            out[start:end] = torch.softmax(logits, dim=-1).cpu().numpy()
+            out[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
+    return out
+
+
+def with_predictions(
+    records: Sequence[Record], probs: np.ndarray, labels: Sequence[str], input: InputKind | None
+) -> list[Record]:
+    """Copies of ``records`` whose meta holds ``pred`` (label name) and ``probs`` (label → p).
+
+    A hypothesis-only classifier's prediction is also stored as ``hypo_only_pred`` (and
+    ``hypo_only_probs``), the meta keys the ``hypo-only-pred`` feature reads.
+    """
+    if probs.shape != (len(records), len(labels)):
+        raise ValueError(f"probabilities of shape {probs.shape} for {len(records)} records "
+                         f"and {len(labels)} labels")
+    out = []
+    for record, row in zip(records, probs, strict=True):
+        dist = {name: float(p) for name, p in zip(labels, row, strict=True)}
+        pred = labels[int(np.argmax(row))]
+        meta = {**record.meta, "pred": pred, "probs": dist}
+        if input == "hypothesis-only":
+            meta["hypo_only_pred"] = pred
+            meta["hypo_only_probs"] = dist
+        out.append(record.replace(meta=meta))
     return out

@@ -1,10 +1,175 @@
-"""CLI commands for this area (filled in by its issue)."""
+"""``zdebias run`` (recipes), ``zdebias report``, ``zdebias demo-data`` and ``zdebias stages``."""
 
 from __future__ import annotations
 
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from zdebias.errors import ZdebiasError
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run(
+    recipe: Annotated[str, typer.Argument(help="Recipe YAML file, e.g. configs/demo.yaml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Settings to override, KEY=VALUE with dotted keys, e.g. seed=3 "
+                       "stages.samples.n=5000 data.train=snli_train.jsonl"),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="Run folder (default: the recipe's `out`, else "
+                     "runs/NAME)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the resolved recipe and what would run; "
+                           "run nothing.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Redo every stage, even those that are done.")
+    ] = False,
+    redo: Annotated[
+        list[str] | None, typer.Option("--redo", help="Redo this stage (repeatable).")
+    ] = None,
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Write RUN/report.html at the end.")
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
+    from rich.console import Console
+
+    from zdebias.pipeline.config import dump_yaml, load_recipe
+    from zdebias.pipeline.runner import Runner, run_dir_for
+
+    console = Console(stderr=False, highlight=False, soft_wrap=True)
+    recipe_obj = load_recipe(recipe, overrides or [])
+    run_dir = run_dir_for(recipe_obj, out)
+    forced: bool | list[str] = True if force else list(redo or [])
+    runner = Runner(recipe_obj, run_dir, force=forced, progress=not quiet, console=console,
+                    recipe_path=recipe, overrides=overrides or [])
+    if dry_run:
+        typer.echo(f"# recipe {recipe} → run folder {run_dir}")
+        typer.echo(dump_yaml(recipe_obj.to_dict()).rstrip())
+        typer.echo("# plan")
+        for row in runner.plan():
+            typer.echo(f"#   {row['name']:<24} {row['stage']:<26} {row['action']}")
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        console.print(f"[bold]zdebias run[/bold] {recipe} → {run_dir}")
+        manifest = runner.run()
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"interrupted; finished stages are kept in {run_dir}. Run the same command again "
+            "to resume.\n"
+        )
+        raise SystemExit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    console.print(f"[green]done[/green] in {manifest['seconds']:.1f} s")
+    if report:
+        from zdebias.report.html import write_report
+
+        path = write_report(run_dir)
+        _print_summary(console, run_dir)
+        console.print(f"report: {path}")
+
+
+def _print_summary(console: Any, run_dir: Path) -> None:
+    from zdebias.report.html import artifact_summary, load_run
+
+    run = load_run(run_dir)
+    rows = artifact_summary(run)
+    if rows:
+        console.print("[bold]planted artifacts[/bold] (z for the label they give away):")
+        for r in rows:
+            b, a = r.get("before"), r.get("after")
+            zb = f"{b['z']:.1f}" if b else "–"
+            za = f"{a['z']:.1f}" if a else "–"
+            verdict = ("found" if r["found"] else "NOT found") + (
+                ", gone" if r["gone"] else ", still significant" if a else "")
+            console.print(f"  {r['feature']:<22} → {r['label']:<14} z {zb:>6} → {za:>6}  "
+                          f"({verdict})")
+    for stage in run.of_kind("evaluate"):
+        results = run.json_output(stage, "results") or {}
+        table = results.get("table")
+        if not table:
+            continue
+        console.print(f"[bold]{stage['name']}[/bold] (accuracy %):")
+        cols = table["columns"]
+        console.print("  " + f"{'method':<20}" + "".join(f"{c:>14}" for c in cols))
+        for row in table["rows"]:
+            cells = "".join(
+                f"{100 * row['cells'][c]['mean']:>14.2f}" if row["cells"].get(c) else f"{'–':>14}"
+                for c in cols
+            )
+            console.print("  " + f"{row['name']:<20}" + cells)
+
+
+def report(
+    run_dir: Annotated[str, typer.Argument(help="A run folder (holds manifest.json).")],
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="HTML file (default RUN_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write the self-contained HTML report of a run from its saved JSON."""
+    from zdebias.report.html import write_report
+
+    path = write_report(run_dir, out)
+    typer.echo(str(path))
+
+
+def demo_data(
+    out_dir: Annotated[str, typer.Argument(help="Folder for train/dev/test.jsonl.")],
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    n_train: Annotated[int, typer.Option("--n-train", min=30)] = 1500,
+    n_dev: Annotated[int, typer.Option("--n-dev", min=3)] = 300,
+    n_test: Annotated[int, typer.Option("--n-test", min=3)] = 600,
+) -> None:
+    """Write the built-in synthetic NLI corpus (planted artifacts; artifact-free test split)."""
+    from zdebias.commands._common import echo_json
+    from zdebias.pipeline.demo_data import write_demo_corpus
+
+    info = write_demo_corpus(out_dir, seed=seed, n_train=n_train, n_dev=n_dev, n_test=n_test)
+    echo_json({"out": out_dir, **info})
+
+
+def stages() -> None:
+    """List the stage kinds a recipe can use, with their outputs and settings."""
+    from zdebias.pipeline.config import field_refs
+    from zdebias.pipeline.registry import STAGES, get_stage
+
+    get_stage("stats")  # loads the built-in stages
+    for kind in sorted(STAGES):
+        spec = STAGES[kind]
+        refs = field_refs(spec.config)
+        typer.echo(f"{kind}: {spec.doc}")
+        outs = ", ".join(f"{k} ({v})" for k, v in spec.outputs.items())
+        typer.echo(f"    outputs: {outs}")
+        settings = []
+        for name, info in spec.config.model_fields.items():
+            if name == "stage":
+                continue
+            mark = "*" if info.is_required() else ""
+            ref = f" → {refs[name].kind}" if name in refs else ""
+            settings.append(f"{name}{mark}{ref}")
+        typer.echo(f"    settings: {', '.join(settings)}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the app."""
-    _ = app
+    app.command("run")(run)
+    app.command("report")(report)
+    app.command("demo-data")(demo_data)
+    app.command("stages")(stages)
+
+
+__all__ = ["ZdebiasError", "register"]

@@ -1,0 +1,562 @@
+"""Train a classifier (plain, hypothesis-only, PoE, Learned-Mixin, conf-reg) on HF ``Trainer``.
+
+The custom part is small: :class:`ClassifierTrainingArguments` (a ``TrainingArguments``
+dataclass with the loss name and its settings) and :class:`ClassifierTrainer` (a ``Trainer``
+that overrides only ``compute_loss``). Losses live in :mod:`zdebias.classify.losses`.
+
+Defaults follow GD-NLI Table 9: lr 1e-5, batch 32, 5 epochs, Adam ε 1e-6, constant schedule
+with 2000 warm-up steps, max length 128, early-stop patience 3, best epoch by dev accuracy.
+
+>>> metrics = train_classifier(train, dev, "runs/clf", model="minilm")   # doctest: +SKIP
+>>> metrics["best"]["dev_accuracy"]                                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
+from zdebias.classify.predict import (
+    CLASSIFIER_INFO,
+    InputKind,
+    hf_progress,
+    load_classifier,
+    model_inputs,
+    predict_proba,
+)
+from zdebias.data.labels import TASKS, Task, get_task
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_json, write_records
+from zdebias.errors import ConfigError, DataError
+from zdebias.models.resolve import resolve_model
+
+#: Name of the per-run metrics file written into every classifier folder.
+METRICS_FILE = "metrics.json"
+#: Attribute under which the Learned-Mixin gate ``w·h + c`` is attached to the model while training.
+GATE_ATTR = "zdebias_mixin_gate"
+INPUT_KINDS = ("pair", "hypothesis-only", "text")
+_EXTRA_COLUMNS = ("bias_probs", "teacher_probs")
+
+
+@dataclass
+class ClassifierTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` plus the debiasing loss and its settings."""
+
+    loss: str = field(default="ce", metadata={"help": f"one of {', '.join(LOSSES)}"})
+    poe_beta: float = field(default=1.0, metadata={"help": "PoE weight β on log b"})
+    poe_gamma: float = field(default=0.0, metadata={"help": "PoE weight γ on CE(l, b)"})
+    entropy_weight: float | None = field(
+        default=None, metadata={"help": "Learned-Mixin+H entropy penalty (None: loss default)"}
+    )
+
+
+class ClassifierTrainer(Trainer):
+    """HF ``Trainer`` whose ``compute_loss`` applies the loss named in the arguments.
+
+    Training batches may carry ``bias_probs`` / ``teacher_probs`` (precomputed, per example).
+    Evaluation always scores the main model alone with plain cross-entropy.
+    """
+
+    loss_is_scaled_for_ga = False  # our loss is a per-batch mean
+
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        args: ClassifierTrainingArguments = self.args  # type: ignore[assignment]
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        extras = {k: inputs.pop(k) for k in _EXTRA_COLUMNS if k in inputs}
+        needs = loss_needs(args.loss)
+        debias = model.training and args.loss != "ce"
+        want_gate = debias and "gate_logits" in needs
+        outputs = model(**inputs, output_hidden_states=want_gate)
+        if not debias:
+            loss = cross_entropy(outputs.logits, labels)
+        else:
+            if want_gate:
+                gate = getattr(self.accelerator.unwrap_model(model), GATE_ATTR)
+                first_token = outputs.hidden_states[-1][:, 0]
+                extras["gate_logits"] = gate(first_token.to(gate.weight.dtype)).squeeze(-1)
+                outputs.hidden_states = None
+            settings = {"beta": args.poe_beta, "gamma": args.poe_gamma,
+                        "entropy_weight": args.entropy_weight}
+            loss = call_loss(args.loss, outputs.logits, labels, None, **extras, **settings)
+        return (loss, outputs) if return_outputs else loss
+
+
+class BestEpochCallback(TrainerCallback):
+    """Keep the weights of the best dev accuracy (in memory) and stop after ``patience``
+    evaluations without improvement."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best_accuracy: float | None = None
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_step: int | None = None
+        self.best_epoch: float | None = None
+        self.bad_evals = 0
+        self.history: list[dict[str, float]] = []
+        self.stopped_early = False
+
+    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):  # type: ignore[override]
+        if not metrics or "eval_accuracy" not in metrics:
+            return control
+        acc = float(metrics["eval_accuracy"])
+        self.history.append({
+            "step": state.global_step, "epoch": round(float(state.epoch or 0.0), 4),
+            "dev_accuracy": acc, "dev_loss": float(metrics.get("eval_loss", float("nan"))),
+        })
+        if self.best_accuracy is None or acc > self.best_accuracy:
+            self.best_accuracy = acc
+            self.best_step = state.global_step
+            self.best_epoch = round(float(state.epoch or 0.0), 4)
+            self.best_state = {k: v.detach().to("cpu", copy=True)
+                               for k, v in model.state_dict().items()}
+            self.bad_evals = 0
+        else:
+            self.bad_evals += 1
+            if self.patience > 0 and self.bad_evals >= self.patience:
+                self.stopped_early = True
+                control.should_training_stop = True
+        return control
+
+
+class _Collator:
+    """Pads token fields per batch; stacks labels and per-example probability rows."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        special = ("labels", *_EXTRA_COLUMNS)
+        tokens = [{k: v for k, v in f.items() if k not in special} for f in features]
+        batch = dict(self.tokenizer.pad(tokens, return_tensors="pt"))
+        batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        for key in _EXTRA_COLUMNS:
+            if key in features[0]:
+                batch[key] = torch.tensor(np.stack([f[key] for f in features]),
+                                          dtype=torch.float32)
+        return batch
+
+
+class _ListDataset(torch.utils.data.Dataset):
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.rows[i]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def infer_task(records: Sequence[Record]) -> Task:
+    """The built-in task whose labels cover the records' labels (else a custom sorted one)."""
+    seen = {r.label for r in records}
+    pair = bool(records) and records[0].is_pair
+    for task in TASKS.values():
+        if task.pair == pair and seen <= set(task.labels):
+            return task
+    names = ",".join(sorted(seen))
+    return get_task(f"labels:{names}" if pair else f"text-labels:{names}")
+
+
+def label_ids(records: Sequence[Record], labels: Sequence[str], what: str) -> np.ndarray:
+    """Label ids of the records; fails on a label outside ``labels``, naming the record."""
+    index = {name: i for i, name in enumerate(labels)}
+    out = np.empty(len(records), dtype=np.int64)
+    for i, r in enumerate(records):
+        if r.label not in index:
+            raise DataError(
+                f"{what} record {r.id!r} has label {r.label!r}; the task's labels are "
+                f"{', '.join(labels)}", field="label",
+            )
+        out[i] = index[r.label]
+    return out
+
+
+def aligned_probs(
+    ref: str | Path, records: Sequence[Record], labels: Sequence[str], *, what: str,
+    batch_size: int = 128, progress: bool = False,
+) -> np.ndarray:
+    """``[N, len(labels)]`` probabilities of the classifier ``ref``, columns in ``labels`` order."""
+    clf = load_classifier(ref)
+    missing = [name for name in labels if name not in clf.labels]
+    if missing:
+        raise ConfigError(
+            f"{what} {ref} predicts {', '.join(clf.labels)}; it lacks {', '.join(missing)}"
+        )
+    probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
+    cols = [clf.labels.index(name) for name in labels]
+    out = probs[:, cols]
+    del clf
+    return out / np.clip(out.sum(axis=1, keepdims=True), 1e-12, None)
+
+
+def _hidden_size(config: Any) -> int:
+    for name in ("hidden_size", "d_model", "n_embd", "dim"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise ConfigError("cannot find the model's hidden size for the Learned-Mixin gate")
+
+
+def _check_out_dir(out: Path, overwrite: bool) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
+
+
+def _encode(
+    tokenizer: Any, records: Sequence[Record], kind: InputKind, ids: np.ndarray,
+    max_length: int, extras: dict[str, np.ndarray | None],
+) -> _ListDataset:
+    first, second = model_inputs(records, kind)
+    enc = tokenizer(first, second, truncation=True, max_length=max_length)
+    keys = list(enc.keys())
+    rows: list[dict[str, Any]] = []
+    for i in range(len(records)):
+        row: dict[str, Any] = {k: enc[k][i] for k in keys}
+        row["labels"] = int(ids[i])
+        for key, values in extras.items():
+            if values is not None:
+                row[key] = values[i].astype(np.float32)
+        rows.append(row)
+    return _ListDataset(rows)
+
+
+def _device_settings(device: str | None) -> dict[str, Any]:
+    cuda = torch.cuda.is_available()
+    if device == "cuda" and not cuda:
+        raise ConfigError("--device cuda asked for, but no CUDA GPU is visible")
+    if device not in (None, "auto", "cpu", "cuda"):
+        raise ConfigError(f"unknown device {device!r}; expected auto, cpu or cuda")
+    use_gpu = cuda and device != "cpu"
+    bf16 = use_gpu and torch.cuda.is_bf16_supported()
+    return {"use_cpu": not use_gpu, "bf16": bf16, "fp16": use_gpu and not bf16}
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def train_classifier(
+    train: Sequence[Record],
+    dev: Sequence[Record] | None,
+    out_dir: str | Path,
+    *,
+    model: str | Path = "minilm",
+    task: str | Task | None = None,
+    input: InputKind | None = None,
+    loss: str = "ce",
+    bias_model: str | Path | None = None,
+    teacher_model: str | Path | None = None,
+    beta: float = 1.0,
+    gamma: float = 0.0,
+    entropy_weight: float | None = None,
+    seed: int = 42,
+    learning_rate: float = 1e-5,
+    batch_size: int = 32,
+    epochs: float = 5.0,
+    max_steps: int = -1,
+    warmup_steps: int = 2000,
+    max_length: int = 128,
+    patience: int = 3,
+    eval_steps: int | None = None,
+    eval_batch_size: int = 128,
+    group_by_length: bool = True,
+    device: str | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Fine-tune ``model`` on ``train``, keep the best epoch on ``dev``, save a classifier folder.
+
+    ``input``: ``pair`` (premise + hypothesis), ``hypothesis-only`` or ``text``; default
+    ``pair`` for pair records, ``text`` otherwise. ``loss``: ``ce``, ``poe``,
+    ``learned-mixin``, ``learned-mixin-h`` or ``conf-reg``; the last four need ``bias_model``
+    (a trained hypothesis-only classifier folder) and ``conf-reg`` also ``teacher_model``
+    (a classifier trained with plain CE). Bias and teacher probabilities are computed once,
+    over the training set, before training. ``eval_steps`` evaluates every N steps instead of
+    every epoch (patience then counts evaluations). Returns the metrics also written to
+    ``OUT/metrics.json``. ``group_by_length`` batches examples of similar length together (less
+    padding, same examples per epoch). ``progress=False`` silences HF's bars and log lines.
+    """
+    with hf_progress(progress):
+        return _train(**locals())
+
+
+def _train(
+    train: Sequence[Record],
+    dev: Sequence[Record] | None,
+    out_dir: str | Path,
+    *,
+    model: str | Path,
+    task: str | Task | None,
+    input: InputKind | None,
+    loss: str,
+    bias_model: str | Path | None,
+    teacher_model: str | Path | None,
+    beta: float,
+    gamma: float,
+    entropy_weight: float | None,
+    seed: int,
+    learning_rate: float,
+    batch_size: int,
+    epochs: float,
+    max_steps: int,
+    warmup_steps: int,
+    max_length: int,
+    patience: int,
+    eval_steps: int | None,
+    eval_batch_size: int,
+    group_by_length: bool,
+    device: str | None,
+    progress: bool,
+    overwrite: bool,
+) -> dict[str, Any]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.utils import logging as hf_logging
+
+    started = time.time()
+    out = Path(out_dir)
+    if not train:
+        raise DataError("the training set is empty")
+    _check_out_dir(out, overwrite)
+    the_task = get_task(task) if task is not None else infer_task(train)
+    labels = list(the_task.labels)
+    pair = train[0].is_pair
+    kind: InputKind = input or ("pair" if pair else "text")  # type: ignore[assignment]
+    if kind not in INPUT_KINDS:
+        raise ConfigError(f"unknown input {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
+    if kind in ("pair", "hypothesis-only") and not pair:
+        raise ConfigError(f"input {kind!r} needs premise/hypothesis records; these are single "
+                          "texts (use --input text)")
+    if loss not in LOSSES:
+        raise ConfigError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
+    needs = loss_needs(loss)
+    if "bias_probs" in needs and bias_model is None:
+        raise ConfigError(f"loss {loss!r} needs --bias-model (a hypothesis-only classifier)")
+    if "teacher_probs" in needs and teacher_model is None:
+        raise ConfigError(f"loss {loss!r} needs --teacher-model (a classifier trained with ce)")
+    train_ids = label_ids(train, labels, "training")
+    dev_ids = label_ids(dev, labels, "dev") if dev else None
+
+    bias_probs = teacher_probs = None
+    if "bias_probs" in needs:
+        bias_probs = aligned_probs(bias_model, train, labels, what="bias model",  # type: ignore[arg-type]
+                                   progress=progress)
+    if "teacher_probs" in needs:
+        teacher_probs = aligned_probs(teacher_model, train, labels, what="teacher model",  # type: ignore[arg-type]
+                                      progress=progress)
+
+    set_seed(seed)
+    source = resolve_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "newly initialised head" notices are expected here
+    try:
+        net = AutoModelForSequenceClassification.from_pretrained(
+            source, num_labels=len(labels), id2label=dict(enumerate(labels)),
+            label2id={n: i for i, n in enumerate(labels)}, ignore_mismatched_sizes=True,
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    if net.config.pad_token_id is None:
+        net.config.pad_token_id = tokenizer.pad_token_id
+    if "gate_logits" in needs:
+        net.add_module(GATE_ATTR, torch.nn.Linear(_hidden_size(net.config), 1))
+
+    train_ds = _encode(tokenizer, train, kind, train_ids, max_length,
+                       {"bias_probs": bias_probs, "teacher_probs": teacher_probs})
+    dev_ds = None
+    if dev:  # evaluation order is free: sorted by length, batches pad less
+        dev_ds = _encode(tokenizer, dev, kind, dev_ids, max_length, {})
+        dev_ds.rows.sort(key=lambda row: len(row["input_ids"]))
+
+    steps_per_epoch = max(1, -(-len(train_ds) // batch_size))
+    total_steps = max_steps if max_steps > 0 else int(np.ceil(steps_per_epoch * epochs))
+    if warmup_steps >= total_steps:
+        sys.stderr.write(
+            f"note: {warmup_steps} warm-up steps >= {total_steps} training steps; the learning "
+            "rate never reaches its peak (lower --warmup-steps for short runs)\n"
+        )
+    evaluate = dev_ds is not None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    args = ClassifierTrainingArguments(
+        output_dir=str(work / "trainer"),
+        loss=loss, poe_beta=beta, poe_gamma=gamma, entropy_weight=entropy_weight,
+        seed=seed, data_seed=seed,
+        learning_rate=learning_rate, adam_epsilon=1e-6, adam_beta1=0.9, adam_beta2=0.999,
+        weight_decay=0.0, lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps,
+        per_device_train_batch_size=batch_size, per_device_eval_batch_size=eval_batch_size,
+        num_train_epochs=epochs, max_steps=max_steps,
+        eval_strategy=("steps" if eval_steps else "epoch") if evaluate else "no",
+        eval_steps=eval_steps,
+        save_strategy="no", logging_strategy="steps",
+        logging_steps=max(1, min(50, steps_per_epoch)),
+        report_to="none", disable_tqdm=not progress, remove_unused_columns=False,
+        label_names=["labels"], dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if group_by_length else "random",
+        **_device_settings(device),
+    )
+    best = BestEpochCallback(patience)
+
+    def accuracy(pred: Any) -> dict[str, float]:
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        return {"accuracy": float((np.argmax(logits, axis=-1) == pred.label_ids).mean())}
+
+    trainer = ClassifierTrainer(
+        model=net, args=args, data_collator=_Collator(tokenizer), train_dataset=train_ds,
+        eval_dataset=dev_ds, processing_class=tokenizer, compute_metrics=accuracy,
+        callbacks=[best],
+    )
+    if not progress:
+        trainer.remove_callback(PrinterCallback)
+    try:
+        result = trainer.train()
+        if best.best_state is not None:
+            net.load_state_dict(best.best_state)
+        if hasattr(net, GATE_ATTR):
+            delattr(net, GATE_ATTR)
+        staged = work / "model"
+        net.save_pretrained(staged)
+        tokenizer.save_pretrained(staged)
+        info = {
+            "input": kind, "task": the_task.name, "labels": labels, "max_length": max_length,
+            "loss": loss, "base_model": str(model), "seed": seed,
+            "created_by": "zdebias train-classifier",
+        }
+        write_json(info, staged / CLASSIFIER_INFO)
+        metrics = {
+            "model": str(model), "task": the_task.name, "labels": labels, "input": kind,
+            "loss": loss, "seed": seed,
+            "settings": {
+                "learning_rate": learning_rate, "batch_size": batch_size, "epochs": epochs,
+                "max_steps": max_steps, "warmup_steps": warmup_steps, "max_length": max_length,
+                "patience": patience, "eval_steps": eval_steps, "adam_epsilon": 1e-6,
+                "group_by_length": group_by_length,
+                "scheduler": "constant_with_warmup", "beta": beta, "gamma": gamma,
+                "entropy_weight": entropy_weight,
+                "bias_model": str(bias_model) if bias_model else None,
+                "teacher_model": str(teacher_model) if teacher_model else None,
+                "device": "cpu" if args.use_cpu else "cuda",
+                "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
+            },
+            "n_train": len(train), "n_dev": len(dev) if dev else 0,
+            "train_label_counts": dict(Counter(r.label for r in train)),
+            "steps": int(result.global_step), "train_loss": float(result.training_loss),
+            "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
+            "train_samples_per_second": float(result.metrics.get("train_samples_per_second", 0)),
+            "history": best.history,
+            "best": {"step": best.best_step, "epoch": best.best_epoch,
+                     "dev_accuracy": best.best_accuracy},
+            "stopped_early": best.stopped_early,
+            "wall_time_s": round(time.time() - started, 3),
+        }
+        write_json(metrics, staged / METRICS_FILE)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(staged, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return metrics
+
+
+def fold_assignment(n: int, k: int, seed: int = 42) -> np.ndarray:
+    """Fold index (``0..k-1``) of each of ``n`` examples: a seeded shuffle cut into ``k``
+    near-equal folds."""
+    if k < 2:
+        raise ConfigError(f"cross-fitting needs at least 2 folds, got {k}")
+    if n < k:
+        raise ConfigError(f"cannot cut {n} examples into {k} folds")
+    order = np.random.default_rng(seed).permutation(n)
+    folds = np.empty(n, dtype=np.int64)
+    folds[order] = np.arange(n) % k
+    return folds
+
+
+def cross_fit_predictions(
+    records: Sequence[Record],
+    dev: Sequence[Record] | None,
+    out_file: str | Path,
+    *,
+    k: int = 5,
+    seed: int = 42,
+    folds_dir: str | Path | None = None,
+    progress: bool = True,
+    **train_options: Any,
+) -> list[Record]:
+    """Out-of-fold hypothesis-only predictions for every record (SPEC §2 ``hypo-only-pred``).
+
+    Trains ``k`` hypothesis-only classifiers, each on ``k − 1`` folds, and predicts the held-out
+    fold, so no record is labelled by a model that saw it. Each returned record carries
+    ``meta["hypo_only_pred"]`` (label name), ``meta["hypo_only_probs"]`` and
+    ``meta["hypo_only_fold"]``; they are also written to ``out_file``. Fold models are kept in
+    ``folds_dir`` when given, else deleted.
+    """
+    records = list(records)
+    folds = fold_assignment(len(records), k, seed)
+    task = train_options.pop("task", None) or infer_task(records)
+    labels = list(get_task(task).labels)
+    train_options.pop("input", None)
+    result: list[Record | None] = [None] * len(records)
+    keep = folds_dir is not None
+    base = Path(folds_dir) if keep else Path(tempfile.mkdtemp(prefix=".zdebias-folds-"))
+    try:
+        for fold in range(k):
+            if progress:
+                sys.stderr.write(f"cross-fit: fold {fold + 1}/{k}\n")
+            held = [i for i in range(len(records)) if folds[i] == fold]
+            fit = [records[i] for i in range(len(records)) if folds[i] != fold]
+            fold_dir = base / f"fold-{fold}"
+            train_classifier(fit, dev, fold_dir, task=task, input="hypothesis-only", seed=seed,
+                             progress=progress, **train_options)
+            probs = predict_proba(fold_dir, [records[i] for i in held])
+            clf_labels = load_labels(fold_dir)
+            for row, i in enumerate(held):
+                dist = {name: float(probs[row, j]) for j, name in enumerate(clf_labels)}
+                best_label = clf_labels[int(np.argmax(probs[row]))]
+                meta = {**records[i].meta, "hypo_only_pred": best_label,
+                        "hypo_only_probs": {n: dist[n] for n in labels}, "hypo_only_fold": fold}
+                result[i] = records[i].replace(meta=meta)
+            if not keep:
+                shutil.rmtree(fold_dir, ignore_errors=True)
+    finally:
+        if not keep:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(base)
+    done = [r for r in result if r is not None]
+    write_records(done, out_file)
+    return done
+
+
+def load_labels(folder: str | Path) -> list[str]:
+    """Label names of a saved classifier folder, in id order (from its config)."""
+    import json
+
+    config = json.loads((Path(folder) / "config.json").read_text())
+    id2label = config.get("id2label") or {}
+    return [str(id2label[str(i)]) for i in range(len(id2label))]

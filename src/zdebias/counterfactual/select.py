@@ -1,0 +1,420 @@
+"""Generate counterfactuals and post-select them with the classifier (AutoCAD §3.3, SPEC §10.3-4).
+
+For each example and each label other than its own, the infiller samples fillers for the
+example's spans (rationales, or random spans for the baseline) with nucleus sampling
+(p = 0.9, temperature 0.7, ``n`` samples); the example is rebuilt with the fillers and kept only
+if the classifier predicts the target label.
+
+Every output is accounted for. Rejected outputs carry ``meta.rejected_by``:
+
+- ``truncated``: a span lies beyond the infiller's ``max_source_length`` (nothing generated);
+- ``malformed``: the generated text does not parse into one filler per span;
+- ``empty``: a rebuilt field is empty;
+- ``unchanged``: the rebuilt example equals the original;
+- ``duplicate``: the same rebuilt example was already produced for this source and target;
+- ``classifier``: the classifier does not predict the target label (or below ``min_prob``).
+
+Decoding is constrained by default (:class:`SentinelConstraint`): the output must start with
+``<extra_id_0>``, sentinels come in order, each filler has at most ``max_filler_tokens``
+tokens and EOS comes after the last filler, so every sample parses. ``constrained=False`` leaves
+the model free (malformed outputs are then counted). Label words are banned inside fillers, as in
+the AutoCAD code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from zdebias.counterfactual.infill import (
+    LoadedInfiller,
+    encode_source,
+    eos_id,
+    mask_record,
+    rebuild,
+    sentinel_ids,
+    source_text,
+    special_ids,
+)
+from zdebias.counterfactual.rationales import Fields, random_rationales, read_spans
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+
+SpansMode = Literal["rationale", "random"]
+REJECT_REASONS = ("truncated", "malformed", "empty", "unchanged", "duplicate", "classifier")
+
+
+class SentinelConstraint:
+    """A logits processor that forces the ``<extra_id_0> f0 <extra_id_1> f1 ... EOS`` shape.
+
+    ``n_spans[r]`` is the number of spans of row ``r`` (rows as ``generate`` expands them);
+    tokens before ``prompt_len`` (decoder start, or a causal prompt) are not counted.
+    """
+
+    def __init__(
+        self, *, sentinels: Sequence[int], n_spans: Sequence[int], eos: int,
+        banned: Sequence[int], prompt_len: int, max_filler_tokens: int,
+    ) -> None:
+        import torch
+
+        self.sentinels = list(sentinels)
+        self.sent_t = torch.tensor(self.sentinels, dtype=torch.long)
+        self.n_spans = list(n_spans)
+        self.eos = eos
+        self.banned = torch.tensor(sorted(set(banned) | set(sentinels) | {eos}), dtype=torch.long)
+        self.prompt_len = prompt_len
+        self.max_filler = max_filler_tokens
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        gen = input_ids[:, self.prompt_len:]
+        is_sent = torch.isin(gen, self.sent_t.to(gen.device))
+        counts = is_sent.sum(dim=1).tolist()
+        length = gen.shape[1]
+        if length:
+            pos = torch.arange(length, device=gen.device).expand_as(gen)
+            last = torch.where(is_sent, pos, torch.full_like(pos, -1)).max(dim=1).values.tolist()
+        else:
+            last = [-1] * gen.shape[0]
+        out = scores.clone()
+        out[:, self.banned.to(out.device)] = -float("inf")
+        for r in range(scores.shape[0]):
+            c, k = counts[r], self.n_spans[r]
+            filler_len = length - 1 - last[r]
+            if c == 0:
+                forced = self.sentinels[0]
+            elif filler_len >= self.max_filler:
+                forced = self.sentinels[c] if c < k else self.eos
+            else:
+                allow = self.sentinels[c] if c < k else self.eos
+                out[r, allow] = scores[r, allow]
+                if bool(torch.isinf(out[r]).all()):
+                    forced = allow
+                else:
+                    continue
+            out[r] = -float("inf")
+            out[r, forced] = 0.0
+        return out
+
+
+def parse_fillers(
+    ids: Sequence[int], *, tokenizer: Any, n_spans: int, sentinels: Sequence[int], eos: int,
+) -> list[str] | str:
+    """Fillers from generated ids (after any prompt / decoder start), or why they don't parse.
+
+    Expects ``<extra_id_0> f0 <extra_id_1> f1 ... [<extra_id_k>] EOS``; text after EOS and
+    pad tokens is ignored.
+    """
+    sent_index = {tid: i for i, tid in enumerate(sentinels)}
+    pad = tokenizer.pad_token_id
+    seq: list[int] = []
+    for t in ids:
+        if t == eos:
+            break
+        if t == pad and not seq:
+            continue  # decoder start or left padding
+        seq.append(int(t))
+    segments: list[list[int]] = []
+    expected = 0
+    for t in seq:
+        if t in sent_index:
+            i = sent_index[t]
+            if i == n_spans and expected == n_spans:
+                break  # T5 habit: a closing sentinel
+            if i != expected:
+                return f"sentinel {i} where {expected} was expected"
+            segments.append([])
+            expected += 1
+        elif not segments:
+            return "text before the first sentinel"
+        else:
+            segments[-1].append(t)
+    if len(segments) != n_spans:
+        return f"{len(segments)} fillers for {n_spans} spans"
+    return [
+        tokenizer.decode(seg, skip_special_tokens=True).strip()
+        for seg in segments
+    ]
+
+
+def _bad_words(tokenizer: Any, words: Sequence[str]) -> list[list[int]]:
+    specials = special_ids(tokenizer)
+    out: list[list[int]] = []
+    for word in words:
+        for variant in (word, " " + word, word.capitalize(), " " + word.capitalize()):
+            ids = tokenizer(variant, add_special_tokens=False)["input_ids"]
+            ids = [i for i in ids if i not in specials]
+            if ids and ids not in out:
+                out.append(ids)
+    return out
+
+
+def sample_fillers(
+    infiller: LoadedInfiller,
+    sources: Sequence[Sequence[int]],
+    n_spans: Sequence[int],
+    *,
+    n: int = 1,
+    top_p: float = 0.9,
+    temperature: float = 0.7,
+    max_filler_tokens: int = 8,
+    constrained: bool = True,
+    ban_words: Sequence[str] = (),
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[list[list[str] | str]]:
+    """For each encoded source (see ``encode_source``), ``n`` sampled filler lists.
+
+    A sample that does not parse is given as the reason string instead.
+    """
+    import torch
+    from transformers import LogitsProcessorList
+
+    tok, model = infiller.tokenizer, infiller.model
+    sentinels = sentinel_ids(tok)
+    eos = eos_id(tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    banned = sorted(special_ids(tok) - {eos} - set(sentinels))
+    bad_words = _bad_words(tok, ban_words) or None
+    causal = infiller.arch == "causal"
+    torch.manual_seed(seed)
+    results: list[list[list[str] | str]] = []
+    starts: Any = range(0, len(sources), batch_size)
+    if progress:
+        from zdebias.counterfactual._progress import track
+
+        starts = track(starts, description="generating", total=len(starts))
+    for start in starts:
+        batch = [list(ids) for ids in sources[start:start + batch_size]]
+        spans = list(n_spans[start:start + batch_size])
+        width = max(len(ids) for ids in batch)
+        if causal:   # left padding: every prompt ends where generation starts
+            input_ids = [[pad] * (width - len(ids)) + ids for ids in batch]
+            mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in batch]
+            prompt_len = width
+        else:
+            input_ids = [ids + [pad] * (width - len(ids)) for ids in batch]
+            mask = [[1] * len(ids) + [0] * (width - len(ids)) for ids in batch]
+            prompt_len = 1
+        enc = {"input_ids": torch.tensor(input_ids, device=infiller.device),
+               "attention_mask": torch.tensor(mask, device=infiller.device)}
+        max_new = max(spans) * (max_filler_tokens + 1) + 1 if constrained else int(
+            infiller.info.get("max_target_length", 64))
+        processors = LogitsProcessorList()
+        if constrained:
+            processors.append(SentinelConstraint(
+                sentinels=sentinels, n_spans=[k for k in spans for _ in range(n)], eos=eos,
+                banned=banned, prompt_len=prompt_len, max_filler_tokens=max_filler_tokens,
+            ))
+        with torch.inference_mode():
+            gen = model.generate(
+                **enc, do_sample=True, top_p=top_p, temperature=temperature, top_k=0,
+                num_return_sequences=n, max_new_tokens=max_new, logits_processor=processors,
+                bad_words_ids=bad_words, pad_token_id=pad, eos_token_id=eos,
+            )
+        gen = gen[:, prompt_len:].tolist()
+        for i, k in enumerate(spans):
+            results.append([
+                parse_fillers(gen[i * n + j], tokenizer=tok, n_spans=k, sentinels=sentinels,
+                              eos=eos)
+                for j in range(n)
+            ])
+    return results
+
+
+def post_select(
+    candidates: Sequence[Record], probs: np.ndarray, labels: Sequence[str], *,
+    min_prob: float = 0.0,
+) -> tuple[list[Record], list[Record]]:
+    """Keep candidates whose classifier argmax is their (target) label with ``p >= min_prob``.
+
+    ``probs[i]`` is the classifier distribution for ``candidates[i]`` in ``labels`` order. Every
+    candidate gets ``meta.classifier_label`` and ``meta.classifier_probs``; rejected ones get
+    ``meta.rejected_by = "classifier"`` and a ``meta.reason``.
+    """
+    kept: list[Record] = []
+    rejected: list[Record] = []
+    for record, p in zip(candidates, probs, strict=True):
+        pred = int(np.argmax(p))
+        target = labels.index(record.label)
+        meta = {
+            **record.meta,
+            "classifier_label": labels[pred],
+            "classifier_probs": {lab: round(float(v), 6) for lab, v in zip(labels, p, strict=True)},
+        }
+        if pred != target:
+            meta["rejected_by"] = "classifier"
+            meta["reason"] = (
+                f"classifier predicts {labels[pred]} (p={p[pred]:.3f}), not {record.label} "
+                f"(p={p[target]:.3f})"
+            )
+            rejected.append(record.replace(meta=meta))
+        elif p[target] < min_prob:
+            meta["rejected_by"] = "classifier"
+            meta["reason"] = f"p({record.label})={p[target]:.3f} < {min_prob}"
+            rejected.append(record.replace(meta=meta))
+        else:
+            kept.append(record.replace(meta=meta))
+    return kept, rejected
+
+
+def _reject(record: Record, code: str, reason: str) -> Record:
+    return record.replace(meta={**record.meta, "rejected_by": code, "reason": reason})
+
+
+def _key(record: Record) -> tuple[str | None, ...]:
+    return (record.premise, record.hypothesis, record.text)
+
+
+def generate_counterfactuals(
+    infiller: LoadedInfiller,
+    classifier: Any,
+    records: Sequence[Record],
+    *,
+    spans: SpansMode = "rationale",
+    n: int = 1,
+    top_p: float = 0.9,
+    temperature: float = 0.7,
+    seed: int = 0,
+    density: float = 0.3,
+    mean_span: float = 2.0,
+    fields: Fields = "both",
+    max_filler_tokens: int = 8,
+    constrained: bool = True,
+    ban_label_words: bool = True,
+    min_prob: float = 0.0,
+    max_source_length: int | None = None,
+    batch_size: int = 16,
+    path: str | None = None,
+    progress: bool = False,
+) -> tuple[list[Record], list[Record], dict[str, Any]]:
+    """Counterfactuals for every (record, other label): ``(kept, rejected, summary)``."""
+    from zdebias.classify.predict import predict_proba
+
+    labels = list(infiller.labels or classifier.labels)
+    missing = [lab for lab in labels if lab not in classifier.labels]
+    if missing:
+        raise ConfigError(
+            f"infiller labels {missing} are not labels of the classifier ({classifier.labels})"
+        )
+    if spans not in ("rationale", "random"):
+        raise ConfigError(f"unknown spans {spans!r}; expected rationale or random")
+    if max_source_length is None:
+        max_source_length = int(infiller.info.get("max_source_length", 256))
+    rng = np.random.default_rng(seed)
+    jobs: list[tuple[Record, dict[str, list[tuple[int, int]]], str, list[int] | None,
+                     list[str]]] = []
+    n_without_spans = 0
+    for record in records:
+        if spans == "rationale":
+            sp = read_spans(record, path=path)
+        else:
+            sp = random_rationales(record, fields=fields, density=density, mean_span=mean_span,
+                                   rng=rng)
+        masked, fillers = mask_record(record, sp)
+        if not fillers:
+            n_without_spans += 1
+            continue
+        for target in labels:
+            if target != record.label:
+                ids = encode_source(infiller.tokenizer, infiller.arch,
+                                    source_text(target, masked), len(fillers),
+                                    max_length=max_source_length)
+                jobs.append((record, sp, target, ids, fillers))
+    todo = [j for j in jobs if j[3] is not None]
+    samples = iter(sample_fillers(
+        infiller, [j[3] for j in todo], [len(j[4]) for j in todo], n=n, top_p=top_p,
+        temperature=temperature, max_filler_tokens=max_filler_tokens, constrained=constrained,
+        ban_words=labels if ban_label_words else (), batch_size=batch_size, seed=seed,
+        progress=progress,
+    ))
+    parsed: list[Record] = []
+    rejected: list[Record] = []
+    for record, sp, target, ids, orig_fillers in jobs:
+        outs: list[list[str] | str] = (
+            next(samples) if ids is not None
+            else ["truncated: a span lies beyond max_source_length"] * n
+        )
+        for j, out in enumerate(outs):
+            meta = {
+                "type": "counterfactual",
+                "source_id": record.id,
+                "original_label": record.label,
+                "target_label": target,
+                "spans": spans,
+                "span_offsets": {k: [list(s) for s in v] for k, v in sp.items()},
+                "original_fillers": orig_fillers,
+                "sample": j,
+            }
+            base = Record(id=f"{record.id}:cf:{target}:{j}", label=target,
+                          premise=record.premise, hypothesis=record.hypothesis, text=record.text,
+                          meta=meta)
+            if isinstance(out, str):
+                code = "truncated" if ids is None else "malformed"
+                rejected.append(_reject(base, code, out))
+                continue
+            base.meta["fillers"] = out
+            parsed.append(rebuild(base, sp, out))
+    probs = predict_proba(classifier, parsed) if parsed else np.zeros((0, len(classifier.labels)))
+    selectable: list[Record] = []
+    selectable_probs: list[np.ndarray] = []
+    seen: set[tuple[Any, ...]] = set()
+    originals = {r.id: _key(r) for r in records}
+    for record, p in zip(parsed, probs, strict=True):
+        meta = record.meta
+        key = (meta["source_id"], record.label, *_key(record))
+        fields_now = [v for v in _key(record) if v is not None]
+        pred = classifier.labels[int(np.argmax(p))]
+        info = {"classifier_label": pred,
+                "classifier_probs": {lab: round(float(v), 6)
+                                     for lab, v in zip(classifier.labels, p, strict=True)}}
+        if any(not v.strip() for v in fields_now):
+            rejected.append(_reject(record.replace(meta={**meta, **info}), "empty",
+                                    "a rebuilt field is empty"))
+        elif _key(record) == originals[meta["source_id"]]:
+            rejected.append(_reject(record.replace(meta={**meta, **info}), "unchanged",
+                                    "the fillers reproduce the original text"))
+        elif key in seen:
+            rejected.append(_reject(record.replace(meta={**meta, **info}), "duplicate",
+                                    "same counterfactual as an earlier sample"))
+        else:
+            seen.add(key)
+            selectable.append(record)
+            selectable_probs.append(p)
+    kept, rej = post_select(
+        selectable, np.array(selectable_probs).reshape(-1, len(classifier.labels)),
+        classifier.labels, min_prob=min_prob,
+    )
+    rejected.extend(rej)
+    order = {f"{r.id}:cf:{t}:{j}": i for i, (r, _, t, _, _) in enumerate(jobs)
+             for j in range(n)}
+    rejected.sort(key=lambda r: order[r.id])
+    reasons = Counter(r.meta["rejected_by"] for r in rejected)
+    flips = sum(
+        int(classifier.labels[int(np.argmax(p))] == r.label)
+        for r, p in zip(parsed, probs, strict=True)
+    )
+    summary = {
+        "n_records": len(records),
+        "n_records_without_spans": n_without_spans,
+        "n_targets": len(jobs),
+        "n_outputs": len(jobs) * n,
+        "n_parsed": len(parsed),
+        "n_kept": len(kept),
+        "n_rejected": len(rejected),
+        "rejected_by": {r: reasons.get(r, 0) for r in REJECT_REASONS},
+        "flip_rate": round(flips / len(parsed), 6) if parsed else None,
+        "keep_rate": round(len(kept) / (len(jobs) * n), 6) if jobs else None,
+        "spans": spans,
+        "n": n,
+        "top_p": top_p,
+        "temperature": temperature,
+        "constrained": constrained,
+        "seed": seed,
+    }
+    return kept, rejected, summary

@@ -1,0 +1,267 @@
+"""Score classifiers on labelled evaluation sets ("suites", SPEC §9).
+
+A suite is ``NAME=PATH``: any input :mod:`zdebias.data` reads (SNLI-hard JSONL, MNLI-hard
+triplets ``DIR::test``, the HANS file, ANLI, the Liu et al. sets, any labelled file). Scoring is
+a pure function of a probability array (:func:`score_predictions`); :func:`evaluate_models`
+runs each model over each suite and returns one JSON-ready results document.
+
+A three-way NLI model on a two-way set (HANS: ``entailment`` / ``non-entailment``) predicts
+``non-entailment`` when p(neutral) + p(contradiction) > p(entailment). Sets whose records carry
+``meta["heuristic"]`` (HANS) are also scored per heuristic × gold label and per subcase.
+
+>>> hans = parse_suite("hans=heuristics_evaluation_set.txt")   # doctest: +SKIP
+>>> doc = evaluate_models(["runs/clf"], [hans])                  # doctest: +SKIP
+>>> doc["summary"]["hans"]["mean"]                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zdebias.data.readers import Dataset
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+
+FORMAT_NAME = "zdebias-evaluation"
+FORMAT_VERSION = 1
+NON_ENTAILMENT = "non-entailment"
+#: Meta keys that split a suite into groups (HANS), outer and inner.
+GROUP_KEY = "heuristic"
+SUBGROUP_KEY = "subcase"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One evaluation set: a name for the tables and the path (plus reader options)."""
+
+    name: str
+    path: str
+    format: str | None = None
+    task: str | None = None
+    split: str | None = None
+    on_error: str = "raise"
+
+
+def parse_suite(spec: str, **options: Any) -> Suite:
+    """``NAME=PATH`` → :class:`Suite` (a bare path takes its file name as the name)."""
+    name, sep, path = spec.partition("=")
+    if not sep:
+        path = spec
+        name = Path(spec.split("::")[0]).name.split(".")[0]
+    name, path = name.strip(), path.strip()
+    if not name or not path:
+        raise ConfigError(f"bad suite {spec!r}: expected NAME=PATH")
+    if "/" in name:
+        raise ConfigError(f"bad suite name {name!r}: '/' is reserved for sub-results")
+    return Suite(name, path, **options)
+
+
+def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
+    """The suite's records and a description (path, format, task, counts, skipped rows)."""
+    ds = Dataset(suite.path, format=suite.format, task=suite.task, split=suite.split,
+                 on_error=suite.on_error)  # type: ignore[arg-type]
+    records = list(ds)
+    rep = ds.report
+    info = {
+        "name": suite.name, "path": suite.path, "format": rep.format, "task": rep.task,
+        "n": len(records), "n_skipped_unlabelled": rep.n_unlabelled,
+        "n_skipped_errors": rep.n_errors,
+    }
+    if not records:
+        raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records")
+    return records, info
+
+
+def map_predictions(
+    probs: np.ndarray, model_labels: Sequence[str], gold_labels: set[str]
+) -> tuple[list[str], str]:
+    """Predicted label names for a set whose gold labels are ``gold_labels``.
+
+    Returns ``(predictions, mapping)`` with mapping ``direct`` (argmax over the model's labels)
+    or ``non-entailment-sum`` (two-way set, model with ``entailment`` and other labels: every
+    non-entailment probability is summed; a tie goes to non-entailment).
+    """
+    model_labels = list(model_labels)
+    if probs.ndim != 2 or probs.shape[1] != len(model_labels):
+        raise ValueError(f"probabilities of shape {probs.shape} for {len(model_labels)} labels")
+    if gold_labels <= set(model_labels):
+        return [model_labels[i] for i in probs.argmax(axis=1)], "direct"
+    if gold_labels <= {"entailment", NON_ENTAILMENT} and "entailment" in model_labels:
+        ent = model_labels.index("entailment")
+        p_ent = probs[:, ent]
+        p_non = probs.sum(axis=1) - p_ent
+        return ["entailment" if e > n else NON_ENTAILMENT for e, n in zip(p_ent, p_non,
+                                                                         strict=True)], \
+            "non-entailment-sum"
+    raise ConfigError(
+        f"the set's labels ({', '.join(sorted(gold_labels))}) cannot be read off a model that "
+        f"predicts {', '.join(model_labels)}"
+    )
+
+
+def _cell(n: int, correct: int) -> dict[str, Any]:
+    return {"n": n, "n_correct": correct, "accuracy": correct / n if n else float("nan")}
+
+
+def score_predictions(
+    probs: np.ndarray, model_labels: Sequence[str], records: Sequence[Record]
+) -> dict[str, Any]:
+    """Accuracy of probabilities ``[N, L]`` on ``records``, with breakdowns.
+
+    Returns ``accuracy``, ``n``, ``n_correct``, ``mapping``, ``per_label`` (accuracy per gold
+    label), ``confusion`` (gold → predicted → count) and, when records carry
+    ``meta["heuristic"]``, ``groups`` (heuristic → gold label → cell, plus ``all``) and
+    ``subgroups`` (subcase → cell).
+    """
+    if len(records) != probs.shape[0]:
+        raise ValueError(f"{probs.shape[0]} probability rows for {len(records)} records")
+    gold = [r.label for r in records]
+    preds, mapping = map_predictions(probs, model_labels, set(gold))
+    correct = [g == p for g, p in zip(gold, preds, strict=True)]
+    n_correct = sum(correct)
+    labels_seen = list(dict.fromkeys(sorted(set(gold), key=_label_order(model_labels))))
+    per_label = {
+        lab: _cell(sum(1 for g in gold if g == lab),
+                   sum(1 for g, c in zip(gold, correct, strict=True) if g == lab and c))
+        for lab in labels_seen
+    }
+    confusion: dict[str, dict[str, int]] = {lab: {} for lab in labels_seen}
+    for g, p in zip(gold, preds, strict=True):
+        confusion[g][p] = confusion[g].get(p, 0) + 1
+    out: dict[str, Any] = {
+        "accuracy": n_correct / len(records), "n": len(records), "n_correct": n_correct,
+        "mapping": mapping, "per_label": per_label, "confusion": confusion,
+    }
+    if any(GROUP_KEY in r.meta for r in records):
+        groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        subgroups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for r, ok in zip(records, correct, strict=True):
+            heuristic = str(r.meta.get(GROUP_KEY, "?"))
+            for key in (r.label, "all"):
+                groups[heuristic][key][0] += 1
+                groups[heuristic][key][1] += int(ok)
+            if SUBGROUP_KEY in r.meta:
+                cell = subgroups[f"{heuristic}/{r.meta[SUBGROUP_KEY]}/{r.label}"]
+                cell[0] += 1
+                cell[1] += int(ok)
+        out["groups"] = {
+            h: {k: _cell(*cells[k]) for k in [*labels_seen, "all"] if k in cells}
+            for h, cells in sorted(groups.items())
+        }
+        out["subgroups"] = {k: _cell(*v) for k, v in sorted(subgroups.items())}
+    return out
+
+
+def _label_order(model_labels: Sequence[str]) -> Callable[[str], tuple[int, str]]:
+    order = {name: i for i, name in enumerate([*model_labels, NON_ENTAILMENT])}
+    return lambda lab: (order.get(lab, len(order)), lab)
+
+
+def flat_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
+    """``{suite: acc, suite/heuristic: acc, suite/heuristic/label: acc}`` for summaries."""
+    out = {suite: float(result["accuracy"])}
+    for heuristic, cells in result.get("groups", {}).items():
+        for key, cell in cells.items():
+            name = f"{suite}/{heuristic}" if key == "all" else f"{suite}/{heuristic}/{key}"
+            out[name] = float(cell["accuracy"])
+    return out
+
+
+def summarize(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and sample standard deviation (ddof 1; 0 for a single run) of per-run values."""
+    arr = np.asarray(values, dtype=np.float64)
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return {"mean": float(arr.mean()), "std": std, "n_runs": len(arr),
+            "values": [float(v) for v in arr]}
+
+
+def _run_info(model: str) -> dict[str, Any]:
+    """Seed, loss and input of a trained classifier folder, when it has them."""
+    info: dict[str, Any] = {}
+    folder = Path(model)
+    for name in ("zdebias_classifier.json", "metrics.json"):
+        path = folder / name
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            for key in ("seed", "loss", "input", "base_model"):
+                if key in data and key not in info:
+                    info[key] = data[key]
+    return info
+
+
+def evaluate_models(
+    models: Sequence[str | Path],
+    suites: Sequence[Suite],
+    *,
+    name: str | None = None,
+    batch_size: int = 64,
+    progress: bool = True,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate every model (e.g. one per seed) on every suite; return the results document.
+
+    Document: ``name``, ``suites`` (descriptions), ``runs`` (per model: ``model``, ``seed``...,
+    ``results`` per suite, ``metrics`` flat), ``summary`` (flat metric → mean ± std over runs).
+    """
+    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+
+    if not models:
+        raise ConfigError("evaluate needs at least one model")
+    if not suites:
+        raise ConfigError("evaluate needs at least one --suite NAME=PATH")
+    names = [s.name for s in suites]
+    dupes = [n for n, c in Counter(names).items() if c > 1]
+    if dupes:
+        raise ConfigError(f"suite names must be unique; repeated: {', '.join(dupes)}")
+    loaded = [load_suite(s) for s in suites]
+    runs = []
+    for model in models:
+        with hf_progress(progress):
+            clf = load_classifier(model, device=device)
+        results: dict[str, Any] = {}
+        metrics: dict[str, float] = {}
+        for suite, (records, _info) in zip(suites, loaded, strict=True):
+            probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
+            results[suite.name] = score_predictions(probs, clf.labels, records)
+            metrics.update(flat_metrics(suite.name, results[suite.name]))
+        runs.append({"model": str(model), **_run_info(str(model)), "labels": clf.labels,
+                     "results": results, "metrics": metrics})
+        del clf
+    keys = list(runs[0]["metrics"])
+    summary = {k: summarize([r["metrics"][k] for r in runs]) for k in keys
+               if all(k in r["metrics"] for r in runs)}
+    return {
+        "kind": FORMAT_NAME, "version": FORMAT_VERSION,
+        "name": name or Path(str(models[0])).name,
+        "suites": [{**asdict(s), **info} for s, (_r, info) in zip(suites, loaded, strict=True)],
+        "runs": runs, "summary": summary,
+    }
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Load a results document written by ``zdebias evaluate``, checking its kind."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such results file") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != FORMAT_NAME:
+        raise ConfigError(f"{p}: not a zdebias evaluation results file (run zdebias evaluate)")
+    for key, summary in doc.get("summary", {}).items():
+        if any(v is None or (isinstance(v, float) and math.isnan(v))
+               for v in summary.get("values", [])):
+            raise ConfigError(f"{p}: summary {key!r} holds missing values")
+    return doc

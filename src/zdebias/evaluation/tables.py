@@ -1,0 +1,178 @@
+"""Result tables shaped like GD-NLI Tables 2-5, as JSON-ready dicts and as Markdown.
+
+A table has one row per results document (a method: one or more runs / seeds) and one column
+per suite; cells are accuracy in percent, ``mean±std`` when there are several runs (Tables 2-4).
+``average=True`` adds an ``Avg.`` column (Table 5: the Liu et al. categories), averaged per run
+and then over runs. Grouped suites (HANS) get a heuristic × gold-label table.
+
+Tables only read saved results documents; they never import training code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from zdebias.evaluation.suites import summarize
+
+#: Marks a cell that differs significantly from the baseline row (the paper underlines it).
+SIGNIFICANT = "*"
+
+
+def suite_names(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """Top-level suite names across documents, in first-seen order."""
+    seen: dict[str, None] = {}
+    for doc in docs:
+        for suite in doc.get("suites", []):
+            seen.setdefault(suite["name"], None)
+    return list(seen)
+
+
+def _run_values(doc: dict[str, Any], key: str) -> list[float] | None:
+    values = [run["metrics"].get(key) for run in doc.get("runs", [])]
+    if not values or any(v is None for v in values):
+        return None
+    return [float(v) for v in values]
+
+
+def summary_table(
+    docs: Sequence[dict[str, Any]],
+    *,
+    columns: Sequence[str] | None = None,
+    average: bool = False,
+    comparison: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Rows = documents, columns = suites; each cell ``{mean, std, n_runs}`` (fractions) or
+    ``None`` where a document lacks the suite. ``comparison`` (from
+    :func:`zdebias.evaluation.significance.compare_results`) adds ``significant`` flags."""
+    cols = list(columns) if columns is not None else suite_names(docs)
+    tests: dict[int, dict[str, Any]] = {}
+    if comparison is not None:
+        for i, item in enumerate(comparison.get("comparisons", []), start=1):
+            tests[i] = item.get("tests", {})
+    rows = []
+    for i, doc in enumerate(docs):
+        cells: dict[str, Any] = {}
+        for col in cols:
+            values = _run_values(doc, col)
+            cell = summarize(values) if values else None
+            if cell is not None and col in tests.get(i, {}):
+                cell["significant"] = bool(tests[i][col].get("significant"))
+            cells[col] = cell
+        row: dict[str, Any] = {"name": doc.get("name", f"run {i}"),
+                               "n_runs": len(doc.get("runs", [])), "cells": cells}
+        if average:
+            per_run = [_run_values(doc, col) for col in cols]
+            if cols and all(v is not None for v in per_run):
+                n = len(per_run[0])  # type: ignore[arg-type]
+                avg = [sum(v[r] for v in per_run) / len(cols) for r in range(n)]  # type: ignore[index]
+                row["average"] = summarize(avg)
+                if "Avg." in tests.get(i, {}):
+                    row["average"]["significant"] = bool(tests[i]["Avg."].get("significant"))
+            else:
+                row["average"] = None
+        rows.append(row)
+    return {"columns": cols, "average": average, "rows": rows}
+
+
+def format_cell(cell: dict[str, Any] | None, *, digits: int = 2) -> str:
+    """``80.34±0.46`` (percent; the ± only with several runs), ``–`` when missing."""
+    if cell is None:
+        return "–"
+    text = f"{100 * cell['mean']:.{digits}f}"
+    if cell.get("n_runs", 1) > 1:
+        text += f"±{100 * cell['std']:.{digits}f}"
+    if cell.get("significant"):
+        text += SIGNIFICANT
+    return text
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def table_markdown(table: dict[str, Any], *, first: str = "Method") -> str:
+    """The summary table as a Markdown pipe table."""
+    header = [first, *table["columns"]] + (["Avg."] if table.get("average") else [])
+    body = []
+    for row in table["rows"]:
+        cells = [format_cell(row["cells"].get(c)) for c in table["columns"]]
+        if table.get("average"):
+            cells.append(format_cell(row.get("average")))
+        body.append([str(row["name"]), *cells])
+    return _markdown(header, body)
+
+
+def group_table(doc: dict[str, Any], suite: str) -> dict[str, Any] | None:
+    """Heuristic × gold label (plus ``all``) for a grouped suite (HANS), mean ± std over runs;
+    counts ``n`` and ``n_correct`` per cell for each run. None if the suite has no groups."""
+    runs = doc.get("runs", [])
+    groups = [run["results"].get(suite, {}).get("groups") for run in runs]
+    if not runs or any(g is None for g in groups):
+        return None
+    first = groups[0]
+    labels: list[str] = []
+    for cells in first.values():
+        for key in cells:
+            if key != "all" and key not in labels:
+                labels.append(key)
+    columns = [*labels, "all"]
+    rows = []
+    for heuristic in first:
+        cells = {}
+        for col in columns:
+            values = [g[heuristic][col]["accuracy"] for g in groups if col in g.get(heuristic, {})]
+            counts = [{"n": g[heuristic][col]["n"], "n_correct": g[heuristic][col]["n_correct"]}
+                      for g in groups if col in g.get(heuristic, {})]
+            cells[col] = ({**summarize(values), "counts": counts}
+                          if len(values) == len(groups) else None)
+        rows.append({"name": heuristic, "cells": cells})
+    overall = summarize([run["metrics"][suite] for run in runs])
+    return {"suite": suite, "columns": columns, "rows": rows, "overall": overall}
+
+
+def group_markdown(table: dict[str, Any]) -> str:
+    """The heuristic table as Markdown; with one run each cell also shows ``correct/n``."""
+    body = []
+    for row in table["rows"]:
+        cells = []
+        for col in table["columns"]:
+            cell = row["cells"].get(col)
+            text = format_cell(cell)
+            if cell is not None and len(cell["counts"]) == 1:
+                count = cell["counts"][0]
+                text += f" ({count['n_correct']}/{count['n']})"
+            cells.append(text)
+        body.append([row["name"], *cells])
+    body.append([f"**{table['suite']} overall**", *[""] * (len(table["columns"]) - 1),
+                 format_cell(table["overall"])])
+    return _markdown(["heuristic", *table["columns"]], body)
+
+
+def runs_markdown(doc: dict[str, Any]) -> str:
+    """One row per run (model, seed) with its accuracy on each suite."""
+    cols = [s["name"] for s in doc.get("suites", [])]
+    body = []
+    for run in doc.get("runs", []):
+        seed = run.get("seed")
+        body.append([str(run["model"]), "" if seed is None else str(seed),
+                     *[f"{100 * run['metrics'][c]:.2f}" if c in run["metrics"] else "–"
+                       for c in cols]])
+    return _markdown(["model", "seed", *cols], body)
+
+
+def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
+    """The Markdown report of one results document: summary, heuristic tables, runs."""
+    parts = [f"## {doc.get('name', 'results')}", "",
+             table_markdown(summary_table([doc], average=average)), ""]
+    for suite in suite_names([doc]):
+        table = group_table(doc, suite)
+        if table is not None:
+            parts += [f"### {suite} by heuristic and gold label", "", group_markdown(table), ""]
+    if len(doc.get("runs", [])) > 1:
+        parts += ["### runs", "", runs_markdown(doc), ""]
+    parts.append("Accuracy in %; mean±std (sample std) over runs.")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,224 @@
+"""Hypothesis-only prediction feature: ``hypo-only-pred=contradiction`` (SPEC §2).
+
+Where the prediction comes from, per record, first match wins:
+
+1. ``record.meta["hypo_only_pred"]`` (a label name or index), e.g. precomputed by a trained
+   transformer hypothesis-only model;
+2. the setting ``hypo_only_model=DIR``: a classifier folder (``zdebias classify``), run through
+   :func:`zdebias.classify.predict.predict_proba` on the hypotheses;
+3. the fast default (no GPU): a scikit-learn linear classifier on hypothesis unigrams and
+   bigrams, with **out-of-fold** predictions: records are split into ``hypo_only_folds`` seeded
+   folds and each fold is predicted by a model trained on the others, so no record's own label
+   leaks into its feature. Records outside ``hypo_only_fit`` (e.g. generated data when the
+   model should be trained on the original data only) get the mean probability of the fold
+   models.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.errors import ConfigError, DataError
+from zdebias.features.ngrams import ngram_block
+from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+DEFAULT_FOLDS = 5
+CLASSIFIERS = ("logreg", "nb")
+DEFAULT_CLASSIFIER = "nb"
+
+
+def _labels(ctx: FeatureContext) -> tuple[str, ...]:
+    if ctx.labels is None:
+        from zdebias.stats.zstats import infer_labels
+
+        ctx.labels = infer_labels(ctx.records)
+    return ctx.labels
+
+
+def _meta_predictions(ctx: FeatureContext, labels: tuple[str, ...]) -> np.ndarray:
+    """Label index from ``meta["hypo_only_pred"]`` per record, -1 where absent."""
+    out = np.full(len(ctx.records), -1, dtype=np.int64)
+    index = {name: i for i, name in enumerate(labels)}
+    for i, record in enumerate(ctx.records):
+        value = record.meta.get("hypo_only_pred") if record.meta else None
+        if value is None:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(labels):
+            out[i] = value
+        elif isinstance(value, str) and value in index:
+            out[i] = index[value]
+        else:
+            raise DataError(
+                f"record {record.id!r}: meta.hypo_only_pred {value!r} is not one of "
+                f"{', '.join(labels)}",
+                field="meta.hypo_only_pred",
+            )
+    return out
+
+
+def _model_predictions(
+    ctx: FeatureContext, rows: np.ndarray, model_dir: str, labels: tuple[str, ...]
+) -> np.ndarray:
+    """Argmax label index of a trained hypothesis-only classifier folder."""
+    from zdebias.classify.predict import load_classifier, predict_proba
+
+    clf = load_classifier(model_dir)
+    if clf.input not in (None, "hypothesis-only", "text"):
+        raise ConfigError(
+            f"hypo_only_model {model_dir!r} was trained on {clf.input!r} input; a "
+            "hypothesis-only classifier is needed"
+        )
+    if clf.input is None and ctx.pair:
+        clf.input = "hypothesis-only"
+    missing = [name for name in clf.labels if name not in labels]
+    if missing:
+        raise ConfigError(
+            f"hypo_only_model {model_dir!r} predicts labels {clf.labels}, not the task's "
+            f"{list(labels)}"
+        )
+    proba = predict_proba(clf, [ctx.records[i] for i in rows.tolist()],
+                          batch_size=int(ctx.settings.get("hypo_only_batch_size", 64)))
+    remap = np.array([labels.index(name) for name in clf.labels])
+    return remap[proba.argmax(axis=1)]
+
+
+def sgd_epochs(n_train: int) -> int:
+    """Passes over the data for the SGD logistic regression: 8 on small sets, down to 2 on
+    large ones (each pass over a million examples already converges a linear model)."""
+    return int(min(8, max(2, 160_000 // max(n_train, 1) + 1)))
+
+
+def _make_classifier(kind: str, seed: int, n_train: int) -> Any:
+    if kind == "logreg":
+        from sklearn.linear_model import SGDClassifier
+
+        # One-vs-rest logistic regression by SGD: linear in the data and, on SNLI, within a
+        # point of a full solver (58.2% vs 58.8% out-of-fold on snli_20k, 20x faster).
+        return SGDClassifier(
+            loss="log_loss", alpha=1e-4, max_iter=sgd_epochs(n_train), tol=None,
+            random_state=seed,
+        )
+    if kind == "nb":
+        from sklearn.naive_bayes import MultinomialNB
+
+        return MultinomialNB(alpha=1.0)
+    raise ConfigError(f"unknown hypo_only_classifier {kind!r}; expected one of {CLASSIFIERS}")
+
+
+def cross_fitted_predictions(
+    x: sp.csr_matrix,
+    y: np.ndarray,
+    fit_rows: np.ndarray,
+    *,
+    num_labels: int,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    classifier: str = DEFAULT_CLASSIFIER,
+) -> np.ndarray:
+    """Out-of-fold argmax predictions for ``fit_rows``, fold-averaged ones for other rows.
+
+    ``x``: features [n, F]; ``y``: label index per row (used on ``fit_rows`` only).
+    Returns a label index per row of ``x``.
+    """
+    import warnings
+
+    n = x.shape[0]
+    out = np.full(n, -1, dtype=np.int64)
+    fit_rows = np.asarray(fit_rows, dtype=np.int64)
+    if len(fit_rows) == 0:
+        raise ConfigError("the hypothesis-only model has no records to train on")
+    folds = max(2, min(int(folds), len(fit_rows)))
+    rng = np.random.default_rng(seed)
+    fold_of = np.empty(len(fit_rows), dtype=np.int64)
+    fold_of[rng.permutation(len(fit_rows))] = np.arange(len(fit_rows)) % folds
+    other = np.setdiff1d(np.arange(n), fit_rows, assume_unique=True)
+    other_proba = np.zeros((len(other), num_labels))
+    for k in range(folds):
+        train = fit_rows[fold_of != k]
+        test = fit_rows[fold_of == k]
+        classes = np.unique(y[train])
+        if len(classes) == 1:  # a degenerate fold: predict its only label
+            out[test] = classes[0]
+            if len(other):
+                other_proba[:, classes[0]] += 1
+            continue
+        model = _make_classifier(classifier, seed + k, len(train))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(x[train], y[train])
+        if len(test):
+            out[test] = model.classes_[model.predict_proba(x[test]).argmax(axis=1)]
+        if len(other):
+            other_proba[:, model.classes_] += model.predict_proba(x[other])
+    if len(other):
+        out[other] = other_proba.argmax(axis=1)
+    return out
+
+
+def _fit_rows(ctx: FeatureContext) -> np.ndarray:
+    value = ctx.settings.get("hypo_only_fit")
+    n = len(ctx.records)
+    if value is None:
+        return np.arange(n)
+    arr = np.asarray(value)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise ConfigError(f"hypo_only_fit mask has shape {arr.shape}, expected ({n},)")
+        return np.flatnonzero(arr)
+    return np.unique(arr.astype(np.int64))
+
+
+def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
+    """Label index of the hypothesis-only prediction for every record (cached)."""
+    if "hypo_only_pred" in ctx.cache:
+        return ctx.cache["hypo_only_pred"]
+    import scipy.sparse as sp
+
+    labels = _labels(ctx)
+    preds = _meta_predictions(ctx, labels)
+    todo = np.flatnonzero(preds < 0)
+    model_dir = ctx.settings.get("hypo_only_model")
+    if len(todo) and model_dir:
+        preds[todo] = _model_predictions(ctx, todo, str(model_dir), labels)
+    elif len(todo):
+        index = {name: i for i, name in enumerate(labels)}
+        y = np.array([index.get(r.label, -1) for r in ctx.records], dtype=np.int64)
+        fit = _fit_rows(ctx)
+        unknown = fit[y[fit] < 0]
+        if len(unknown):
+            bad = ctx.records[int(unknown[0])]
+            raise DataError(
+                f"record {bad.id!r} has label {bad.label!r}, not one of {', '.join(labels)}",
+                field="label",
+            )
+        uni, _ = ngram_block(ctx, "hypothesis", 1)
+        bi, _ = ngram_block(ctx, "hypothesis", 2)
+        x = sp.hstack([uni, bi], format="csr", dtype=np.float32)
+        all_preds = cross_fitted_predictions(
+            x, y, fit, num_labels=len(labels),
+            folds=int(ctx.settings.get("hypo_only_folds", DEFAULT_FOLDS)),
+            seed=int(ctx.settings.get("seed", 0)),
+            classifier=str(ctx.settings.get("hypo_only_classifier", DEFAULT_CLASSIFIER)),
+        )
+        preds[todo] = all_preds[todo]
+    ctx.cache["hypo_only_pred"] = preds
+    return preds
+
+
+@register_feature(
+    "hypo-only",
+    batch=True,
+    pair_only=True,
+    settings=("hypo_only_model", "hypo_only_folds", "hypo_only_classifier", "hypo_only_fit",
+              "hypo_only_batch_size"),
+)
+def hypothesis_only(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+    """hypo-only-pred=LABEL: a hypothesis-only classifier's out-of-fold prediction."""
+    labels = _labels(ctx)
+    preds = hypothesis_only_predictions(ctx)
+    return bins_matrix(preds, len(labels)), [f"hypo-only-pred={name}" for name in labels]

@@ -1,0 +1,162 @@
+"""Word n-gram features: ``sleeping@hypothesis``, ``is sleeping@hypothesis``, ``man@premise``.
+
+Premise and hypothesis n-grams are separate features (GD-NLI Table 11); single-text records get
+``word@text``. An n-gram is present or absent per example. Vectorised over the whole dataset:
+tokens become ids once (see :class:`~zdebias.features.registry.FeatureContext`), n-grams are
+integer keys, and the per-example presence matrix is built in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.errors import ConfigError
+from zdebias.features.registry import FeatureContext, build_csr, register_feature
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+DEFAULT_NGRAM_RANGE = (1, 2)
+
+
+def _factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique keys and each key's position among them (``np.unique`` semantics).
+
+    Uses a hash table (pandas) when available, then sorts only the unique keys, which is much
+    faster than sorting every key; the result is identical either way.
+    """
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas comes with datasets
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return uniq, inverse
+    codes, uniques = pd.factorize(keys, sort=False)
+    uniques = np.asarray(uniques)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniques[order], rank[codes]
+
+
+def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_matrix, list[str]]:
+    """Presence of every word n-gram of one field: ``(csr [n_records, n_ngrams], names)``."""
+    key = ("ngrams", field_name, n)
+    if key in ctx.cache:
+        return ctx.cache[key]
+    col = ctx.tokens(field_name)
+    vocab = ctx.vocab_list()
+    n_rows = col.n_distinct
+    ids = col.ids
+    rows = col.distinct_row_of_token()
+    total = len(ids)
+    suffix = f"@{field_name}"
+    if n == 1:
+        present = np.bincount(ids, minlength=len(vocab))
+        used = np.flatnonzero(present)
+        remap = np.full(len(vocab), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        m = build_csr(rows, remap[ids], n_rows, len(used))
+        names = [vocab[i] + suffix for i in used.tolist()]
+    elif total < n:
+        import scipy.sparse as sp
+
+        m, names = sp.csr_matrix((n_rows, 0), dtype=np.uint8), []
+    else:
+        starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1:])
+        size = max(len(vocab), 1)
+        if size ** n < 2**62:
+            keys = np.zeros(len(starts), dtype=np.int64)
+            for i in range(n):
+                keys *= size
+                keys += ids[starts + i]
+            uniq, inverse = _factorize(keys)
+            parts = []
+            rest = uniq.copy()
+            for _ in range(n):
+                parts.append(rest % size)
+                rest //= size
+            parts.reverse()
+        else:  # pragma: no cover - needs a huge vocabulary and n >= 4
+            stacked = np.stack([ids[starts + i] for i in range(n)], axis=1)
+            uniq2, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            parts = [uniq2[:, i] for i in range(n)]
+        m = build_csr(rows[starts], inverse.ravel(), n_rows, len(parts[0]))
+        columns = [p.tolist() for p in parts]
+        names = [" ".join(vocab[t] for t in gram) + suffix for gram in zip(*columns, strict=True)]
+    m = col.expand(m)
+    ctx.cache[key] = (m, names)
+    return m, names
+
+
+def _ngram_range(value: Any) -> tuple[int, int]:
+    if isinstance(value, str):
+        lo, _, hi = value.partition("-")
+        value = (lo, hi or lo)
+    try:
+        lo, hi = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"ngram_range must be two integers like (1, 2), not {value!r}") from None
+    if not 1 <= lo <= hi:
+        raise ConfigError(f"ngram_range must satisfy 1 <= min <= max, not {value!r}")
+    return lo, hi
+
+
+def _fields(ctx: FeatureContext) -> Sequence[str]:
+    fields = ctx.settings.get("ngram_fields")
+    if fields is None:
+        return ctx.fields
+    if isinstance(fields, str):
+        fields = [f.strip() for f in fields.split(",") if f.strip()]
+    bad = [f for f in fields if f not in ctx.fields]
+    if bad:
+        raise ConfigError(
+            f"ngram_fields {bad} not among this data's fields {', '.join(ctx.fields)}"
+        )
+    return list(fields)
+
+
+def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> tuple[sp.csr_matrix, list[str]]:
+    import scipy.sparse as sp
+
+    blocks, names = [], []
+    for field_name in _fields(ctx):
+        for n in orders:
+            m, fn = ngram_block(ctx, field_name, n)
+            blocks.append(m)
+            names.extend(fn)
+    if not blocks:
+        return sp.csr_matrix((len(ctx.records), 0), dtype=np.uint8), []
+    return sp.hstack(blocks, format="csr", dtype=np.uint8), names
+
+
+@register_feature("ngrams", batch=True, settings=("ngram_range", "ngram_fields"))
+def ngrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+    """Unigrams and bigrams (ngram_range) of premise and hypothesis, or of text."""
+    lo, hi = _ngram_range(ctx.settings.get("ngram_range", DEFAULT_NGRAM_RANGE))
+    return _ngrams(ctx, range(lo, hi + 1))
+
+
+@register_feature("unigrams", batch=True, settings=("ngram_fields",))
+def unigrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+    """Single words: man@premise, sleeping@hypothesis."""
+    return _ngrams(ctx, [1])
+
+
+@register_feature("bigrams", batch=True, settings=("ngram_fields",))
+def bigrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+    """Word pairs: is sleeping@hypothesis."""
+    return _ngrams(ctx, [2])
+
+
+def parse_ngram(name: str) -> tuple[list[str], str] | None:
+    """``"is sleeping@hypothesis"`` → ``(["is", "sleeping"], "hypothesis")``; None otherwise.
+
+    Useful to map a biased n-gram back to the tokens it covers (e.g. unlikelihood masks).
+    """
+    words, sep, field_name = name.rpartition("@")
+    if not sep or field_name not in ("premise", "hypothesis", "text") or not words:
+        return None
+    return words.split(" "), field_name

@@ -1,0 +1,610 @@
+"""Feature registry and extraction (SPEC §2).
+
+A *feature group* is a registered function that turns records into binary features, each named
+as in GD-NLI Table 12 (``sleeping@hypothesis``, ``hypo-len<5``, ``lex-overlap>0.8``,
+``hypo-only-pred=contradiction``, ``<null>``). Two kinds are supported:
+
+- per-record functions ``fn(record, **settings) -> Iterable[str]`` (the easy way for users):
+
+  >>> @register_feature("has-negation")                       # doctest: +SKIP
+  ... def has_negation(record):
+  ...     return ["negation@hypothesis"] if " not " in record.hypothesis else []
+
+- batch functions ``fn(ctx: FeatureContext) -> (csr_matrix, names)``, registered with
+  ``batch=True`` (the built-ins: vectorised over the whole dataset, sharing one tokenisation).
+
+``extract_features(records, names)`` runs the groups and returns a :class:`FeatureMatrix`.
+A name is a registered group (``ngrams``, ``hypo-len``, ...) or a dotted path to a user function
+(``mypkg.features:has_negation`` or ``mypkg.features.has_negation``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+#: Default feature groups for pair (NLI) records, in column order.
+DEFAULT_PAIR_FEATURES = ("ngrams", "hypo-len", "len-ratio", "lex-overlap", "hypo-only", "null")
+#: Default feature groups for single-text records (n-grams and length on ``text``).
+DEFAULT_TEXT_FEATURES = ("ngrams", "hypo-len", "null")
+
+#: Settings every extraction understands, whatever groups it runs.
+GLOBAL_SETTINGS = frozenset({"lowercase", "token_pattern", "tokenizer", "seed"})
+#: Texts tokenised per regex pass (bounds the memory of the flat token list).
+TOKENIZE_CHUNK = 100_000
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """A registered feature group."""
+
+    name: str
+    fn: Callable[..., Any]
+    batch: bool = False
+    pair_only: bool = False
+    #: Setting names the function takes (``None``: any, it has ``**kwargs``).
+    settings: frozenset[str] | None = frozenset()
+    doc: str = ""
+
+
+_REGISTRY: dict[str, FeatureSpec] = {}
+_ALIASES: dict[str, str] = {"length": "hypo-len", "text-len": "hypo-len", "<null>": "null"}
+_BUILTINS_LOADED = False
+
+
+def _setting_names(fn: Callable[..., Any], *, skip_first: bool) -> frozenset[str] | None:
+    params = list(inspect.signature(fn).parameters.values())
+    if skip_first and params:
+        params = params[1:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name for p in params
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    )
+
+
+def register_feature(
+    name: str,
+    *,
+    batch: bool = False,
+    pair_only: bool = False,
+    settings: Iterable[str] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a feature group under ``name`` (decorator).
+
+    A per-record function gets the record and, by keyword, the settings its signature names.
+    A batch function (``batch=True``) gets a :class:`FeatureContext` and returns
+    ``(csr_matrix [n_records, n_cols], column_names)``; declare the settings it reads in
+    ``settings`` so unknown settings can be reported.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if batch:
+            accepted = frozenset(settings or ())
+        else:
+            accepted = _setting_names(fn, skip_first=True)
+        _REGISTRY[name] = FeatureSpec(
+            name=name,
+            fn=fn,
+            batch=batch,
+            pair_only=pair_only,
+            settings=accepted,
+            doc=(inspect.getdoc(fn) or "").split("\n", 1)[0],
+        )
+        fn.zdebias_feature = name  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    from zdebias.features import (  # noqa: F401  (imported for their registrations)
+        hypothesis_only,
+        lengths,
+        ngrams,
+        overlap,
+    )
+
+
+def available_features() -> dict[str, str]:
+    """Registered group names → one-line description."""
+    _load_builtins()
+    return {name: spec.doc for name, spec in sorted(_REGISTRY.items())}
+
+
+def _load_dotted(path: str) -> Callable[..., Any]:
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    else:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"bad feature path {path!r}; expected pkg.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"cannot import feature module {module_name!r}: {err}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"module {module_name!r} has no feature function {attr!r}") from None
+    if not callable(obj):
+        raise ConfigError(f"feature {path!r} is not a function")
+    return obj
+
+
+def get_feature(name: str) -> FeatureSpec:
+    """The feature group of that name, or a user function named by dotted path.
+
+    Unknown names raise :class:`ConfigError` listing the valid ones.
+    """
+    _load_builtins()
+    key = _ALIASES.get(name, name)
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    if "." in name or ":" in name:
+        fn = _load_dotted(name)
+        registered = getattr(fn, "zdebias_feature", None)
+        if registered in _REGISTRY and _REGISTRY[registered].fn is fn:
+            return _REGISTRY[registered]
+        return FeatureSpec(
+            name=name, fn=fn, batch=False, settings=_setting_names(fn, skip_first=True),
+            doc=(inspect.getdoc(fn) or "").split("\n", 1)[0],
+        )
+    valid = ", ".join(sorted(_REGISTRY))
+    raise ConfigError(
+        f"unknown feature {name!r}; expected one of {valid}, or a dotted path pkg.module:function"
+    )
+
+
+def parse_feature_list(text: str | Sequence[str] | None) -> list[str] | None:
+    """``"ngrams,hypo-len"`` (a CLI option) or a list → list of names; None/empty → None."""
+    if text is None:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = [x.strip() for x in items if x and x.strip()]
+    return names or None
+
+
+# --------------------------------------------------------------------------- the matrix
+
+
+@dataclass
+class FeatureMatrix:
+    """Binary features of a list of records.
+
+    ``matrix``: ``scipy.sparse.csr_matrix`` of ``uint8`` ones, shape ``[n_records, n_features]``
+    (row ``i`` = record ``i``; a feature is present or absent, never counted twice).
+    ``names``: the column names (``sleeping@hypothesis``, ``hypo-len<5``, ...).
+    """
+
+    matrix: sp.csr_matrix
+    names: list[str]
+    _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def n_records(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.matrix.shape[1])
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Feature name → column."""
+        if self._index is None:
+            self._index = {name: i for i, name in enumerate(self.names)}
+        return self._index
+
+    def column(self, name: str) -> np.ndarray:
+        """Boolean presence of one feature over the records (all False if unknown)."""
+        j = self.index.get(name)
+        if j is None:
+            return np.zeros(self.n_records, dtype=bool)
+        m = self.matrix
+        out = np.zeros(self.n_records, dtype=bool)
+        out[_rows_of(m)[m.indices == j]] = True
+        return out
+
+    def features_of(self, row: int) -> list[str]:
+        """The names of the features record ``row`` has, in column order."""
+        m = self.matrix
+        cols = m.indices[m.indptr[row]:m.indptr[row + 1]]
+        return [self.names[j] for j in np.sort(cols)]
+
+    def rows(self, index: np.ndarray | Sequence[int]) -> FeatureMatrix:
+        """The same features for a subset (or reordering) of the records."""
+        return FeatureMatrix(self.matrix[np.asarray(index, dtype=np.int64)], self.names)
+
+
+def _rows_of(m: sp.csr_matrix) -> np.ndarray:
+    return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+
+
+def build_csr(
+    rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int
+) -> sp.csr_matrix:
+    """A canonical binary CSR matrix from (row, col) pairs; ``rows`` must be non-decreasing.
+
+    Duplicates collapse into one (a feature is present once per record).
+    """
+    import scipy.sparse as sp
+
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int32)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    m = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.uint8), cols, indptr), shape=(n_rows, n_cols)
+    )
+    m.sum_duplicates()
+    m.data[:] = 1
+    return m
+
+
+def bins_matrix(bin_of_row: np.ndarray, n_bins: int) -> sp.csr_matrix:
+    """One-hot CSR for one bin per row; rows with bin -1 get no feature."""
+    valid = bin_of_row >= 0
+    rows = np.flatnonzero(valid)
+    return build_csr(rows, bin_of_row[valid], len(bin_of_row), n_bins)
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class TokenColumn:
+    """Word tokens of one text field, as ids into the context's vocabulary.
+
+    Repeated texts (SNLI premises come three times or more; generated data repeats them far
+    more) are tokenised once: ``ids[offsets[u]:offsets[u + 1]]`` are the tokens of distinct
+    text ``u``, and record ``i`` has text ``inverse[i]``.
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    inverse: np.ndarray
+
+    @property
+    def n_distinct(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def all_distinct(self) -> bool:
+        """True when every record has its own text (``inverse`` is the identity)."""
+        return self.n_distinct == len(self.inverse)
+
+    @property
+    def distinct_lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Token count per record."""
+        lengths = self.distinct_lengths
+        return lengths if self.all_distinct else lengths[self.inverse]
+
+    def distinct_row_of_token(self) -> np.ndarray:
+        """The distinct-text index of each token in ``ids``."""
+        return np.repeat(np.arange(self.n_distinct, dtype=np.int64), self.distinct_lengths)
+
+    def record_tokens(self, i: int) -> np.ndarray:
+        """Token ids of record ``i``."""
+        u = self.inverse[i]
+        return self.ids[self.offsets[u]:self.offsets[u + 1]]
+
+    def expand(self, m: sp.csr_matrix) -> sp.csr_matrix:
+        """Rows of a per-distinct-text matrix, gathered to one row per record."""
+        return m if self.all_distinct else m[self.inverse]
+
+
+class FeatureContext:
+    """What batch feature functions share: the records, the settings, one tokenisation.
+
+    Tokens of every field map into one vocabulary (``vocab``), so premise and hypothesis ids
+    can be compared directly.
+    """
+
+    def __init__(
+        self,
+        records: Sequence[Record],
+        settings: dict[str, Any],
+        *,
+        labels: Sequence[str] | None = None,
+    ) -> None:
+        self.records = records
+        self.settings = settings
+        self.pair = bool(records) and records[0].is_pair
+        self.labels = tuple(labels) if labels is not None else None
+        self.vocab: dict[str, int] = {}
+        self._vocab_list: list[str] | None = None
+        self._columns: dict[str, TokenColumn] = {}
+        self.cache: dict[Any, Any] = {}
+        self._tokenizer = self._make_tokenizer()
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The text fields n-grams come from: premise and hypothesis, or text."""
+        return ("premise", "hypothesis") if self.pair else ("text",)
+
+    @property
+    def main_field(self) -> str:
+        """The field length features measure: hypothesis, or text."""
+        return "hypothesis" if self.pair else "text"
+
+    def vocab_list(self) -> list[str]:
+        """Token id → token."""
+        if self._vocab_list is None or len(self._vocab_list) != len(self.vocab):
+            self._vocab_list = list(self.vocab)
+        return self._vocab_list
+
+    def _make_tokenizer(self) -> Callable[[str], list[str]]:
+        from zdebias.features.tokenize import TOKEN_RE
+
+        custom = self.settings.get("tokenizer")
+        self._default_tokens = False
+        if custom is not None:
+            fn = _load_dotted(custom) if isinstance(custom, str) else custom
+            if not callable(fn):
+                raise ConfigError("setting 'tokenizer' must be a function text -> list[str]")
+            return fn
+        pattern = self.settings.get("token_pattern")
+        regex = TOKEN_RE
+        if pattern is not None:
+            try:
+                regex = re.compile(pattern)
+            except re.error as err:
+                raise ConfigError(f"bad token_pattern {pattern!r}: {err}") from None
+        findall = regex.findall
+        if self.settings.get("lowercase", True):
+            self._default_tokens = regex is TOKEN_RE
+            return lambda text: findall(text.lower())
+        return findall
+
+    def _tokenize_all(self, texts: list[str]) -> tuple[list[str], np.ndarray | None]:
+        """All tokens of all texts, flat, and the token count of each text.
+
+        The default tokenisation runs one regex pass over the texts joined by NUL, which no
+        token can contain or cross and which lower-casing leaves alone, and returns the flat
+        list *with* the NUL separators and ``None`` as counts (the caller splits on them).
+        Other tokenisers run once per text. Both give exactly ``tokenize(text)`` per text.
+        """
+        n = len(texts)
+        if self._default_tokens and n > 1:
+            from zdebias.features.tokenize import TOKEN_RE
+
+            joined = "\x00".join(texts)
+            if joined.count("\x00") == n - 1:
+                return re.findall(TOKEN_RE.pattern + r"|\x00", joined.lower()), None
+        toks = list(map(self._tokenizer, texts))
+        lengths = np.fromiter(map(len, toks), dtype=np.int64, count=n)
+        return list(chain.from_iterable(toks)), lengths
+
+    def texts(self, field_name: str) -> list[str]:
+        """The text of one field for every record (a DataError if one lacks it)."""
+        out = [getattr(r, field_name) for r in self.records]
+        for i, text in enumerate(out):
+            if not isinstance(text, str):
+                raise DataError(
+                    f"record {self.records[i].id!r} has no {field_name} text", field=field_name
+                )
+        return out
+
+    def tokens(self, field_name: str) -> TokenColumn:
+        """Tokenise one field for all records (cached)."""
+        col = self._columns.get(field_name)
+        if col is not None:
+            return col
+        texts = self.texts(field_name)
+        distinct = dict.fromkeys(texts)
+        for u, text in enumerate(distinct):
+            distinct[text] = u
+        inverse = np.fromiter(map(distinct.__getitem__, texts), dtype=np.int64,
+                              count=len(texts))
+        unique_texts = list(distinct)
+        del distinct
+        ids_parts: list[np.ndarray] = []
+        len_parts: list[np.ndarray] = []
+        for start in range(0, len(unique_texts), TOKENIZE_CHUNK):
+            ids, lengths = self._chunk_ids(unique_texts[start:start + TOKENIZE_CHUNK])
+            ids_parts.append(ids)
+            len_parts.append(lengths)
+        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int32)
+        lengths = np.concatenate(len_parts) if len_parts else np.zeros(0, dtype=np.int64)
+        offsets = np.zeros(len(unique_texts) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        col = TokenColumn(ids, offsets, inverse)
+        self._columns[field_name] = col
+        return col
+
+    def _chunk_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (shared vocabulary) and token counts of some texts."""
+        flat, lengths = self._tokenize_all(texts)
+        # Ids local to the chunk first (C-speed dict building), then mapped to the shared
+        # vocabulary through a small array.
+        local = dict.fromkeys(flat)
+        for i, tok in enumerate(local):
+            local[tok] = i
+        local_ids = np.fromiter(map(local.__getitem__, flat), dtype=np.int64, count=len(flat))
+        del flat
+        vocab = self.vocab
+        remap = np.empty(len(local), dtype=np.int64)
+        for i, tok in enumerate(local):
+            if tok == "\x00" and lengths is None:
+                remap[i] = -1
+            else:
+                remap[i] = vocab.setdefault(tok, len(vocab))
+        ids = remap[local_ids] if len(local_ids) else np.zeros(0, dtype=np.int64)
+        if lengths is None:
+            is_sep = ids < 0
+            bounds = np.concatenate([[-1], np.flatnonzero(is_sep), [len(ids)]])
+            lengths = np.diff(bounds) - 1
+            ids = ids[~is_sep]
+        return ids.astype(np.int32), lengths
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _record_feature(
+    spec: FeatureSpec, records: Sequence[Record], settings: dict[str, Any]
+) -> tuple[sp.csr_matrix, list[str]]:
+    """Run a per-record feature function over all records."""
+    if spec.settings is None:
+        kwargs = dict(settings)
+    else:
+        kwargs = {k: v for k, v in settings.items() if k in spec.settings}
+    names: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, record in enumerate(records):
+        out = spec.fn(record, **kwargs)
+        if out is None:
+            continue
+        if isinstance(out, str):
+            raise ConfigError(
+                f"feature {spec.name!r} returned a string; it must return an iterable of names"
+            )
+        for fname in out:
+            j = names.setdefault(str(fname), len(names))
+            rows.append(i)
+            cols.append(j)
+    m = build_csr(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+                  len(records), len(names))
+    return m, list(names)
+
+
+def _check_settings(specs: list[FeatureSpec], settings: dict[str, Any]) -> None:
+    _load_builtins()
+    known = set(GLOBAL_SETTINGS)
+    for spec in (*_REGISTRY.values(), *specs):
+        if spec.settings is None:
+            return
+        known |= spec.settings
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown feature setting(s) {', '.join(unknown)}; known settings: "
+            f"{', '.join(sorted(known))}"
+        )
+
+
+def _merge_duplicate_columns(
+    m: sp.csr_matrix, names: list[str]
+) -> tuple[sp.csr_matrix, list[str]]:
+    """Two groups may emit the same feature name: OR their columns into one."""
+    unique: dict[str, int] = {}
+    target = np.fromiter((unique.setdefault(n, len(unique)) for n in names), dtype=np.int64,
+                         count=len(names))
+    if len(unique) == len(names):
+        return m, names
+    rows = _rows_of(m)
+    cols = target[m.indices]
+    return build_csr(rows, cols, m.shape[0], len(unique)), list(unique)
+
+
+def extract_features(
+    records: Sequence[Record],
+    names: Sequence[str] | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    **settings: Any,
+) -> FeatureMatrix:
+    """Binary features of ``records`` (one row each) from the named feature groups.
+
+    ``names``: registered groups (``ngrams``, ``unigrams``, ``bigrams``, ``hypo-len``,
+    ``len-ratio``, ``lex-overlap``, ``hypo-only``, ``null``) or dotted paths of user functions;
+    default :data:`DEFAULT_PAIR_FEATURES` for pairs, :data:`DEFAULT_TEXT_FEATURES` for text.
+    ``labels``: the task's label names (the hypothesis-only feature needs them; inferred from
+    the records when omitted). ``settings``: bin edges, tokenisation, hypothesis-only options
+    (see ``docs/stats.md``). Columns that no record has are dropped.
+
+    >>> fm = extract_features(records, ["unigrams", "null"])          # doctest: +SKIP
+    >>> fm.matrix.shape, fm.names[:2]                                 # doctest: +SKIP
+    ((19993, 7412), ['two@premise', 'older@premise'])
+    """
+    import scipy.sparse as sp
+
+    records = records if isinstance(records, list) else list(records)
+    if records:
+        pair = records[0].is_pair
+        mixed = next((r for r in records if r.is_pair != pair), None)
+        if mixed is not None:
+            raise DataError(
+                f"record {mixed.id!r} is a {'pair' if mixed.is_pair else 'single-text'} record "
+                "but the first record is not; features need one kind of record"
+            )
+    else:
+        pair = True
+    if names is None:
+        names = DEFAULT_PAIR_FEATURES if pair else DEFAULT_TEXT_FEATURES
+    specs = [get_feature(n) for n in dict.fromkeys(names)]
+    _check_settings(specs, settings)
+    if labels is None and records:
+        from zdebias.stats.zstats import infer_labels
+
+        labels = infer_labels(records)
+    if not records:
+        return FeatureMatrix(sp.csr_matrix((0, 0), dtype=np.uint8), [])
+    ctx = FeatureContext(records, settings, labels=labels)
+    blocks: list[sp.csr_matrix] = []
+    all_names: list[str] = []
+    for spec in specs:
+        if spec.pair_only and not pair:
+            raise ConfigError(
+                f"feature {spec.name!r} needs premise/hypothesis pairs; these records are "
+                "single-text"
+            )
+        if spec.batch:
+            m, fnames = spec.fn(ctx)
+        else:
+            m, fnames = _record_feature(spec, records, settings)
+        if m.shape != (len(records), len(fnames)):
+            raise ConfigError(
+                f"feature {spec.name!r} returned a {m.shape} matrix for {len(records)} records "
+                f"and {len(fnames)} names"
+            )
+        blocks.append(m.tocsr())
+        all_names.extend(fnames)
+    matrix = sp.hstack(blocks, format="csr", dtype=np.uint8) if blocks else sp.csr_matrix(
+        (len(records), 0), dtype=np.uint8)
+    matrix, all_names = _merge_duplicate_columns(matrix, all_names)
+    counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
+    if (counts == 0).any():
+        keep = np.flatnonzero(counts)
+        remap = np.cumsum(counts > 0) - 1
+        matrix = sp.csr_matrix(
+            (matrix.data, remap[matrix.indices].astype(np.int32), matrix.indptr),
+            shape=(matrix.shape[0], len(keep)),
+        )
+        all_names = [all_names[j] for j in keep.tolist()]
+    matrix.sort_indices()
+    return FeatureMatrix(matrix.astype(np.uint8, copy=False), all_names)
+
+
+# --------------------------------------------------------------------------- null feature
+
+
+@register_feature("null", batch=True)
+def null_feature(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+    """<null>: on every example; its z is the label imbalance."""
+    n = len(ctx.records)
+    return bins_matrix(np.zeros(n, dtype=np.int64), 1), ["<null>"]

@@ -1,0 +1,489 @@
+"""Sample a generator into shards, resumably (SPEC §6; ``zdebias sample``).
+
+Sampling runs in *rounds*: round r draws ``batch_size`` sequences from the start token with the
+random seed derived from (``seed``, r). Every output is parsed back into (premise, label,
+hypothesis) (:func:`zdebias.generation.format.parse_output`); malformed ones are dropped and
+counted by reason, duplicates (same label and case/space-normalised texts, across the whole run)
+too. Accepted samples fill a buffer; once it holds ``shard_size`` samples (whole rounds), it is
+written as ``shard-NNNNN.jsonl`` and then ``state.json`` (both atomically) records the shard,
+the next round and the counts. The last shard is cut so the run ends with exactly ``n``
+unique samples.
+
+A killed run restarts from ``state.json``: the samples of the shards it lists are the
+de-duplication set, sampling continues at the recorded round, and a shard file written after the
+last state update is simply written again, with the same content (rounds are seeded). So a
+resumed run ends with the same ``n`` samples, ids and counts as an uninterrupted one. Changing
+a sampling setting in a folder that holds a run is refused; raising ``n`` extends the run.
+
+Output folder: ``shard-*.jsonl`` (records with ``meta.type = "generated"``), ``dropped-*.jsonl``
+(each dropped output with its reason), ``state.json``, and when complete ``samples.jsonl``
+(all shards in order, unless ``merge=False``) and ``summary.json``.
+
+>>> summary = sample_generator("runs/gen", "runs/samples", n=1000, batch_size=64)  # doctest: +SKIP
+>>> records = read_samples("runs/samples")                                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from zdebias.data.schema import Record
+from zdebias.data.writers import atomic_open, write_json
+from zdebias.errors import ConfigError, DataError, ZdebiasError
+from zdebias.generation.format import (
+    GENERATOR_INFO,
+    MALFORMED_REASONS,
+    GeneratorFormat,
+    ParsedSample,
+    parse_output,
+    sample_key,
+)
+
+STATE = "state.json"
+SUMMARY = "summary.json"
+MERGED = "samples.jsonl"
+Backend = Literal["hf", "vllm"]
+
+
+@dataclass(frozen=True)
+class SampleSettings:
+    """Everything that decides which samples a run produces (except ``n``)."""
+
+    batch_size: int = 64
+    top_p: float = 0.9
+    top_k: int = 0
+    temperature: float = 1.0
+    seed: int = 0
+    shard_size: int = 10_000
+    backend: str = "hf"
+
+    def check(self) -> None:
+        if self.batch_size < 1 or self.shard_size < 1:
+            raise ConfigError("batch size and shard size must be at least 1")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top-p must be in (0, 1], not {self.top_p}")
+        if self.top_k < 0:
+            raise ConfigError(f"top-k must be >= 0 (0 = off), not {self.top_k}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, not {self.temperature}")
+        if self.backend not in ("hf", "vllm"):
+            raise ConfigError(f"unknown backend {self.backend!r}; expected hf or vllm")
+
+
+def round_seed(seed: int, round_index: int) -> int:
+    """The seed of one sampling round (independent of batch history and of restarts)."""
+    digest = hashlib.blake2b(f"{seed}:{round_index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & (2**63 - 1)
+
+
+def _key_hash(key: tuple[str, str, str]) -> int:
+    digest = hashlib.blake2b("\x1f".join(key).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def generator_fingerprint(generator: str | Path) -> str:
+    """A cheap identity of a generator folder: its format file and weight files' sizes/times."""
+    folder = Path(generator)
+    h = hashlib.blake2b(digest_size=12)
+    h.update((folder / GENERATOR_INFO).read_bytes())
+    for path in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        stat = path.stat()
+        h.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class HFBackend:
+    """Batched sampling with ``model.generate`` (any device torch has)."""
+
+    def __init__(
+        self, generator: Path, fmt: GeneratorFormat, settings: SampleSettings, *,
+        device: str | None = None, dtype: str | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        self.torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+                  "float16": torch.float16}
+        if dtype is None:
+            dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
+        if dtype not in dtypes:
+            raise ConfigError(f"unknown dtype {dtype!r}; expected one of {', '.join(dtypes)}")
+        self.model = AutoModelForCausalLM.from_pretrained(generator, dtype=dtypes[dtype])
+        self.model.to(self.device).eval()
+        self.fmt = fmt
+        self.config = GenerationConfig(
+            do_sample=True, top_p=settings.top_p, top_k=settings.top_k,
+            temperature=settings.temperature, max_new_tokens=fmt.max_length - 1,
+            bos_token_id=fmt.bos_token_id, eos_token_id=fmt.eos_token_id,
+            pad_token_id=fmt.pad_token_id,
+        )
+
+    def generate(self, batch_size: int, seed: int) -> list[list[int]]:
+        """``batch_size`` sampled id sequences (after the start token)."""
+        torch = self.torch
+        torch.manual_seed(seed)
+        start = torch.full((batch_size, 1), self.fmt.bos_token_id, device=self.device)
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=start, attention_mask=torch.ones_like(start),
+                generation_config=self.config,
+            )
+        return [row[1:].tolist() for row in out.cpu()]
+
+
+class VllmBackend:
+    """Sampling with vLLM (``pip install zdebias[vllm]``; needs a CUDA GPU)."""
+
+    def __init__(self, generator: Path, fmt: GeneratorFormat, settings: SampleSettings,
+                 **_: Any) -> None:
+        check_vllm()
+        from vllm import LLM
+
+        self.fmt = fmt
+        self.settings = settings
+        self.llm = LLM(model=str(generator), seed=settings.seed)
+
+    def generate(self, batch_size: int, seed: int) -> list[list[int]]:
+        from vllm import SamplingParams
+
+        s = self.settings
+        params = SamplingParams(
+            n=batch_size, seed=seed, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
+            temperature=s.temperature, max_tokens=self.fmt.max_length - 1,
+            stop_token_ids=[self.fmt.eos_token_id], skip_special_tokens=False, detokenize=False,
+        )
+        (request,) = self.llm.generate(
+            [{"prompt_token_ids": [self.fmt.bos_token_id]}], params, use_tqdm=False
+        )
+        out = []
+        for completion in request.outputs:
+            ids = list(completion.token_ids)
+            if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
+                ids.append(self.fmt.eos_token_id)
+            out.append(ids)
+        return out
+
+
+def check_vllm() -> None:
+    """Fail clearly unless vLLM is installed and a CUDA GPU is present."""
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError("--backend vllm needs vLLM: pip install 'zdebias[vllm]' "
+                          "(or use --backend hf)")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("--backend vllm needs a CUDA GPU and none is visible; use --backend hf")
+
+
+BACKENDS = {"hf": HFBackend, "vllm": VllmBackend}
+
+
+# --------------------------------------------------------------------------- state
+
+
+def _shard_name(i: int) -> str:
+    return f"shard-{i:05d}.jsonl"
+
+
+def _new_state(settings: SampleSettings, fingerprint: str, generator: str) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "generator": generator,
+        "generator_fingerprint": fingerprint,
+        "settings": settings.__dict__,
+        "next_round": 0,
+        "shards": [],
+        "n_written": 0,
+        "n_generated": 0,
+        "n_duplicates": 0,
+        "malformed": dict.fromkeys(MALFORMED_REASONS, 0),
+        "seconds": 0.0,
+    }
+
+
+def _load_state(
+    out: Path, settings: SampleSettings, fingerprint: str, generator: str
+) -> dict[str, Any]:
+    path = out / STATE
+    if not path.exists():
+        return _new_state(settings, fingerprint, generator)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
+    diff = {k: (v, state["settings"].get(k)) for k, v in settings.__dict__.items()
+            if state["settings"].get(k) != v}
+    if diff:
+        shown = ", ".join(f"{k}={new!r} (run has {old!r})" for k, (new, old) in diff.items())
+        raise ConfigError(f"{out}: holds a sampling run with other settings: {shown}; "
+                          "use another --out or the same settings to resume")
+    if state["generator_fingerprint"] != fingerprint:
+        raise ConfigError(f"{out}: was sampled from another (or a changed) generator "
+                          f"({state['generator']}); use another --out")
+    return state
+
+
+def _read_shard(path: Path) -> Iterator[Record]:
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"invalid JSON ({err.msg})", path=str(path),
+                                line=line_no) from err
+            yield Record(id=row["id"], label=row["label"], premise=row.get("premise"),
+                         hypothesis=row.get("hypothesis"), text=row.get("text"),
+                         meta=row.get("meta", {}))
+
+
+def read_samples(out_dir: str | Path) -> list[Record]:
+    """All samples of a sampling folder, in order (the shards listed in its state file)."""
+    out = Path(out_dir)
+    path = out / STATE
+    if not path.exists():
+        raise ConfigError(f"{out}: not a sampling folder (no {STATE})")
+    state = json.loads(path.read_text(encoding="utf-8"))
+    return [r for shard in state["shards"] for r in _read_shard(out / shard["file"])]
+
+
+def _seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
+    seen: set[int] = set()
+    for shard in state["shards"]:
+        path = out / shard["file"]
+        if not path.exists():
+            raise DataError(f"shard listed in {STATE} is missing; remove the folder to start "
+                            "over", path=str(path))
+        n = 0
+        for record in _read_shard(path):
+            seen.add(_key_hash(sample_key(record)))
+            n += 1
+        if n != shard["n"]:
+            raise DataError(f"shard has {n} samples, {STATE} says {shard['n']}", path=str(path))
+    return seen
+
+
+def _clean_leftovers(out: Path, state: dict[str, Any]) -> None:
+    """Remove temp files and shards a killed run wrote after its last state update."""
+    for tmp in out.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    listed = {s["file"] for s in state["shards"]} | {s["dropped"] for s in state["shards"]}
+    for path in [*out.glob("shard-*.jsonl"), *out.glob("dropped-*.jsonl")]:
+        if path.name not in listed:
+            path.unlink()
+
+
+# --------------------------------------------------------------------------- main loop
+
+
+def _record(sample: ParsedSample, index: int, fmt: GeneratorFormat, seed: int, round_index: int,
+            generator: str) -> Record:
+    meta = {"type": "generated", "generator": generator, "round": round_index}
+    rid = f"gen-s{seed}:{index}"
+    if fmt.pair:
+        return Record(id=rid, label=sample.label or "", premise=sample.premise,
+                      hypothesis=sample.hypothesis, meta=meta)
+    return Record(id=rid, label=sample.label or "", text=sample.hypothesis, meta=meta)
+
+
+def sample_generator(
+    generator: str | Path,
+    out_dir: str | Path,
+    n: int,
+    *,
+    batch_size: int = 64,
+    top_p: float = 0.9,
+    top_k: int = 0,
+    temperature: float = 1.0,
+    seed: int = 0,
+    shard_size: int = 10_000,
+    backend: Backend = "hf",
+    device: str | None = None,
+    dtype: str | None = None,
+    max_shards: int | None = None,
+    merge: bool = True,
+    keep_dropped: bool = True,
+    patience_rounds: int = 200,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Sample ``n`` unique well-formed records from a generator folder into ``out_dir``.
+
+    Resumes a run already in ``out_dir`` (same settings). ``max_shards`` stops after writing
+    that many shards in this call (the run stays resumable); ``patience_rounds`` fails when that
+    many rounds in a row yield nothing new. Returns the summary (``complete`` says whether
+    ``n`` samples are there). ``dtype`` defaults to bfloat16 on CUDA, float32 elsewhere.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from transformers import AutoTokenizer
+
+    from zdebias.models.resolve import resolve_model
+
+    if n < 1:
+        raise ConfigError(f"--n must be at least 1, not {n}")
+    settings = SampleSettings(batch_size, top_p, top_k, temperature, seed, shard_size, backend)
+    settings.check()
+    gen_path = Path(resolve_model(generator))
+    fmt = GeneratorFormat.load(gen_path)
+    if backend == "vllm":
+        check_vllm()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fingerprint = generator_fingerprint(gen_path)
+    gen_name = gen_path.name
+    state = _load_state(out, settings, fingerprint, str(gen_path))
+    if state["n_written"] > n:
+        raise ConfigError(f"{out}: already holds {state['n_written']} samples, more than "
+                          f"--n {n}; use another --out")
+    _clean_leftovers(out, state)
+    seen = _seen_from_shards(out, state)
+
+    tokenizer = AutoTokenizer.from_pretrained(gen_path)
+    special = frozenset(int(i) for i in tokenizer.all_special_ids)
+    engine = None
+    if state["n_written"] < n:
+        engine = BACKENDS[backend](gen_path, fmt, settings, device=device, dtype=dtype)
+    buffer: list[Record] = []
+    dropped: list[dict[str, Any]] = []
+    counts = {"n_generated": 0, "n_duplicates": 0}
+    malformed = dict.fromkeys(MALFORMED_REASONS, 0)
+    round_index = state["next_round"]
+    shards_written = 0
+    idle_rounds = 0
+    started = time.perf_counter()
+    call_generated = call_accepted = 0
+
+    def flush() -> None:
+        nonlocal buffer, dropped, shards_written, started
+        index = len(state["shards"])
+        name, dropped_name = _shard_name(index), f"dropped-{index:05d}.jsonl"
+        with atomic_open(out / name) as fh:
+            for record in buffer:
+                fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+        with atomic_open(out / dropped_name) as fh:
+            for row in dropped:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        now = time.perf_counter()
+        state["shards"].append({"file": name, "dropped": dropped_name, "n": len(buffer),
+                                "next_round": round_index})
+        state["next_round"] = round_index
+        state["n_written"] += len(buffer)
+        state["n_generated"] += counts["n_generated"]
+        state["n_duplicates"] += counts["n_duplicates"]
+        for reason, k in malformed.items():
+            state["malformed"][reason] = state["malformed"].get(reason, 0) + k
+        state["seconds"] = round(state["seconds"] + now - started, 3)
+        write_json(state, out / STATE)
+        started = now
+        buffer, dropped = [], []
+        counts.update(n_generated=0, n_duplicates=0)
+        for reason in malformed:
+            malformed[reason] = 0
+        shards_written += 1
+
+    columns = (TextColumn("[bold]sampling"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, disable=not progress, transient=False) as bar:
+        task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
+        while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
+            assert engine is not None
+            outputs = engine.generate(batch_size, round_seed(seed, round_index))
+            accepted = 0
+            for ids in outputs:
+                counts["n_generated"] += 1
+                parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
+                if not parsed.ok:
+                    malformed[parsed.error or "?"] = malformed.get(parsed.error or "?", 0) + 1
+                    if keep_dropped:
+                        dropped.append({"round": round_index, "reason": parsed.error,
+                                        "text": tokenizer.decode(ids)})
+                    continue
+                key = _key_hash(sample_key(parsed))
+                if key in seen:
+                    counts["n_duplicates"] += 1
+                    if keep_dropped:
+                        dropped.append({"round": round_index, "reason": "duplicate",
+                                        "premise": parsed.premise, "label": parsed.label,
+                                        "hypothesis": parsed.hypothesis})
+                    continue
+                seen.add(key)
+                index = state["n_written"] + len(buffer)
+                buffer.append(_record(parsed, index, fmt, seed, round_index, gen_name))
+                accepted += 1
+            round_index += 1
+            call_generated += len(outputs)
+            call_accepted += accepted
+            idle_rounds = 0 if accepted else idle_rounds + 1
+            if idle_rounds >= patience_rounds:
+                raise ZdebiasError(
+                    f"the generator gave no new well-formed sample in {patience_rounds} rounds "
+                    f"(malformed so far: {_nonzero(malformed)}); is it trained?"
+                )
+            if state["n_written"] + len(buffer) >= n:
+                del buffer[n - state["n_written"]:]
+                flush()
+            elif len(buffer) >= shard_size:
+                flush()
+            done = state["n_written"] + len(buffer)
+            bar.update(task_id, completed=min(done, n), info=(
+                f"ok {call_accepted}/{call_generated}  malformed "
+                f"{sum(malformed.values()) + sum(state['malformed'].values())}"))
+
+    complete = state["n_written"] == n
+    if complete and merge:
+        with atomic_open(out / MERGED) as fh:
+            for shard in state["shards"]:
+                with open(out / shard["file"], encoding="utf-8") as src:
+                    for line in src:
+                        fh.write(line)
+    summary = _summary(state, n, complete, out)
+    summary["this_call"] = {"generated": call_generated, "accepted": call_accepted,
+                            "shards": shards_written}
+    if complete:
+        write_json(summary, out / SUMMARY)
+    return summary
+
+
+def _nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
+
+
+def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[str, Any]:
+    generated = state["n_generated"]
+    n_malformed = sum(state["malformed"].values())
+    seconds = state["seconds"]
+    return {
+        "out": str(out),
+        "generator": state["generator"],
+        "n_requested": n,
+        "n_written": state["n_written"],
+        "complete": complete,
+        "n_shards": len(state["shards"]),
+        "n_generated": generated,
+        "n_malformed": n_malformed,
+        "malformed": _nonzero(state["malformed"]),
+        "n_duplicates": state["n_duplicates"],
+        "parseable_share": round((generated - n_malformed) / generated, 4) if generated else None,
+        "seconds": seconds,
+        "generated_per_s": round(generated / seconds, 2) if seconds else None,
+        "samples_per_s": round(state["n_written"] / seconds, 2) if seconds else None,
+        "settings": state["settings"],
+    }
+

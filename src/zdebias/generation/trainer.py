@@ -1,0 +1,402 @@
+"""Train and debias a data generator on HF ``Trainer`` (SPEC §6, GD-NLI §2, §4.1, Table 7).
+
+- :class:`GeneratorTrainingArguments`: ``TrainingArguments`` with the Table 7 defaults (lr 1e-5,
+  batch 24, 5 epochs, Adam ε 1e-6, β (0.9, 0.999), constant schedule, max length 128) plus
+  λ (``consistency_weight``, 0.5), α (``debias_alpha``, 1.0) and the loss names.
+- :class:`GeneratorTrainer`: overrides ``compute_loss`` only (and ``log`` to report the loss
+  parts). Per micro-batch, with N = number of target tokens of the (unperturbed) sequences::
+
+      loss = [ Σ_{I∈Z} Σ_t −log p(I_t)                          (mle)
+             + α Σ_{I∈Z⁻} Σ_t −log(m_t p + (1−m_t)(1−p))        (masked_unlikelihood)
+             + λ Σ_I Σ_{t∈H} −log(1 − p(H_t | l', P, H_<t)) ]  (unlikelihood) / N
+
+  i.e. the paper's summed objectives L_MLE + λ·L_consistency and L_MLE(Z) + α·L_UL(Z⁻) scaled
+  by one constant per batch. The perturbed sequence differs from the original only in its
+  label token (l' drawn uniformly from the other labels, seeded), so both run in one forward.
+- :func:`train_generator` (``zdebias train-generator``) and :func:`debias_generator`
+  (``zdebias debias-generator``: z-filter, then fine-tune with Z and masked Z⁻).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainingArguments
+
+from zdebias.data.labels import Task, get_task
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_json
+from zdebias.errors import ConfigError
+from zdebias.generation.format import (
+    EncodedExample,
+    GeneratorFormat,
+    add_format_tokens,
+    encode_record,
+)
+from zdebias.generation.losses import IGNORE_INDEX, get_loss
+from zdebias.generation.mask import MaskReport, biased_token_mask
+
+TRAIN_SUMMARY = "train_summary.json"
+
+
+@dataclass
+class GeneratorTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` with GD-NLI Table 7 defaults and the generator's loss settings."""
+
+    output_dir: str | None = None
+    learning_rate: float = 1e-5
+    per_device_train_batch_size: int = 24
+    num_train_epochs: float = 5.0
+    adam_epsilon: float = 1e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    weight_decay: float = 0.0
+    lr_scheduler_type: str = "constant"
+    save_strategy: str = "no"
+    logging_steps: float = 50
+    remove_unused_columns: bool = False
+    report_to: str | list[str] | None = "none"
+    consistency_weight: float = field(
+        default=0.5, metadata={"help": "λ: weight of the label-consistency unlikelihood loss."}
+    )
+    debias_alpha: float = field(
+        default=1.0, metadata={"help": "α: weight of the masked unlikelihood loss on Z⁻."}
+    )
+    max_length: int = field(
+        default=128, metadata={"help": "Longest training sequence (tokens); longer are dropped."}
+    )
+    mle_loss: str = "mle"
+    consistency_loss: str = "unlikelihood"
+    negative_loss: str = "masked_unlikelihood"
+
+
+class GeneratorDataset(torch.utils.data.Dataset):
+    """Encoded examples; a negative (Z⁻) example carries its 0/1 mask m_t."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.items[i]
+
+
+class GeneratorCollator:
+    """Pads a batch (right) and adds the perturbed-label copy for the consistency loss."""
+
+    def __init__(self, fmt: GeneratorFormat, *, consistency: bool, seed: int = 0) -> None:
+        self.fmt = fmt
+        self.consistency = consistency
+        self.rng = random.Random(seed)
+        self.label_ids = list(fmt.label_token_ids.values())
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch, width = len(items), max(len(it["input_ids"]) for it in items)
+        ids = torch.full((batch, width), self.fmt.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((batch, width), dtype=torch.long)
+        labels = torch.full((batch, width), IGNORE_INDEX, dtype=torch.long)
+        ul_mask = torch.ones((batch, width), dtype=torch.float32)
+        negative = torch.zeros(batch, dtype=torch.bool)
+        for i, it in enumerate(items):
+            n = len(it["input_ids"])
+            ids[i, :n] = torch.tensor(it["input_ids"])
+            attn[i, :n] = 1
+            labels[i, 1:n] = ids[i, 1:n]  # the start token is never a target
+            if it["ul_mask"] is not None:
+                ul_mask[i, :n] = torch.tensor(it["ul_mask"], dtype=torch.float32)
+                negative[i] = True
+        out = {"input_ids": ids, "attention_mask": attn, "labels": labels,
+               "ul_mask": ul_mask, "negative": negative}
+        if self.consistency:
+            perturbed = ids.clone()
+            hyp_labels = torch.full((batch, width), IGNORE_INDEX, dtype=torch.long)
+            for i, it in enumerate(items):
+                gold = it["input_ids"][it["label_index"]]
+                wrong = self.rng.choice([t for t in self.label_ids if t != gold])
+                perturbed[i, it["label_index"]] = wrong
+                start, end = it["main"]
+                hyp_labels[i, start:end] = ids[i, start:end]
+            out["perturbed_input_ids"] = perturbed
+            out["perturbed_labels"] = hyp_labels
+        return out
+
+
+class GeneratorTrainer(Trainer):
+    """``Trainer`` with the generator objective in ``compute_loss`` (see the module doc)."""
+
+    # compute_loss returns a per-micro-batch mean; Trainer divides it for gradient accumulation.
+    loss_is_scaled_for_ga = False
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.tokens_seen = 0
+        self._parts: dict[str, float] = {}
+        self._parts_n = 0
+
+    def compute_loss(
+        self, model: Any, inputs: dict[str, torch.Tensor], return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        args: GeneratorTrainingArguments = self.args  # type: ignore[assignment]
+        ids, attn, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+        batch = ids.shape[0]
+        lam = args.consistency_weight if "perturbed_input_ids" in inputs else 0.0
+        if lam > 0:
+            ids = torch.cat([ids, inputs["perturbed_input_ids"]])
+            attn = torch.cat([attn, attn])
+        outputs = model(input_ids=ids, attention_mask=attn)
+        logits = outputs.logits[:, :-1]
+        main_logits = logits[:batch]
+        targets = labels[:, 1:]
+        negative = inputs["negative"].unsqueeze(1)
+        n_tokens = (targets != IGNORE_INDEX).sum().clamp(min=1)
+        ignore = torch.full_like(targets, IGNORE_INDEX)
+
+        parts: dict[str, torch.Tensor] = {}
+        parts["mle"] = get_loss(args.mle_loss)(
+            main_logits, torch.where(negative, ignore, targets), reduction="sum")
+        if bool(inputs["negative"].any()) and args.debias_alpha > 0:
+            parts["negative"] = args.debias_alpha * get_loss(args.negative_loss)(
+                main_logits, torch.where(negative, targets, ignore), inputs["ul_mask"][:, 1:],
+                reduction="sum")
+        if lam > 0:
+            parts["consistency"] = lam * get_loss(args.consistency_loss)(
+                logits[batch:], inputs["perturbed_labels"][:, 1:], reduction="sum")
+        loss = sum(parts.values()) / n_tokens
+
+        if model.training:
+            self.tokens_seen += int(inputs["attention_mask"].sum())
+            for name, value in parts.items():
+                self._parts[name] = self._parts.get(name, 0.0) + float(value.detach() / n_tokens)
+            self._parts_n += 1
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Add the mean loss parts since the last log (``loss_mle``, ``loss_consistency``...)."""
+        if self._parts_n and "loss" in logs:
+            for name, total in self._parts.items():
+                logs[f"loss_{name}"] = round(total / self._parts_n, 4)
+            self._parts, self._parts_n = {}, 0
+        super().log(logs, start_time)
+
+
+# --------------------------------------------------------------------------- high-level API
+
+
+def _make_args(
+    args: GeneratorTrainingArguments | None, work_dir: str, overrides: dict[str, Any]
+) -> GeneratorTrainingArguments:
+    if args is None:
+        try:
+            return GeneratorTrainingArguments(output_dir=work_dir, **overrides)
+        except TypeError as err:
+            raise ConfigError(f"bad training setting: {err}") from err
+    try:
+        return dataclasses.replace(args, **overrides, output_dir=work_dir)
+    except TypeError as err:
+        raise ConfigError(f"bad training setting: {err}") from err
+
+
+def _encode_all(
+    records: Iterable[Record], tokenizer: Any, fmt: GeneratorFormat, max_length: int, *,
+    negative: bool, mask_report: MaskReport | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    items, too_long = [], []
+    for record in records:
+        enc: EncodedExample = encode_record(record, tokenizer, fmt)
+        if len(enc) > max_length:
+            too_long.append(record.id)
+            continue
+        mask = None
+        if negative:
+            biased = biased_token_mask(record, enc, report=mask_report)
+            mask = [0.0 if b else 1.0 for b in biased]
+        items.append({"input_ids": enc.input_ids, "label_index": enc.label_index,
+                      "main": enc.main, "ul_mask": mask})
+    return items, too_long
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Move the finished folder ``tmp`` to ``out``, replacing an older generator there."""
+    if out.exists():
+        if not out.is_dir() or (any(out.iterdir()) and not GeneratorFormat.is_generator(out)):
+            raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def train_generator(
+    records: Sequence[Record],
+    model: str | Path,
+    out_dir: str | Path,
+    *,
+    task: str | Task | None = None,
+    negatives: Sequence[Record] = (),
+    args: GeneratorTrainingArguments | None = None,
+    extra_info: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Fine-tune a causal LM into a generator folder at ``out_dir``; return the summary.
+
+    ``model`` is any causal LM reference (:func:`zdebias.models.resolve.resolve_model`) or an
+    existing generator folder (its format is kept; fine-tuning continues). ``records`` are
+    trained with likelihood (+ λ·consistency); ``negatives`` (Z⁻, each with
+    ``meta["rejected_by"]``) with α·masked unlikelihood. ``overrides`` set any
+    :class:`GeneratorTrainingArguments` field (``learning_rate=1e-4``, ``max_steps=20``, ...).
+    Sequences longer than ``max_length`` are dropped and counted.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+    from zdebias.models.resolve import resolve_model
+
+    if not records and not negatives:
+        raise ConfigError("no training records")
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        args = _make_args(args, str(tmp / "trainer"), overrides)
+        set_seed(args.seed)
+        path = resolve_model(model)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        lm = AutoModelForCausalLM.from_pretrained(path)
+        if GeneratorFormat.is_generator(path):
+            fmt = GeneratorFormat.load(path)
+            if task is not None and list(get_task(task).labels) != fmt.labels:
+                raise ConfigError(
+                    f"{model}: generator labels {fmt.labels} differ from task "
+                    f"{get_task(task).name!r} {list(get_task(task).labels)}"
+                )
+            fmt.max_length = args.max_length
+        else:
+            fmt = add_format_tokens(tokenizer, lm, task or "nli", max_length=args.max_length)
+        lm.generation_config.bos_token_id = fmt.bos_token_id
+        lm.generation_config.eos_token_id = fmt.eos_token_id
+        lm.generation_config.pad_token_id = fmt.pad_token_id
+
+        mask_report = MaskReport()
+        pos_items, long_pos = _encode_all(records, tokenizer, fmt, args.max_length,
+                                          negative=False)
+        neg_items, long_neg = _encode_all(negatives, tokenizer, fmt, args.max_length,
+                                          negative=True, mask_report=mask_report)
+        items = pos_items + neg_items
+        if not items:
+            raise ConfigError(f"every record is longer than max_length={args.max_length}")
+        collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0,
+                                     seed=args.seed)
+        trainer = GeneratorTrainer(model=lm, args=args, train_dataset=GeneratorDataset(items),
+                                   data_collator=collator)
+        start = time.perf_counter()
+        result = trainer.train()
+        seconds = time.perf_counter() - start
+
+        summary: dict[str, Any] = {
+            "base_model": str(model),
+            "task": fmt.task,
+            "n_records": len(records),
+            "n_negatives": len(negatives),
+            "n_trained": len(items),
+            "n_dropped_too_long": len(long_pos) + len(long_neg),
+            "dropped_too_long_ids": (long_pos + long_neg)[:50],
+            "steps": result.global_step,
+            "train_loss": round(float(result.training_loss), 4),
+            "train_seconds": round(seconds, 2),
+            "train_tokens": trainer.tokens_seen,
+            "train_tokens_per_s": round(trainer.tokens_seen / max(seconds, 1e-9), 1),
+            "settings": {
+                k: getattr(args, k) for k in (
+                    "learning_rate", "per_device_train_batch_size", "num_train_epochs",
+                    "max_steps", "gradient_accumulation_steps", "adam_epsilon", "adam_beta1",
+                    "adam_beta2", "lr_scheduler_type", "max_length", "consistency_weight",
+                    "debias_alpha", "seed", "mle_loss", "consistency_loss", "negative_loss",
+                )
+            },
+            "log_history": trainer.state.log_history,
+        }
+        if negatives:
+            summary["mask"] = {
+                "n_biased_tokens": sum(mask_report.by_kind.values()),
+                "biased_tokens_by_kind": mask_report.by_kind,
+                "n_unmatched_ngrams": len(mask_report.unmatched),
+                "unmatched_ngrams": mask_report.unmatched[:50],
+                "n_negatives_without_biased_tokens": sum(
+                    1 for it in neg_items if all(v == 1.0 for v in it["ul_mask"])),
+            }
+        summary["objective"] = ("debias" if negatives else
+                                "consistency" if args.consistency_weight > 0 else "mle")
+        if extra_info:
+            summary.update(extra_info)
+        fmt.info = {k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")}
+        shutil.rmtree(tmp / "trainer", ignore_errors=True)
+        lm.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        fmt.save(tmp)
+        write_json(summary, tmp / TRAIN_SUMMARY)
+        _publish(tmp, out)
+        summary["out"] = str(out)
+        return summary
+    except BaseException:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
+        raise
+
+
+def debias_generator(
+    generator: str | Path,
+    records: Sequence[Record],
+    out_dir: str | Path,
+    *,
+    alpha: float = 1.0,
+    top_k: int = 20,
+    zfilter_batch_size: int | None = None,
+    shuffle_seed: int = 0,
+    features: Sequence[str] | None = None,
+    feature_settings: dict[str, Any] | None = None,
+    args: GeneratorTrainingArguments | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """z-filter ``records`` (D0) into Z, Z⁻ and fine-tune ``generator`` into G* (GD-NLI §4.1).
+
+    Loss: L_MLE on Z + α·masked L_UL on Z⁻ (mask from each rejected record's
+    ``meta["rejected_by"]``, see :mod:`zdebias.generation.mask`). The consistency loss is off
+    unless ``consistency_weight`` is given. Returns the training summary, with the z-filter's.
+    """
+    from zdebias.stats.zfilter import z_filter
+
+    if not GeneratorFormat.is_generator(generator):
+        raise ConfigError(
+            f"{generator}: not a generator folder; train one with `zdebias train-generator`"
+        )
+    options: dict[str, Any] = dict(feature_settings or {})
+    if zfilter_batch_size is not None:
+        options["batch_size"] = zfilter_batch_size
+    result = z_filter(list(records), top_k=top_k, shuffle_seed=shuffle_seed, features=features,
+                      **options)
+    overrides.setdefault("consistency_weight", 0.0)
+    overrides["debias_alpha"] = alpha
+    shown = ("n_input", "kept_share_of_input", "batch_size", "top_k", "features",
+             "top_z_before", "top_z_after", "rejections_by_feature")
+    zsummary = {k: result.summary[k] for k in shown if k in result.summary}
+    return train_generator(
+        result.kept, generator, out_dir, negatives=result.rejected, args=args,
+        extra_info={"objective": "debias", "z_filter": {
+            "n_kept": len(result.kept), "n_rejected": len(result.rejected), **zsummary}},
+        **overrides,
+    )

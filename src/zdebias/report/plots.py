@@ -1,0 +1,158 @@
+"""The Gardner plot (Gardner et al. 2021, Fig. 1; SPEC §3) as PNG and interactive HTML.
+
+Every feature seen in more than ``min_n`` examples is a point at (n, p̂(l|x)) for the label l it
+favours most (its highest z), coloured by that label; n is on a log axis. The curve
+p = p0 + z_c·sqrt(p0(1 − p0)/n) marks one-sided significance at α Bonferroni-corrected by the
+number of features: points above it are statistically significant artifacts, and the plot says
+how many there are.
+
+matplotlib (Agg canvas, no GUI backend) and plotly are imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zdebias.data.writers import atomic_open
+
+#: Colours per label index (matplotlib tab10, so PNG and HTML match).
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def plot_paths(out: str | Path) -> tuple[Path, Path]:
+    """``--plot OUT`` → (PNG path, HTML path): ``x.png``/``x.html`` beside each other."""
+    out = Path(out)
+    if out.suffix.lower() in (".png", ".html", ".htm"):
+        stem = out.with_suffix("")
+    else:
+        stem = out
+    return stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".html")
+
+
+def gardner_points(
+    z: np.ndarray, n: np.ndarray, p_hat: np.ndarray, *, min_n: int = 20
+) -> dict[str, np.ndarray]:
+    """The plotted points: features with n > ``min_n``, each at its highest-z label.
+
+    Returns arrays ``feature`` (index), ``label``, ``n``, ``p``, ``z``.
+    """
+    z = np.asarray(z)
+    keep = np.flatnonzero(np.asarray(n) > min_n)
+    label = z[keep].argmax(axis=1) if len(keep) else np.zeros(0, dtype=np.int64)
+    return {
+        "feature": keep,
+        "label": label,
+        "n": np.asarray(n)[keep],
+        "p": np.asarray(p_hat)[keep, label],
+        "z": z[keep, label],
+    }
+
+
+def _curve(
+    n_min: float, n_max: float, num_labels: int, z_c: float
+) -> tuple[np.ndarray, np.ndarray]:
+    from zdebias.stats.zstats import significance_curve
+
+    xs = np.logspace(np.log10(max(n_min, 1.0)), np.log10(max(n_max, 2 * n_min, 10.0) * 1.5), 200)
+    return xs, np.minimum(significance_curve(xs, num_labels, z_c), 1.05)
+
+
+def gardner_plot(
+    names: Sequence[str],
+    labels: Sequence[str],
+    z: np.ndarray,
+    n: np.ndarray,
+    p_hat: np.ndarray,
+    *,
+    z_c: float,
+    png: str | Path | None = None,
+    html: str | Path | None = None,
+    min_n: int = 20,
+    title: str | None = None,
+) -> dict[str, Any]:
+    """Draw the Gardner plot to ``png`` and/or ``html`` (written atomically).
+
+    Returns ``{"n_points", "n_above_curve", "n_above_curve_per_label", "png", "html"}``; a point
+    is above the curve exactly when its z exceeds ``z_c``.
+    """
+    pts = gardner_points(z, n, p_hat, min_n=min_n)
+    above = pts["z"] > z_c
+    num_labels = len(labels)
+    p0 = 1.0 / num_labels
+    per_label = {name: int((above & (pts["label"] == i)).sum()) for i, name in enumerate(labels)}
+    headline = (
+        f"{int(above.sum()):,} of {len(pts['n']):,} features (n > {min_n}) above the curve "
+        f"(z > {z_c:.2f})"
+    )
+    title = f"{title}: {headline}" if title else headline
+    n_max = float(pts["n"].max()) if len(pts["n"]) else 100.0
+    xs, ys = _curve(max(min_n, 1) * 0.8, n_max, num_labels, z_c)
+    if png is not None:
+        _png(Path(png), pts, labels, xs, ys, p0, title)
+    if html is not None:
+        _html(Path(html), pts, names, labels, xs, ys, p0, title, z_c)
+    return {
+        "n_points": len(pts["n"]),
+        "n_above_curve": int(above.sum()),
+        "n_above_curve_per_label": per_label,
+        "png": str(png) if png is not None else None,
+        "html": str(html) if html is not None else None,
+    }
+
+
+def _png(path: Path, pts: dict[str, np.ndarray], labels: Sequence[str], xs: np.ndarray,
+         ys: np.ndarray, p0: float, title: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5.5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, name in enumerate(labels):
+        sel = pts["label"] == i
+        ax.scatter(pts["n"][sel], pts["p"][sel], s=6, alpha=0.5, color=COLORS[i % len(COLORS)],
+                   label=f"{name} ({int(sel.sum()):,})", linewidths=0)
+    ax.plot(xs, ys, color="black", lw=1.2, label="significance (Bonferroni α)")
+    ax.axhline(p0, color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(labels)}")
+    ax.set_xscale("log")
+    ax.set_xlim(xs[0], xs[-1])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("n (examples with the feature)")
+    ax.set_ylabel("p̂(label | feature)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="lower right", fontsize=8, markerscale=2)
+    fig.tight_layout()
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png")
+
+
+def _html(path: Path, pts: dict[str, np.ndarray], names: Sequence[str], labels: Sequence[str],
+          xs: np.ndarray, ys: np.ndarray, p0: float, title: str, z_c: float) -> None:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, name in enumerate(labels):
+        sel = np.flatnonzero(pts["label"] == i)
+        text = [
+            f"{names[f]}<br>label={name}<br>z={zv:.2f}<br>n={nv:,}<br>p̂={pv:.3f}"
+            for f, zv, nv, pv in zip(pts["feature"][sel].tolist(), pts["z"][sel].tolist(),
+                                     pts["n"][sel].tolist(), pts["p"][sel].tolist(), strict=True)
+        ]
+        fig.add_trace(go.Scattergl(
+            x=pts["n"][sel], y=pts["p"][sel], mode="markers", name=name, text=text,
+            hoverinfo="text", marker={"size": 5, "opacity": 0.6, "color": COLORS[i % 10]},
+        ))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"z = {z_c:.2f}",
+                             line={"color": "black"}))
+    fig.add_hline(y=p0, line_dash="dash", line_color="grey")
+    fig.update_layout(
+        title=title, xaxis={"type": "log", "title": "n (examples with the feature)"},
+        yaxis={"title": "p̂(label | feature)", "range": [0, 1.02]}, template="plotly_white",
+    )
+    with atomic_open(path) as fh:
+        fh.write(fig.to_html(include_plotlyjs=True, full_html=True))

@@ -1,0 +1,211 @@
+"""Dataset recipes that combine original and generated data (SPEC §5; GD-NLI §4.2).
+
+- **Z-Aug** ``Z(D_G | D0)``: keep the original data whole and add the generated examples that
+  pass conditional z-filtering seeded with it.
+- **Par-Z** ``Z(D0) ∪ Z(D_G)``: z-filter each separately and merge.
+- **Seq-Z** ``Z(D_G | Z(D0))``: z-filter the original data, then use the result as the seed for
+  the generated data.
+
+Every record of every output is a copy tagged ``meta["type"]`` = ``original`` | ``generated``.
+Nothing is lost: ``records`` (the combined dataset) and ``rejected`` (with
+``meta["rejected_by"]``) together hold each input record exactly once.
+
+Features are extracted once over original + generated data, so every stage sees the same
+feature columns; the default hypothesis-only feature is trained (cross-fitted) on the original
+data only and predicts the generated data, as in the paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+from zdebias.stats.zfilter import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_TOP_K,
+    SUMMARY_TOP,
+    FilterArrays,
+    _tag_rejected,
+    gc_paused,
+    z_filter_matrix,
+)
+from zdebias.stats.zstats import infer_labels, label_counts, label_ids, top_table, z_from_counts
+
+RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
+
+
+@dataclass
+class RecipeResult:
+    """``records``: the combined dataset (original part first, then generated, each in input
+    order). ``rejected``: everything left out, with ``meta["rejected_by"]``. ``summary``:
+    sizes per part and the top z per label of each input and of the output."""
+
+    records: list[Record]
+    rejected: list[Record]
+    summary: dict[str, Any]
+
+
+def _tagged(records: Sequence[Record], kind: str) -> list[Record]:
+    out = []
+    with gc_paused():
+        for r in records:
+            meta = dict(r.meta)
+            meta["type"] = kind
+            out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
+    return out
+
+
+class _Combined:
+    """Original + generated records with one feature matrix and the filter options."""
+
+    def __init__(
+        self,
+        original: Sequence[Record],
+        generated: Sequence[Record],
+        *,
+        top_k: int,
+        batch_size: int,
+        shuffle_seed: int | None,
+        features: Sequence[str] | None,
+        labels: Sequence[str] | None,
+        min_z: float,
+        progress: bool,
+        feature_settings: dict[str, Any],
+    ) -> None:
+        from zdebias.features.registry import extract_features
+
+        self.original = _tagged(original, "original")
+        self.generated = _tagged(generated, "generated")
+        self.records = self.original + self.generated
+        self.labels = tuple(labels) if labels is not None else infer_labels(self.records)
+        self.y = label_ids(self.records, self.labels)
+        n_orig = len(self.original)
+        self.orig_rows = np.arange(n_orig)
+        self.gen_rows = np.arange(n_orig, len(self.records))
+        settings = dict(feature_settings)
+        if n_orig:
+            settings.setdefault("hypo_only_fit", self.orig_rows)
+        self.features = list(features) if features is not None else None
+        self.fm = extract_features(self.records, self.features, labels=self.labels, **settings)
+        self.options = {"top_k": top_k, "batch_size": batch_size, "shuffle_seed": shuffle_seed,
+                        "min_z": min_z, "progress": progress}
+
+    def filter(self, rows: np.ndarray, seed_rows: np.ndarray | None = None) -> FilterArrays:
+        return z_filter_matrix(self.fm.matrix, self.y, len(self.labels), rows=rows,
+                               seed_rows=seed_rows, **self.options)
+
+    def _top(self, rows: np.ndarray) -> dict[str, list[dict[str, Any]]]:
+        counts = label_counts(self.fm.matrix[rows], self.y[rows], len(self.labels))
+        z, n, p = z_from_counts(counts)
+        return top_table(self.fm.names, self.labels, z, n, p, SUMMARY_TOP)
+
+    def result(
+        self, recipe: str, kept_rows: np.ndarray, stages: list[tuple[str, FilterArrays, int]]
+    ) -> RecipeResult:
+        kept_rows = np.sort(kept_rows)
+        rejected: list[Record] = []
+        with gc_paused():
+            records = [self.records[i] for i in kept_rows.tolist()]
+            for _, arrays, _ in stages:
+                rejected.extend(_tag_rejected(self.records, arrays, self.fm.names))
+        n_orig = len(self.original)
+        is_orig = kept_rows < n_orig
+        top_out = self._top(kept_rows)
+
+        def first(table: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+            return {name: (rows[0] if rows else None) for name, rows in table.items()}
+
+        summary = {
+            "recipe": recipe,
+            "n_original": n_orig,
+            "n_generated": len(self.generated),
+            "n_output": len(records),
+            "n_output_original": int(is_orig.sum()),
+            "n_output_generated": int((~is_orig).sum()),
+            "n_rejected": len(rejected),
+            "n_rejected_original": sum(1 for r in rejected if r.meta["type"] == "original"),
+            "n_rejected_generated": sum(1 for r in rejected if r.meta["type"] == "generated"),
+            "labels": list(self.labels),
+            "label_counts_output": {
+                name: int((self.y[kept_rows] == i).sum()) for i, name in enumerate(self.labels)
+            },
+            **{k: v for k, v in self.options.items() if k != "progress"},
+            "features": self.features if self.features is not None else "default",
+            "stages": [
+                {"stage": name, "n_seed": n_seed, "n_input": len(a.accepted) + len(a.rejected),
+                 "n_accepted": len(a.accepted), "n_rejected": len(a.rejected),
+                 "n_batches": a.n_batches}
+                for name, a, n_seed in stages
+            ],
+            "top_z_original": first(self._top(self.orig_rows)) if n_orig else None,
+            "top_z_generated": first(self._top(self.gen_rows)) if len(self.gen_rows) else None,
+            "top_z_output": first(top_out),
+            "top_output": top_out,
+        }
+        return RecipeResult(records=records, rejected=rejected, summary=summary)
+
+
+def _options(
+    top_k: int = DEFAULT_TOP_K,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    shuffle_seed: int | None = 0,
+    features: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    min_z: float = 0.0,
+    progress: bool = False,
+    **feature_settings: Any,
+) -> dict[str, Any]:
+    return {"top_k": top_k, "batch_size": batch_size, "shuffle_seed": shuffle_seed,
+            "features": features, "labels": labels, "min_z": min_z, "progress": progress,
+            "feature_settings": feature_settings}
+
+
+def z_aug(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+    """Z-Aug: all of D0, plus the generated records accepted by Z(D_G | D0).
+
+    ``opts``: ``top_k``, ``batch_size``, ``shuffle_seed``, ``features``, ``labels``, ``min_z``,
+    ``progress`` and feature settings (as for :func:`~zdebias.stats.zfilter.z_filter`).
+    """
+    c = _Combined(original, generated, **_options(**opts))
+    gen = c.filter(c.gen_rows, seed_rows=c.orig_rows)
+    kept = np.concatenate([c.orig_rows, gen.accepted])
+    return c.result("z-aug", kept, [("Z(generated | original)", gen, len(c.orig_rows))])
+
+
+def par_z(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+    """Par-Z: Z(D0) ∪ Z(D_G), each z-filtered on its own."""
+    c = _Combined(original, generated, **_options(**opts))
+    orig = c.filter(c.orig_rows)
+    gen = c.filter(c.gen_rows)
+    kept = np.concatenate([orig.accepted, gen.accepted])
+    return c.result("par-z", kept, [("Z(original)", orig, 0), ("Z(generated)", gen, 0)])
+
+
+def seq_z(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+    """Seq-Z: Z(D_G | Z(D0)): filter D0, then filter D_G seeded with what D0 kept."""
+    c = _Combined(original, generated, **_options(**opts))
+    orig = c.filter(c.orig_rows)
+    gen = c.filter(c.gen_rows, seed_rows=orig.accepted)
+    kept = np.concatenate([orig.accepted, gen.accepted])
+    return c.result("seq-z", kept, [("Z(original)", orig, 0),
+                                    ("Z(generated | Z(original))", gen, len(orig.accepted))])
+
+
+RECIPES: dict[str, Callable[..., RecipeResult]] = {"z-aug": z_aug, "par-z": par_z, "seq-z": seq_z}
+
+
+def combine(
+    recipe_name: str, original: Sequence[Record], generated: Sequence[Record], **opts: Any
+) -> RecipeResult:
+    """Run the recipe of that name (``z-aug``, ``par-z``, ``seq-z``; case and ``_`` ignored)."""
+    key = recipe_name.lower().replace("_", "-")
+    if key not in RECIPES:
+        raise ConfigError(
+            f"unknown recipe {recipe_name!r}; expected one of {', '.join(RECIPE_NAMES)}"
+        )
+    return RECIPES[key](original, generated, **opts)

@@ -1,0 +1,499 @@
+"""z-filtering (SPEC §4; GD-NLI §3.2, Algorithm 1).
+
+    Z ← ∅ (or Z ← D_seed);  Z⁻ ← ∅
+    for each batch D'_t of D' (in a seeded shuffled order):
+        B_Z(l) ← the top-k features by z*(x, l | Z), for each label l
+        for each I = (P, H, l) in D'_t:
+            if features(I) ∩ B_Z(l) = ∅: Z ← Z ∪ {I}  else: Z⁻ ← Z⁻ ∪ {I}
+
+The statistics of Z are kept as label counts per feature and updated incrementally from each
+batch's accepted examples; z is recomputed only for the features those examples touch, and the
+top-k sets are maintained from a candidate pool, so a batch costs time in proportion to its
+size, not to the number of features.
+
+Notes (decisions where the paper is silent):
+
+- An unseeded run's first batch meets an empty Z, so it is accepted whole (there are no biased
+  features yet). Its biases stay in the output; smaller batches leave fewer of them but filter
+  harder. The default batch size, 1,000, keeps roughly a quarter of SNLI-like data.
+- Only features with z > ``min_z`` (default 0) can be biased: a feature that does not favour a
+  label never rejects an example of that label.
+- Ties in z are broken by the lower feature index (column order), so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+from zdebias.stats.zstats import (
+    _check,
+    infer_labels,
+    label_counts,
+    label_ids,
+    top_k_column,
+    top_table,
+    z_critical,
+    z_from_counts,
+)
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from zdebias.features.registry import FeatureMatrix
+
+DEFAULT_TOP_K = 20
+DEFAULT_BATCH_SIZE = 1000
+SUMMARY_TOP = 5
+
+
+@dataclass
+class FilterArrays:
+    """The outcome of :func:`z_filter_matrix`, as row indices into the feature matrix.
+
+    ``accepted`` / ``rejected``: sorted row indices of the candidate rows that joined Z / Z⁻.
+    ``rejected_by_rows`` / ``rejected_by_features``: one entry per (rejected row, biased feature
+    present in it and in B_Z(its label) when it was rejected), grouped by row in ascending
+    order, within a row by the feature's z rank at that moment (most biased first).
+    ``counts``: label counts ``[F, L]`` of the final Z (seed included).
+    """
+
+    accepted: np.ndarray
+    rejected: np.ndarray
+    rejected_by_rows: np.ndarray
+    rejected_by_features: np.ndarray
+    counts: np.ndarray
+    n_batches: int
+
+    def rejected_by(self) -> dict[int, list[int]]:
+        """Rejected row → its biased feature columns."""
+        out: dict[int, list[int]] = {}
+        for r, f in zip(self.rejected_by_rows.tolist(), self.rejected_by_features.tolist(),
+                        strict=True):
+            out.setdefault(r, []).append(f)
+        return out
+
+    def check_partition(self) -> None:
+        """Assert that every rejected row has its rejecting features (an internal check)."""
+        assert np.array_equal(np.unique(self.rejected_by_rows), self.rejected)
+
+
+class _TopK:
+    """Exact top-k per label under point updates of z, without scanning all features per batch.
+
+    For each label it keeps a candidate pool C and a bound ``tau`` such that every feature
+    outside C has z <= tau. A full scan sets C to the best ``pool`` features and tau to the
+    next value; after an update, changed features whose z now exceeds tau join C. The top-k of
+    C is exact whenever its k-th value is > tau (or nothing outside C can exceed ``min_z``);
+    otherwise it rescans, and in the rare case of ties across the boundary falls back to a
+    full sort, so the result always equals :func:`~zdebias.stats.zstats.top_k_column`.
+    """
+
+    def __init__(self, z: np.ndarray, k: int, min_z: float, pool: int) -> None:
+        self.z = z  # [L, F], updated in place by the caller
+        self.k = k
+        self.min_z = min_z
+        self.pool = max(pool, 4 * k)
+        self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * z.shape[0]
+        self.tau = np.full(z.shape[0], -np.inf)
+        for label in range(z.shape[0]):
+            self._rescan(label)
+
+    def _rescan(self, label: int) -> None:
+        row = self.z[label]
+        if len(row) <= self.pool:
+            self.cand[label] = np.arange(len(row))
+            self.tau[label] = -np.inf
+            return
+        part = np.argpartition(-row, self.pool)
+        self.cand[label] = np.sort(part[: self.pool])
+        self.tau[label] = row[part[self.pool]]
+
+    def update(self, touched: np.ndarray) -> None:
+        """Record that the z of ``touched`` features changed."""
+        if len(touched) == 0:
+            return
+        for label in range(self.z.shape[0]):
+            rising = touched[self.z[label, touched] > self.tau[label]]
+            if len(rising):
+                cand = _unique(np.concatenate([self.cand[label], rising]))
+                if len(cand) > 2 * self.pool:
+                    self._rescan(label)
+                else:
+                    self.cand[label] = cand
+
+    def _from_pool(self, label: int) -> np.ndarray | None:
+        row = self.z[label]
+        cand = self.cand[label]
+        vals = row[cand]
+        k = self.k
+        kth = -np.partition(-vals, k - 1)[k - 1] if len(cand) > k else (
+            vals.min() if len(vals) else -np.inf)
+        if not (kth > self.tau[label] or self.tau[label] <= self.min_z):
+            return None
+        sel = cand[vals >= kth] if len(cand) > k else cand
+        order = np.lexsort((sel, -row[sel]))
+        top = sel[order][:k]
+        return top[row[top] > self.min_z]
+
+    def best(self, label: int) -> np.ndarray:
+        """Indices of the top-k features for ``label`` with z > min_z, best first."""
+        if self.k <= 0:
+            return np.zeros(0, dtype=np.int64)
+        top = self._from_pool(label)
+        if top is None:
+            self._rescan(label)
+            top = self._from_pool(label)
+        if top is None:  # ties straddle the pool boundary: sort everything
+            top = top_k_column(self.z[label], self.k, min_z=self.min_z)
+        return top
+
+
+def _unique(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sort-based; faster than numpy's hash path on small arrays)."""
+    if len(a) == 0:
+        return a
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))]
+
+
+def _z_rows(counts: np.ndarray, cols: np.ndarray, num_labels: int) -> np.ndarray:
+    """z [L, len(cols)] from flat counts [F*L] for some features; -inf where n = 0."""
+    c = counts.reshape(-1, num_labels)[cols].astype(np.float64)
+    n = c.sum(axis=1)
+    p0 = 1.0 / num_labels
+    safe = np.maximum(n, 1.0)[:, None]
+    z = (c / safe - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
+    z[n == 0] = -np.inf
+    return z.T
+
+
+def z_filter_matrix(
+    matrix: sp.spmatrix,
+    label_ids: np.ndarray,
+    num_labels: int,
+    *,
+    rows: np.ndarray | Sequence[int] | None = None,
+    seed_rows: np.ndarray | Sequence[int] | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    shuffle_seed: int | None = 0,
+    min_z: float = 0.0,
+    progress: bool = False,
+) -> FilterArrays:
+    """Algorithm 1 over a presence matrix ``[N, F]`` and labels ``[N]``.
+
+    ``rows``: the rows of D' (default: every row not in ``seed_rows``), visited in a shuffled
+    order (``shuffle_seed``; ``None`` keeps the given order). ``seed_rows``: D_seed, in Z from
+    the start (conditional z-filtering). Returns row indices, not records.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
+    if top_k < 0:
+        raise ConfigError(f"top_k must be at least 0, not {top_k}")
+    m = _check(matrix, label_ids, num_labels)
+    y = np.asarray(label_ids, dtype=np.int64)
+    n_rows, n_feat = m.shape
+    seed = np.zeros(0, np.int64) if seed_rows is None else np.asarray(seed_rows, np.int64)
+    if rows is None:
+        mask = np.ones(n_rows, dtype=bool)
+        mask[seed] = False
+        cand = np.flatnonzero(mask)
+    else:
+        cand = np.asarray(rows, dtype=np.int64)
+    in_seed = np.zeros(n_rows, dtype=bool)
+    in_seed[seed] = True
+    if in_seed[cand].any():
+        raise ConfigError("a row cannot be both in the seed and in the data to filter")
+    order = cand if shuffle_seed is None else cand[
+        np.random.default_rng(shuffle_seed).permutation(len(cand))
+    ]
+    big_l = num_labels
+    counts = np.zeros(n_feat * big_l, dtype=np.int64)
+    if len(seed):
+        counts += label_counts(m[seed], y[seed], big_l).ravel()
+    z = _z_rows(counts, np.arange(n_feat), big_l)  # [L, F]
+    topk = _TopK(z, top_k, min_z, pool=max(256, 8 * top_k))
+    sub = m[order]
+    indptr, indices = sub.indptr, sub.indices
+    y_sub = y[order]
+    flag = np.zeros(n_feat * big_l, dtype=np.int32)
+    accepted = np.zeros(len(order), dtype=bool)
+    rej_rows: list[np.ndarray] = []
+    rej_feats: list[np.ndarray] = []
+    rej_rank: list[np.ndarray] = []
+    starts = range(0, len(order), batch_size)
+    n_batches = len(starts)
+    bar = None
+    if progress and n_batches > 1:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("z-filtering", total=len(order))
+    try:
+        for start in starts:
+            end = min(start + batch_size, len(order))
+            size = end - start
+            lo, hi = indptr[start], indptr[end]
+            idx = indices[lo:hi].astype(np.int64)
+            row_local = np.repeat(np.arange(size), np.diff(indptr[start:end + 1]))
+            codes = idx * big_l + y_sub[start:end][row_local]
+            biased = [topk.best(label) for label in range(big_l)]
+            set_codes = []
+            for label, feats in enumerate(biased):
+                if len(feats):
+                    c = feats * big_l + label
+                    flag[c] = np.arange(1, len(feats) + 1, dtype=np.int32)
+                    set_codes.append(c)
+            if set_codes:
+                rank = flag[codes]
+                hit = rank > 0
+                reject = np.bincount(row_local[hit], minlength=size) > 0
+                if hit.any():
+                    rej_rows.append(order[start + row_local[hit]])
+                    rej_feats.append(idx[hit])
+                    rej_rank.append(rank[hit])
+                for c in set_codes:
+                    flag[c] = 0
+                keep = ~reject
+            else:
+                keep = np.ones(size, dtype=bool)
+            accepted[start:end] = keep
+            entry_keep = keep[row_local]
+            acc_codes = codes[entry_keep]
+            if len(acc_codes):
+                np.add.at(counts, acc_codes, 1)
+                touched = _unique(idx[entry_keep])
+                z[:, touched] = _z_rows(counts, touched, big_l)
+                topk.update(touched)
+            if bar is not None:
+                bar.update(task, advance=size)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if rej_rows:
+        rr = np.concatenate(rej_rows)
+        rf = np.concatenate(rej_feats)
+        rk = np.concatenate(rej_rank)
+        sort = np.lexsort((rk, rr))
+        rr, rf = rr[sort], rf[sort]
+    else:
+        rr = rf = np.zeros(0, dtype=np.int64)
+    return FilterArrays(
+        accepted=np.sort(order[accepted]),
+        rejected=np.sort(order[~accepted]),
+        rejected_by_rows=rr,
+        rejected_by_features=rf,
+        counts=counts.reshape(n_feat, big_l),
+        n_batches=n_batches,
+    )
+
+
+# --------------------------------------------------------------------------- records API
+
+
+@dataclass
+class ZFilterResult:
+    """Outputs of :func:`z_filter`.
+
+    ``kept``: Z — the seed records (conditional mode), then the accepted input records, each
+    group in input order. ``rejected``: Z⁻ — copies of the rejected input records with
+    ``meta["rejected_by"]`` = the biased feature names that rejected each. ``accepted``: the
+    accepted input records only. ``summary``: counts and top z per label before and after.
+    ``features``: the feature matrix of seed + input rows (seed first).
+    """
+
+    kept: list[Record]
+    rejected: list[Record]
+    accepted: list[Record]
+    summary: dict[str, Any]
+    features: FeatureMatrix | None = None
+    arrays: FilterArrays | None = field(default=None, repr=False)
+
+
+def _top_block(
+    names: list[str], labels: Sequence[str], counts: np.ndarray, k: int
+) -> dict[str, list[dict[str, Any]]]:
+    z, n, p = z_from_counts(counts)
+    return top_table(names, labels, z, n, p, k)
+
+
+def summarize_filter(
+    fm: FeatureMatrix,
+    y: np.ndarray,
+    labels: Sequence[str],
+    arrays: FilterArrays,
+    *,
+    before_rows: np.ndarray,
+    n_seed: int,
+    settings: dict[str, Any],
+    alpha: float = 0.01,
+) -> dict[str, Any]:
+    """The summary dict: sizes, label counts and top z per label before and after."""
+    big_l = len(labels)
+    before = label_counts(fm.matrix[before_rows], y[before_rows], big_l)
+    after = arrays.counts
+    n_features = int((before.sum(axis=1) > 0).sum())
+    z_c = z_critical(n_features, alpha)
+    top_before = _top_block(fm.names, labels, before, SUMMARY_TOP)
+    top_after = _top_block(fm.names, labels, after, SUMMARY_TOP)
+    z_before = z_from_counts(before)[0]
+    z_after = z_from_counts(after)[0]
+    by_feature = np.bincount(arrays.rejected_by_features, minlength=fm.n_features)
+    worst = np.argsort(-by_feature, kind="stable")[:20]
+    y_before = y[before_rows]
+    kept_rows = np.concatenate([np.asarray(before_rows[:n_seed]), arrays.accepted])
+    y_after = y[kept_rows]
+    n_input = len(arrays.accepted) + len(arrays.rejected)
+    return {
+        "n_input": n_input,
+        "n_seed": n_seed,
+        "n_accepted": len(arrays.accepted),
+        "n_kept": n_seed + len(arrays.accepted),
+        "n_rejected": len(arrays.rejected),
+        "kept_share_of_input": round(len(arrays.accepted) / n_input, 4) if n_input else None,
+        "labels": list(labels),
+        "label_counts_before": {name: int((y_before == i).sum()) for i, name in enumerate(labels)},
+        "label_counts_after": {name: int((y_after == i).sum()) for i, name in enumerate(labels)},
+        **settings,
+        "n_batches": arrays.n_batches,
+        "n_features": n_features,
+        "z_critical": z_c,
+        "n_significant_before": int((z_before > z_c).any(axis=1).sum()),
+        "n_significant_after": int((z_after > z_c).any(axis=1).sum()),
+        "top_z_before": {name: (r[0] if r else None) for name, r in top_before.items()},
+        "top_z_after": {name: (r[0] if r else None) for name, r in top_after.items()},
+        "top_before": top_before,
+        "top_after": top_after,
+        "rejections_by_feature": {
+            fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
+        },
+    }
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while creating many records.
+
+    With millions of live objects, each automatic collection walks them all; a loop creating
+    a million records would spend most of its time there.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _tag_rejected(
+    records: Sequence[Record], arrays: FilterArrays, names: Sequence[str]
+) -> list[Record]:
+    """Copies of the rejected records with ``meta["rejected_by"]`` set."""
+    rows = arrays.rejected_by_rows
+    fnames = [names[j] for j in arrays.rejected_by_features.tolist()]
+    # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
+    cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
+    out = []
+    for g, i in enumerate(arrays.rejected.tolist()):
+        r = records[i]
+        meta = dict(r.meta)
+        meta["rejected_by"] = fnames[cuts[g]:cuts[g + 1]]
+        out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
+    return out
+
+
+def z_filter(
+    records: Sequence[Record],
+    *,
+    seed_records: Sequence[Record] | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    shuffle_seed: int | None = 0,
+    features: Sequence[str] | FeatureMatrix | None = None,
+    labels: Sequence[str] | None = None,
+    min_z: float = 0.0,
+    progress: bool = False,
+    **feature_settings: Any,
+) -> ZFilterResult:
+    """z-filter ``records`` (Z(D')), or conditionally on ``seed_records`` (Z(D' | D_seed)).
+
+    ``features``: feature group names (default: all of SPEC §2) or a ready
+    :class:`FeatureMatrix` whose rows are seed records then ``records``. ``feature_settings``
+    go to :func:`~zdebias.features.registry.extract_features`. Every input record ends up
+    exactly once in ``kept`` or ``rejected``.
+
+    >>> result = z_filter(read_records("train.jsonl"), top_k=20)   # doctest: +SKIP
+    >>> len(result.kept) + len(result.rejected)                      # doctest: +SKIP
+    19993
+    """
+    from zdebias.features.registry import FeatureMatrix, extract_features
+
+    records = list(records)
+    seed = list(seed_records or [])
+    everything = seed + records
+    labels = tuple(labels) if labels is not None else infer_labels(everything)
+    if not records:
+        return ZFilterResult(
+            kept=seed, rejected=[], accepted=[],
+            summary={"n_input": 0, "n_seed": len(seed), "n_accepted": 0, "n_kept": len(seed),
+                     "n_rejected": 0, "labels": list(labels), "top_k": top_k,
+                     "batch_size": batch_size, "shuffle_seed": shuffle_seed, "n_batches": 0},
+        )
+    y = label_ids(everything, labels)
+    if isinstance(features, FeatureMatrix):
+        fm = features
+        if fm.n_records != len(everything):
+            raise ConfigError(
+                f"feature matrix has {fm.n_records} rows for {len(everything)} records"
+            )
+        feature_names: list[str] | None = None
+    else:
+        feature_names = list(features) if features is not None else None
+        fm = extract_features(everything, feature_names, labels=labels, **feature_settings)
+    n_seed = len(seed)
+    arrays = z_filter_matrix(
+        fm.matrix, y, len(labels),
+        rows=np.arange(n_seed, len(everything)),
+        seed_rows=np.arange(n_seed),
+        top_k=top_k, batch_size=batch_size, shuffle_seed=shuffle_seed, min_z=min_z,
+        progress=progress,
+    )
+    with gc_paused():
+        accepted = [everything[i] for i in arrays.accepted.tolist()]
+        rejected = _tag_rejected(everything, arrays, fm.names)
+    settings = {
+        "top_k": top_k,
+        "batch_size": batch_size,
+        "shuffle_seed": shuffle_seed,
+        "min_z": min_z,
+        "features": feature_names if feature_names is not None else "default",
+    }
+    summary = summarize_filter(
+        fm, y, labels, arrays, before_rows=np.arange(len(everything)), n_seed=n_seed,
+        settings=settings,
+    )
+    return ZFilterResult(
+        kept=seed + accepted, rejected=rejected, accepted=accepted, summary=summary,
+        features=fm, arrays=arrays,
+    )
+
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_TOP_K",
+    "FilterArrays",
+    "ZFilterResult",
+    "summarize_filter",
+    "z_filter",
+    "z_filter_matrix",
+]

@@ -1,0 +1,247 @@
+"""z-statistics of features against labels (SPEC §3; Gardner et al. 2021).
+
+For a feature x present in n examples, c of them with label l, and L labels (p0 = 1/L)::
+
+    p̂(l|x) = c / n
+    z*(x, l) = (p̂(l|x) − p0) / sqrt(p0 (1 − p0) / n)
+
+Pure functions over arrays: counts come from the sparse feature matrix in one vectorised pass
+(no Python loop over features or examples). Shapes: ``F`` features, ``L`` labels, ``N``
+examples. Features with n = 0 get z = 0 and p̂ = 0 and are never picked by :func:`top_k`.
+
+>>> import numpy as np, scipy.sparse as sp
+>>> m = sp.csr_matrix(np.array([[1, 1], [1, 0], [1, 0]], dtype=np.uint8))
+>>> z, n, p = z_statistics(m, np.array([0, 0, 1]), 2)
+>>> n.tolist(), p[1].tolist(), round(z[0, 0], 4)
+([3, 1], [1.0, 0.0], 0.5774)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from zdebias.data.schema import Record
+
+
+def infer_labels(records: Iterable[Record]) -> tuple[str, ...]:
+    """The label set of some records: the first known task whose labels cover them
+    (nli, nli-binary, sentiment), else their sorted distinct labels.
+
+    The label set fixes L and so p0 = 1/L; pass it explicitly for custom tasks.
+    """
+    from zdebias.data.labels import TASKS
+
+    seen = {r.label for r in records}
+    for task in TASKS.values():
+        if seen and seen <= set(task.labels):
+            return task.labels
+    return tuple(sorted(seen))
+
+
+def label_ids(records: Iterable[Record], labels: Sequence[str]) -> np.ndarray:
+    """Label index of each record; a label outside ``labels`` is a DataError."""
+    index = {name: i for i, name in enumerate(labels)}
+    out = []
+    for r in records:
+        i = index.get(r.label)
+        if i is None:
+            raise DataError(
+                f"record {r.id!r} has label {r.label!r}, not one of {', '.join(labels)}",
+                field="label",
+            )
+        out.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
+def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(matrix) if not sp.isspmatrix_csr(matrix) else matrix
+    labels = np.asarray(labels)
+    if labels.shape != (m.shape[0],):
+        raise ValueError(f"label_ids has shape {labels.shape}; expected ({m.shape[0]},)")
+    if num_labels < 2:
+        raise ConfigError(f"z-statistics need at least two labels, got {num_labels}")
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_labels):
+        raise ValueError(f"label ids must lie in [0, {num_labels})")
+    if not m.has_canonical_format or (len(m.data) and m.data.min() == 0):
+        m = m.copy()
+        m.sum_duplicates()
+        m.eliminate_zeros()
+    return m
+
+
+def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) -> np.ndarray:
+    """``counts[f, l]`` = number of examples with feature f (non-zero) and label l. ``[F, L]``."""
+    m = _check(matrix, label_ids, num_labels)
+    per_entry = np.repeat(np.asarray(label_ids, dtype=np.int64), np.diff(m.indptr))
+    codes = m.indices.astype(np.int64) * num_labels + per_entry
+    counts = np.bincount(codes, minlength=m.shape[1] * num_labels)
+    return counts.reshape(m.shape[1], num_labels)
+
+
+def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(z [F, L], n [F], p_hat [F, L])`` from label counts ``[F, L]``."""
+    counts = np.asarray(counts)
+    num_labels = counts.shape[1]
+    p0 = 1.0 / num_labels
+    n = counts.sum(axis=1)
+    safe = np.maximum(n, 1).astype(np.float64)[:, None]
+    p_hat = counts / safe
+    z = (p_hat - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
+    empty = n == 0
+    z[empty] = 0.0
+    p_hat[empty] = 0.0
+    return z, n, p_hat
+
+
+def z_statistics(
+    matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """z*(x, l) for every feature and label: ``(z [F, L], n [F], p_hat [F, L])``.
+
+    ``matrix``: ``[N, F]`` sparse presence (any non-zero = present); ``label_ids``: ``[N]``
+    ints in ``[0, num_labels)``.
+    """
+    return z_from_counts(label_counts(matrix, label_ids, num_labels))
+
+
+def top_k_column(
+    z: np.ndarray, k: int, *, valid: np.ndarray | None = None, min_z: float = -math.inf
+) -> np.ndarray:
+    """Indices of the ``k`` largest values of ``z [F]``, largest first, ties by lower index.
+
+    Only entries with ``valid`` (default all) and ``z > min_z`` are eligible.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    score = np.where(valid, z, -np.inf) if valid is not None else z.copy()
+    if min_z > -math.inf:
+        score[score <= min_z] = -np.inf
+    eligible = score > -np.inf
+    if k <= 0 or not eligible.any():
+        return np.zeros(0, dtype=np.int64)
+    if k < len(score):
+        part = np.argpartition(-score, k - 1)[:k]
+        kth = score[part].min()
+        cand = np.flatnonzero(score >= kth)
+    else:
+        cand = np.arange(len(score))
+    cand = cand[eligible[cand]]
+    order = np.lexsort((cand, -score[cand]))
+    return cand[order][:k].astype(np.int64)
+
+
+def top_k(
+    z: np.ndarray, k: int, *, n: np.ndarray | None = None, min_n: int = 1,
+    min_z: float = -math.inf,
+) -> list[np.ndarray]:
+    """Per label, the indices of the ``k`` features with the highest z (the biased set B(l)).
+
+    ``z``: ``[F, L]``; ``n``: ``[F]`` counts (features with ``n < min_n`` are skipped; pass it,
+    or features that occur nowhere can be picked); ``min_z``: only z above it counts.
+    Returns one index array per label, largest z first, ties broken by lower feature index.
+    """
+    valid = None if n is None else np.asarray(n) >= min_n
+    return [top_k_column(z[:, label], k, valid=valid, min_z=min_z) for label in range(z.shape[1])]
+
+
+def z_critical(num_features: int, alpha: float = 0.01) -> float:
+    """One-sided normal critical value at ``alpha`` Bonferroni-corrected by ``num_features``.
+
+    ``z_critical(28_000)`` ≈ 4.96 (Gardner et al. 2021 use 4.9578 for ~28k features).
+    """
+    if num_features < 1:
+        return -NormalDist().inv_cdf(alpha)
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha must lie in (0, 1), not {alpha}")
+    return -NormalDist().inv_cdf(alpha / num_features)
+
+
+def significance_curve(n: np.ndarray, num_labels: int, z_c: float) -> np.ndarray:
+    """The p̂ a feature seen n times must exceed to be significant: p0 + z_c·sqrt(p0(1−p0)/n)."""
+    p0 = 1.0 / num_labels
+    return p0 + z_c * np.sqrt(p0 * (1 - p0) / np.asarray(n, dtype=np.float64))
+
+
+def significant_features(z: np.ndarray, z_c: float) -> np.ndarray:
+    """Boolean ``[F]``: the feature's z exceeds ``z_c`` for at least one label."""
+    return (np.asarray(z) > z_c).any(axis=1)
+
+
+def top_table(
+    names: Sequence[str],
+    labels: Sequence[str],
+    z: np.ndarray,
+    n: np.ndarray,
+    p_hat: np.ndarray,
+    k: int,
+    *,
+    min_n: int = 1,
+) -> dict[str, list[dict[str, Any]]]:
+    """``{label: [{"feature", "z", "n", "p"}, ...]}``, the top ``k`` per label by z, descending
+    (the shape of GD-NLI Table 12)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for li, idx in enumerate(top_k(z, k, n=n, min_n=min_n)):
+        out[labels[li]] = [
+            {
+                "feature": names[j],
+                "z": float(z[j, li]),
+                "n": int(n[j]),
+                "p": float(p_hat[j, li]),
+            }
+            for j in idx.tolist()
+        ]
+    return out
+
+
+def describe(
+    records: Sequence[Record],
+    *,
+    features: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    top: int = 20,
+    alpha: float = 0.01,
+    feature_matrix: Any = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """The z-statistics report of a dataset (what ``zdebias stats --json`` writes).
+
+    Keys: ``n_examples``, ``labels``, ``label_counts``, ``n_features`` (features present in at
+    least one example), ``z_critical`` (α Bonferroni-corrected by n_features), ``n_significant``
+    (features above the curve for some label), ``n_significant_per_label``, ``top`` (per
+    label, the ``top`` features by z, descending, with z, n and p̂), ``max_z``.
+    """
+    from zdebias.features.registry import extract_features
+
+    labels = tuple(labels) if labels is not None else infer_labels(records)
+    fm = feature_matrix if feature_matrix is not None else extract_features(
+        records, features, labels=labels, **settings
+    )
+    y = label_ids(records, labels)
+    z, n, p_hat = z_statistics(fm.matrix, y, len(labels))
+    n_features = int((n > 0).sum())
+    z_c = z_critical(n_features, alpha)
+    sig = z > z_c
+    table = top_table(fm.names, labels, z, n, p_hat, top)
+    return {
+        "n_examples": len(records),
+        "labels": list(labels),
+        "label_counts": {name: int((y == i).sum()) for i, name in enumerate(labels)},
+        "n_features": n_features,
+        "alpha": alpha,
+        "z_critical": z_c,
+        "n_significant": int(sig.any(axis=1).sum()),
+        "n_significant_per_label": {name: int(sig[:, i].sum()) for i, name in enumerate(labels)},
+        "max_z": {name: (rows[0]["z"] if rows else None) for name, rows in table.items()},
+        "top": table,
+    }

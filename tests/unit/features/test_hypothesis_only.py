@@ -1,0 +1,110 @@
+"""The hypothesis-only feature: meta predictions, a trained model folder, cross-fitting."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError, DataError
+from zdebias.features.hypothesis_only import cross_fitted_predictions, sgd_epochs
+from zdebias.features.registry import extract_features
+
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+def _records(n: int, seed: int = 0) -> list[Record]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        label = LABELS[i % 3]
+        # every hypothesis is one unique nonsense word: nothing generalises across examples
+        out.append(Record(f"r{i}", label, "a premise", f"w{rng.random():.12f}x{i}"))
+    return out
+
+
+def test_meta_predictions_come_first() -> None:
+    recs = [
+        Record("a", "entailment", "p", "h", meta={"hypo_only_pred": "contradiction"}),
+        Record("b", "neutral", "p", "h", meta={"hypo_only_pred": 1}),
+        Record("c", "contradiction", "p", "h", meta={"hypo_only_pred": "contradiction"}),
+    ]
+    fm = extract_features(recs, ["hypo-only"], labels=LABELS)
+    assert [fm.features_of(i) for i in range(3)] == [
+        ["hypo-only-pred=contradiction"], ["hypo-only-pred=neutral"],
+        ["hypo-only-pred=contradiction"]]
+    bad = [Record("a", "entailment", "p", "h", meta={"hypo_only_pred": "maybe"})]
+    with pytest.raises(DataError, match="hypo_only_pred 'maybe'"):
+        extract_features(bad, ["hypo-only"], labels=LABELS)
+
+
+def test_trained_model_folder_is_used(monkeypatch) -> None:
+    from zdebias.classify import predict
+
+    class Fake:
+        labels = ["contradiction", "entailment", "neutral"]  # a different label order
+        input = "hypothesis-only"
+
+    seen = {}
+
+    def fake_proba(clf, records, batch_size=64, progress=False):
+        seen["ids"] = [r.id for r in records]
+        return np.array([[0.1, 0.7, 0.2], [0.8, 0.1, 0.1]])
+
+    monkeypatch.setattr(predict, "load_classifier", lambda ref: Fake())
+    monkeypatch.setattr(predict, "predict_proba", fake_proba)
+    recs = [
+        Record("a", "entailment", "p", "h1"),
+        Record("b", "neutral", "p", "h2", meta={"hypo_only_pred": "neutral"}),
+        Record("c", "neutral", "p", "h3"),
+    ]
+    fm = extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
+    assert seen["ids"] == ["a", "c"]  # the meta prediction wins for b
+    assert [fm.features_of(i) for i in range(3)] == [
+        ["hypo-only-pred=entailment"], ["hypo-only-pred=neutral"],
+        ["hypo-only-pred=contradiction"]]
+    Fake.input = "pair"
+    with pytest.raises(ConfigError, match="hypothesis-only classifier is needed"):
+        extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
+
+
+@pytest.mark.parametrize("classifier", ["nb", "logreg"])
+def test_out_of_fold_predictions_do_not_leak_labels(classifier: str) -> None:
+    # Unique hypotheses: a model predicting its own training rows would be ~100% right;
+    # out-of-fold it can only guess (about one in three).
+    recs = _records(300)
+    fm = extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_classifier=classifier)
+    y = np.array([LABELS.index(r.label) for r in recs])
+    pred = np.array([LABELS.index(fm.features_of(i)[0].split("=")[1]) for i in range(300)])
+    assert (pred == y).mean() < 0.45
+
+
+def test_cross_fitting_learns_a_real_signal_and_predicts_unfit_rows() -> None:
+    rng = np.random.default_rng(0)
+    n = 600
+    y = np.arange(n) % 3
+    # feature j = 3*label + noise column: a learnable signal
+    cols = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
+    import scipy.sparse as sp
+
+    x = sp.csr_matrix((np.ones(n), (np.arange(n), cols)), shape=(n, 3))
+    fit = np.arange(400)
+    pred = cross_fitted_predictions(x, y, fit, num_labels=3, folds=5, seed=0)
+    assert (pred[:400] == y[:400]).mean() > 0.75
+    assert (pred[400:] == cols[400:]).all()  # unfit rows: fold-averaged model, follows the signal
+    assert sgd_epochs(16_000) == 8 and sgd_epochs(800_000) == 2
+    with pytest.raises(ConfigError, match="unknown hypo_only_classifier"):
+        cross_fitted_predictions(x, y, fit, num_labels=3, classifier="svm")
+
+
+def test_default_feature_is_deterministic_and_named_by_label() -> None:
+    recs = [Record(f"r{i}", LABELS[i % 3], "a man", ["yes", "maybe", "no"][i % 3] + " it is")
+            for i in range(60)]
+    a = extract_features(recs, ["hypo-only"], labels=LABELS)
+    b = extract_features(recs, ["hypo-only"], labels=LABELS)
+    assert a.names == [f"hypo-only-pred={name}" for name in LABELS]
+    assert (a.matrix != b.matrix).nnz == 0
+    # the words give the label away, so out-of-fold predictions are right
+    assert all(a.features_of(i) == [f"hypo-only-pred={LABELS[i % 3]}"] for i in range(60))
