@@ -197,3 +197,4 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
              "--data", rat, "--out", out)
     assert g["n_outputs"] == 6 and g["rejected_by"]["truncated"] == 6 - sum(fits)
     assert g["n_parsed"] == sum(fits)
+    assert 0 < sum(fits) < 6                  # both paths taken

@@ -259,6 +259,10 @@ def evaluate_cmd(
     average: Annotated[
         bool, typer.Option("--average", help="Add an Avg. column (Table 5 style).")
     ] = False,
+    predictions: Annotated[
+        Path | None, typer.Option("--predictions", help="Also write each run's predictions "
+                                  "per suite to this folder (runI-SUITE.jsonl).")
+    ] = None,
     batch_size: BatchOpt = 64,
     device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
@@ -271,7 +275,8 @@ def evaluate_cmd(
 
     suites = [parse_suite(s, on_error=on_error) for s in suite]
     doc = evaluate_models(models, suites, name=name, batch_size=batch_size,
-                          progress=not quiet, device=None if device == "auto" else device)
+                          progress=not quiet, device=None if device == "auto" else device,
+                          predictions_dir=predictions)
     for info in doc["suites"]:
         skipped = info["n_skipped_unlabelled"] + info["n_skipped_errors"]
         if skipped:

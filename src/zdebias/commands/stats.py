@@ -68,6 +68,16 @@ def _feature_settings(
     return settings
 
 
+def _features(text: str | None) -> list[str] | None:
+    """Parse and check ``--features`` before any data is read (fail fast on a typo)."""
+    from zdebias.features.registry import get_feature, parse_feature_list
+
+    names = parse_feature_list(text)
+    for name in names or []:
+        get_feature(name)
+    return names
+
+
 def _read(ds: Any) -> tuple[list[Any], tuple[str, ...] | None]:
     """All records of a dataset, with the task's label set (None if unknown)."""
     from zdebias.data.labels import get_task
@@ -122,9 +132,10 @@ def stats(
 ) -> None:
     """z-statistics of every feature and label; the top features per label (GD-NLI Table 12)."""
     from zdebias.data.writers import write_json
-    from zdebias.features.registry import extract_features, parse_feature_list
+    from zdebias.features.registry import extract_features
     from zdebias.stats.zstats import describe, label_ids, z_statistics
 
+    names = _features(features)
     ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
                     split=split, on_error=on_error)
     records, labels = _read(ds)
@@ -132,7 +143,6 @@ def stats(
         from zdebias.errors import DataError
 
         raise DataError("no labelled records to measure", path=path)
-    names = parse_feature_list(features)
     settings = _feature_settings(hypo_only_model, hypo_only_classifier)
     if labels is None:
         from zdebias.stats.zstats import infer_labels
@@ -211,9 +221,9 @@ def filter_command(
 ) -> None:
     """z-filter a dataset (GD-NLI Algorithm 1): DIR/kept.jsonl, rejected.jsonl, summary.json."""
     from zdebias.data.writers import write_json, write_jsonl
-    from zdebias.features.registry import parse_feature_list
     from zdebias.stats.zfilter import z_filter
 
+    names = _features(features)
     ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
                     split=split, on_error=on_error)
     records, labels = _read(ds)
@@ -226,7 +236,7 @@ def filter_command(
         seed_report = seed_ds.report.summary()
     result = z_filter(
         records, seed_records=seed_records, top_k=top_k, batch_size=batch_size,
-        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=parse_feature_list(features),
+        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=names,
         labels=labels, min_z=min_z, progress=True,
         **_feature_settings(hypo_only_model, hypo_only_classifier),
     )
@@ -257,20 +267,20 @@ def combine_command(
     """Build a debiased dataset from original + generated data: DIR/combined.jsonl,
     rejected.jsonl, summary.json (every record tagged meta.type = original | generated)."""
     from zdebias.data.writers import write_json, write_jsonl
-    from zdebias.features.registry import parse_feature_list
     from zdebias.stats.recipes import RECIPE_NAMES, combine
 
     if recipe.lower().replace("_", "-") not in RECIPE_NAMES:
         from zdebias.errors import ConfigError
 
         raise ConfigError(f"unknown recipe {recipe!r}; expected one of {', '.join(RECIPE_NAMES)}")
+    names = _features(features)
     orig_ds = open_input(original, task=task, on_error=on_error)
     orig, labels = _read(orig_ds)
     gen_ds = open_input(generated, task=task or orig_ds.report.task, on_error=on_error)
     gen, _ = _read(gen_ds)
     result = combine(
         recipe, orig, gen, top_k=top_k, batch_size=batch_size,
-        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=parse_feature_list(features),
+        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=names,
         labels=labels, min_z=min_z, progress=True,
         **_feature_settings(hypo_only_model, hypo_only_classifier),
     )

@@ -208,13 +208,17 @@ def evaluate_models(
     batch_size: int = 64,
     progress: bool = True,
     device: str | None = None,
+    predictions_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
 
     Document: ``name``, ``suites`` (descriptions), ``runs`` (per model: ``model``, ``seed``...,
     ``results`` per suite, ``metrics`` flat), ``summary`` (flat metric → mean ± std over runs).
+    With ``predictions_dir``, each run's records are also written there with their
+    predictions (``run{i}-{suite}.jsonl``; meta ``pred`` as scored, ``probs`` per model label).
     """
     from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+    from zdebias.data.writers import write_records
 
     if not models:
         raise ConfigError("evaluate needs at least one model")
@@ -226,7 +230,7 @@ def evaluate_models(
         raise ConfigError(f"suite names must be unique; repeated: {', '.join(dupes)}")
     loaded = [load_suite(s) for s in suites]
     runs = []
-    for model in models:
+    for run_index, model in enumerate(models):
         with hf_progress(progress):
             clf = load_classifier(model, device=device)
         results: dict[str, Any] = {}
@@ -234,6 +238,12 @@ def evaluate_models(
         for suite, (records, _info) in zip(suites, loaded, strict=True):
             probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
             results[suite.name] = score_predictions(probs, clf.labels, records)
+            if predictions_dir is not None:
+                preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})
+                rows = (r.replace(meta={**r.meta, "pred": p, "probs": dict(zip(
+                    clf.labels, map(float, row), strict=True))})
+                        for r, p, row in zip(records, preds, probs, strict=True))
+                write_records(rows, Path(predictions_dir) / f"run{run_index}-{suite.name}.jsonl")
             metrics.update(flat_metrics(suite.name, results[suite.name]))
         runs.append({"model": str(model), **_run_info(str(model)), "labels": clf.labels,
                      "results": results, "metrics": metrics})

@@ -85,7 +85,11 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
             parts = [uniq2[:, i] for i in range(n)]
         m = build_csr(rows[starts], inverse.ravel(), n_rows, len(parts[0]))
         columns = [p.tolist() for p in parts]
-        names = [" ".join(vocab[t] for t in gram) + suffix for gram in zip(*columns, strict=True)]
+        if n == 2:
+            names = [f"{vocab[a]} {vocab[b]}{suffix}" for a, b in zip(*columns, strict=True)]
+        else:
+            names = [" ".join([vocab[t] for t in gram]) + suffix
+                     for gram in zip(*columns, strict=True)]
     m = col.expand(m)
     ctx.cache[key] = (m, names)
     return m, names
@@ -118,35 +122,33 @@ def _fields(ctx: FeatureContext) -> Sequence[str]:
     return list(fields)
 
 
-def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> tuple[sp.csr_matrix, list[str]]:
-    import scipy.sparse as sp
-
+def _ngrams(
+    ctx: FeatureContext, orders: Sequence[int]
+) -> tuple[list[sp.csr_matrix], list[str]]:
     blocks, names = [], []
     for field_name in _fields(ctx):
         for n in orders:
             m, fn = ngram_block(ctx, field_name, n)
             blocks.append(m)
             names.extend(fn)
-    if not blocks:
-        return sp.csr_matrix((len(ctx.records), 0), dtype=np.uint8), []
-    return sp.hstack(blocks, format="csr", dtype=np.uint8), names
+    return blocks, names
 
 
 @register_feature("ngrams", batch=True, settings=("ngram_range", "ngram_fields"))
-def ngrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def ngrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
     """Unigrams and bigrams (ngram_range) of premise and hypothesis, or of text."""
     lo, hi = _ngram_range(ctx.settings.get("ngram_range", DEFAULT_NGRAM_RANGE))
     return _ngrams(ctx, range(lo, hi + 1))
 
 
 @register_feature("unigrams", batch=True, settings=("ngram_fields",))
-def unigrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def unigrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
     """Single words: man@premise, sleeping@hypothesis."""
     return _ngrams(ctx, [1])
 
 
 @register_feature("bigrams", batch=True, settings=("ngram_fields",))
-def bigrams(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def bigrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
     """Word pairs: is sleeping@hypothesis."""
     return _ngrams(ctx, [2])
 

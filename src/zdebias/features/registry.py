@@ -88,7 +88,8 @@ def register_feature(
 
     A per-record function gets the record and, by keyword, the settings its signature names.
     A batch function (``batch=True``) gets a :class:`FeatureContext` and returns
-    ``(csr_matrix [n_records, n_cols], column_names)``; declare the settings it reads in
+    ``(csr_matrix [n_records, n_cols], column_names)`` (or a list of matrices whose columns
+    follow each other, to save a copy); declare the settings it reads in
     ``settings`` so unknown settings can be reported.
     """
 
@@ -400,12 +401,14 @@ class FeatureContext:
 
     def texts(self, field_name: str) -> list[str]:
         """The text of one field for every record (a DataError if one lacks it)."""
-        out = [getattr(r, field_name) for r in self.records]
-        for i, text in enumerate(out):
-            if not isinstance(text, str):
-                raise DataError(
-                    f"record {self.records[i].id!r} has no {field_name} text", field=field_name
-                )
+        from operator import attrgetter
+
+        out = list(map(attrgetter(field_name), self.records))
+        if set(map(type, out)) - {str}:
+            i = next(i for i, text in enumerate(out) if not isinstance(text, str))
+            raise DataError(
+                f"record {self.records[i].id!r} has no {field_name} text", field=field_name
+            )
         return out
 
     def tokens(self, field_name: str) -> TokenColumn:
@@ -414,13 +417,7 @@ class FeatureContext:
         if col is not None:
             return col
         texts = self.texts(field_name)
-        distinct = dict.fromkeys(texts)
-        for u, text in enumerate(distinct):
-            distinct[text] = u
-        inverse = np.fromiter(map(distinct.__getitem__, texts), dtype=np.int64,
-                              count=len(texts))
-        unique_texts = list(distinct)
-        del distinct
+        inverse, unique_texts = _factorize_strings(texts)
         ids_parts: list[np.ndarray] = []
         len_parts: list[np.ndarray] = []
         for start in range(0, len(unique_texts), TOKENIZE_CHUNK):
@@ -438,12 +435,9 @@ class FeatureContext:
     def _chunk_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids (shared vocabulary) and token counts of some texts."""
         flat, lengths = self._tokenize_all(texts)
-        # Ids local to the chunk first (C-speed dict building), then mapped to the shared
-        # vocabulary through a small array.
-        local = dict.fromkeys(flat)
-        for i, tok in enumerate(local):
-            local[tok] = i
-        local_ids = np.fromiter(map(local.__getitem__, flat), dtype=np.int64, count=len(flat))
+        # Ids local to the chunk first (hash table in C), then mapped to the shared vocabulary
+        # through a small array.
+        local_ids, local = _factorize_strings(flat)
         del flat
         vocab = self.vocab
         remap = np.empty(len(local), dtype=np.int64)
@@ -459,6 +453,24 @@ class FeatureContext:
             lengths = np.diff(bounds) - 1
             ids = ids[~is_sep]
         return ids.astype(np.int32), lengths
+
+
+def _factorize_strings(items: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``(codes, uniques)``: each item's index among the distinct items, first-seen order."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas comes with datasets
+        local = dict.fromkeys(items)
+        for i, tok in enumerate(local):
+            local[tok] = i
+        codes = np.fromiter(map(local.__getitem__, items), dtype=np.int64, count=len(items))
+        return codes, list(local)
+    if not items:
+        return np.zeros(0, dtype=np.int64), []
+    arr = np.empty(len(items), dtype=object)
+    arr[:] = items
+    codes, uniques = pd.factorize(arr)
+    return codes.astype(np.int64, copy=False), list(uniques)
 
 
 # --------------------------------------------------------------------------- extraction
@@ -511,6 +523,8 @@ def _merge_duplicate_columns(
     m: sp.csr_matrix, names: list[str]
 ) -> tuple[sp.csr_matrix, list[str]]:
     """Two groups may emit the same feature name: OR their columns into one."""
+    if len(set(names)) == len(names):
+        return m, names
     unique: dict[str, int] = {}
     target = np.fromiter((unique.setdefault(n, len(unique)) for n in names), dtype=np.int64,
                          count=len(names))
@@ -577,15 +591,21 @@ def extract_features(
             m, fnames = spec.fn(ctx)
         else:
             m, fnames = _record_feature(spec, records, settings)
-        if m.shape != (len(records), len(fnames)):
+        parts = m if isinstance(m, list) else [m]  # a group may return several blocks
+        n_cols = sum(p.shape[1] for p in parts)
+        if any(p.shape[0] != len(records) for p in parts) or n_cols != len(fnames):
             raise ConfigError(
-                f"feature {spec.name!r} returned a {m.shape} matrix for {len(records)} records "
-                f"and {len(fnames)} names"
+                f"feature {spec.name!r} returned {[p.shape for p in parts]} matrices for "
+                f"{len(records)} records and {len(fnames)} names"
             )
-        blocks.append(m.tocsr())
+        blocks.extend(p.tocsr() for p in parts)
         all_names.extend(fnames)
-    matrix = sp.hstack(blocks, format="csr", dtype=np.uint8) if blocks else sp.csr_matrix(
-        (len(records), 0), dtype=np.uint8)
+    if len(blocks) == 1:
+        matrix = blocks[0].astype(np.uint8)
+    elif blocks:
+        matrix = sp.hstack(blocks, format="csr", dtype=np.uint8)
+    else:
+        matrix = sp.csr_matrix((len(records), 0), dtype=np.uint8)
     matrix, all_names = _merge_duplicate_columns(matrix, all_names)
     counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
     if (counts == 0).any():

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 DEFAULT_TOP_K = 20
 DEFAULT_BATCH_SIZE = 1000
 SUMMARY_TOP = 5
+#: Candidate pool of the incremental top-k: at least this many features per label ...
+TOPK_POOL_MIN = 256
+#: ... and this many per biased feature (a speed setting; results never depend on it).
+TOPK_POOL_PER_K = 8
 
 
 @dataclass
@@ -100,7 +104,7 @@ class _TopK:
         self.z = z  # [L, F], updated in place by the caller
         self.k = k
         self.min_z = min_z
-        self.pool = max(pool, 4 * k)
+        self.pool = max(pool, k + 1)
         self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * z.shape[0]
         self.tau = np.full(z.shape[0], -np.inf)
         for label in range(z.shape[0]):
@@ -134,11 +138,16 @@ class _TopK:
         cand = self.cand[label]
         vals = row[cand]
         k = self.k
-        kth = -np.partition(-vals, k - 1)[k - 1] if len(cand) > k else (
-            vals.min() if len(vals) else -np.inf)
-        if not (kth > self.tau[label] or self.tau[label] <= self.min_z):
+        outside_ineligible = self.tau[label] <= self.min_z
+        if len(cand) >= k:
+            kth = -np.partition(-vals, k - 1)[k - 1]
+            if not (kth > self.tau[label] or outside_ineligible):
+                return None
+            sel = cand[vals >= kth]
+        elif outside_ineligible:
+            sel = cand
+        else:
             return None
-        sel = cand[vals >= kth] if len(cand) > k else cand
         order = np.lexsort((sel, -row[sel]))
         top = sel[order][:k]
         return top[row[top] > self.min_z]
@@ -220,7 +229,7 @@ def z_filter_matrix(
     if len(seed):
         counts += label_counts(m[seed], y[seed], big_l).ravel()
     z = _z_rows(counts, np.arange(n_feat), big_l)  # [L, F]
-    topk = _TopK(z, top_k, min_z, pool=max(256, 8 * top_k))
+    topk = _TopK(z, top_k, min_z, pool=max(TOPK_POOL_MIN, TOPK_POOL_PER_K * top_k))
     sub = m[order]
     indptr, indices = sub.indptr, sub.indices
     y_sub = y[order]
@@ -339,7 +348,12 @@ def summarize_filter(
 ) -> dict[str, Any]:
     """The summary dict: sizes, label counts and top z per label before and after."""
     big_l = len(labels)
-    before = label_counts(fm.matrix[before_rows], y[before_rows], big_l)
+    all_rows = len(before_rows) == fm.n_records and np.array_equal(
+        before_rows, np.arange(fm.n_records))
+    if all_rows:
+        before = label_counts(fm.matrix, y, big_l)
+    else:
+        before = label_counts(fm.matrix[before_rows], y[before_rows], big_l)
     after = arrays.counts
     n_features = int((before.sum(axis=1) > 0).sum())
     z_c = z_critical(n_features, alpha)

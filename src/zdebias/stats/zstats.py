@@ -50,17 +50,19 @@ def infer_labels(records: Iterable[Record]) -> tuple[str, ...]:
 
 def label_ids(records: Iterable[Record], labels: Sequence[str]) -> np.ndarray:
     """Label index of each record; a label outside ``labels`` is a DataError."""
+    from operator import attrgetter
+
+    records = records if isinstance(records, list) else list(records)
     index = {name: i for i, name in enumerate(labels)}
-    out = []
-    for r in records:
-        i = index.get(r.label)
-        if i is None:
-            raise DataError(
-                f"record {r.id!r} has label {r.label!r}, not one of {', '.join(labels)}",
-                field="label",
-            )
-        out.append(i)
-    return np.asarray(out, dtype=np.int64)
+    try:
+        return np.fromiter(map(index.__getitem__, map(attrgetter("label"), records)),
+                           dtype=np.int64, count=len(records))
+    except KeyError:
+        bad = next(r for r in records if r.label not in index)
+        raise DataError(
+            f"record {bad.id!r} has label {bad.label!r}, not one of {', '.join(labels)}",
+            field="label",
+        ) from None
 
 
 def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:

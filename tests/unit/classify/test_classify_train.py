@@ -81,25 +81,29 @@ def test_best_epoch_callback_keeps_best_weights_and_stops() -> None:
 
 def test_train_saves_contract_folder_and_best_epoch(tiny_model, tmp_path: Path) -> None:
     base = tiny_model("bert", head="encoder")
-    train, dev = toy_nli(48, seed=1), toy_nli(12, seed=2)
+    train, dev = toy_nli(96, seed=1), toy_nli(12, seed=2)
     out = tmp_path / "clf"
-    metrics = train_classifier(train, dev, out, model=base, epochs=3, seed=7, **FAST)
+    metrics = train_classifier(train, dev, out, model=base, epochs=5, seed=7, patience=0,
+                               **{**FAST, "learning_rate": 2e-3})
     info = json.loads((out / CLASSIFIER_INFO).read_text())
     assert info["input"] == "pair" and info["task"] == "nli" and info["max_length"] == 128
     assert info["labels"] == ["entailment", "neutral", "contradiction"] and info["seed"] == 7
     config = json.loads((out / "config.json").read_text())
     assert config["id2label"] == {"0": "entailment", "1": "neutral", "2": "contradiction"}
     saved = json.loads((out / "metrics.json").read_text())
-    assert saved["n_train"] == 48 and saved["n_dev"] == 12 and saved["steps"] == 18
-    assert [h["step"] for h in saved["history"]] == [6, 12, 18]
+    assert saved["n_train"] == 96 and saved["n_dev"] == 12 and saved["steps"] == 60
+    assert [h["step"] for h in saved["history"]] == [12, 24, 36, 48, 60]
     best = max(h["dev_accuracy"] for h in saved["history"])
     assert saved["best"]["dev_accuracy"] == best == metrics["best"]["dev_accuracy"]
-    assert best == 1.0  # the cue words give the label away
+    assert saved["history"][0]["dev_accuracy"] == pytest.approx(1 / 3)  # one label at first
+    assert best >= 0.6  # the cue words give the label away; the model picks them up
+    # the saved weights are the best epoch's: predicting dev again gives that accuracy
     clf = load_classifier(out)
     probs = predict_proba(clf, dev)
-    labels = [clf.labels[i] for i in probs.argmax(1)]
-    assert labels == [r.label for r in dev]
+    correct = [clf.labels[i] == r.label for i, r in zip(probs.argmax(1), dev, strict=True)]
+    assert sum(correct) / len(dev) == pytest.approx(best)
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
@@ -160,7 +164,7 @@ def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
         gate = getattr(model, GATE_ATTR)(out.hidden_states[-1][:, 0]).squeeze(-1)
         want = learned_mixin(out.logits, batch["labels"], bias_probs=batch["bias_probs"],
                              gate_logits=gate, entropy_weight=0.03)
-    assert float(got) == pytest.approx(float(want), abs=1e-6)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), abs=1e-6)
     model.eval()  # evaluation scores the main model alone
     plain = torch.nn.functional.cross_entropy(model(**tokens).logits, batch["labels"])
     assert float(trainer.compute_loss(model, batch)) == pytest.approx(float(plain), abs=1e-6)

@@ -81,7 +81,7 @@ def test_settings_change_bins_and_unknown_setting_fails() -> None:
     assert fm.features_of(3) == ["lex-overlap>0.4"]
     fm = extract_features(PAIRS, ["ngrams"], ngram_range=(2, 2), ngram_fields=["hypothesis"])
     assert all(f.endswith("@hypothesis") and " " in f for f in fm.names)
-    with pytest.raises(ConfigError, match="unknown feature setting.*hypo_len_bin"):
+    with pytest.raises(ConfigError, match=r"unknown feature setting.*hypo_len_bin"):
         extract_features(PAIRS, ["hypo-len"], hypo_len_bin=(4,))
     with pytest.raises(ConfigError, match="strictly increasing"):
         extract_features(PAIRS, ["hypo-len"], hypo_len_bins=(8, 4))

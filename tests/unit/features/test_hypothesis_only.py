@@ -44,7 +44,7 @@ def test_trained_model_folder_is_used(monkeypatch) -> None:
     from zdebias.classify import predict
 
     class Fake:
-        labels = ["contradiction", "entailment", "neutral"]  # a different label order
+        labels = ("contradiction", "entailment", "neutral")  # a different label order
         input = "hypothesis-only"
 
     seen = {}

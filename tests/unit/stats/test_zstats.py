@@ -128,7 +128,7 @@ def test_permuted_labels_give_small_z(seed: int) -> None:
     recs = [r.replace(label=lab) for r, lab in zip(recs, labels, strict=True)]
     fm = extract_features(recs, ["unigrams", "null"])
     y = np.array([LABELS.index(r.label) for r in recs])
-    z, n, _ = z_statistics(fm.matrix, y, 3)
+    z, _, _ = z_statistics(fm.matrix, y, 3)
     # Bonferroni over every (feature, label) test at α = 0.001: fails ~0.1% of the time at most
     assert np.abs(z).max() < z_critical(z.size, alpha=0.001)
     assert abs(z[fm.index["<null>"]]).max() < 1e-9  # balanced labels: null z is exactly 0

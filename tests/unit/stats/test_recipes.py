@@ -1,0 +1,127 @@
+"""Z-Aug, Par-Z, Seq-Z: tagging, nothing lost, each equal to its definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+from zdebias.features.registry import extract_features
+from zdebias.stats.recipes import combine, par_z, seq_z, z_aug
+from zdebias.stats.zfilter import z_filter_matrix
+
+LABELS = ("entailment", "neutral", "contradiction")
+FEATURES = ["unigrams", "null"]
+OPTS = {"features": FEATURES, "batch_size": 40, "top_k": 5}
+
+
+def _data(seed: int, n: int, prefix: str, plant_rate: float) -> list[Record]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(30)]
+    out = []
+    for i in range(n):
+        label = LABELS[int(rng.integers(0, 3))]
+        hyp = " ".join(rng.choice(words, size=3))
+        if label == "contradiction" and rng.random() < plant_rate:
+            hyp += " nobody"
+        out.append(Record(f"{prefix}{i}", label, "a premise", hyp, meta={"source": prefix}))
+    return out
+
+
+ORIG = _data(0, 240, "o", 0.5)
+GEN = _data(1, 300, "g", 0.3)
+
+
+def _ids(records: list[Record]) -> list[str]:
+    return [r.id for r in records]
+
+
+def _check_partition(result) -> None:
+    ids = _ids(result.records) + _ids(result.rejected)
+    assert sorted(ids) == sorted(_ids(ORIG) + _ids(GEN))
+    for r in result.records + result.rejected:
+        assert r.meta["type"] == ("original" if r.id.startswith("o") else "generated")
+        assert r.meta["source"] == r.id[0]
+    assert all(r.meta["rejected_by"] for r in result.rejected)
+    assert all("type" not in r.meta for r in ORIG + GEN)  # inputs untouched
+
+
+def _reference(rows_sets):
+    """Filter with the same feature matrix the recipes build (hypo-only aside)."""
+    fm = extract_features(ORIG + GEN, FEATURES, labels=LABELS)
+    y = np.array([LABELS.index(r.label) for r in ORIG + GEN])
+    return fm, y
+
+
+def test_z_aug_keeps_original_whole_and_filters_generated() -> None:
+    res = z_aug(ORIG, GEN, **OPTS)
+    _check_partition(res)
+    assert _ids(res.records[: len(ORIG)]) == _ids(ORIG)
+    fm, y = _reference(None)
+    n = len(ORIG)
+    ref = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)),
+                          seed_rows=np.arange(n), top_k=5, batch_size=40)
+    assert _ids(res.records[n:]) == [GEN[i - n].id for i in ref.accepted.tolist()]
+    s = res.summary
+    assert (s["recipe"], s["n_original"], s["n_generated"]) == ("z-aug", 240, 300)
+    assert s["n_output_original"] == 240 and s["n_rejected_original"] == 0
+    assert s["n_output"] + s["n_rejected"] == 540
+
+
+def test_par_z_filters_each_part_on_its_own() -> None:
+    res = par_z(ORIG, GEN, **OPTS)
+    _check_partition(res)
+    fm, y = _reference(None)
+    n = len(ORIG)
+    a = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n), top_k=5, batch_size=40)
+    b = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)), top_k=5,
+                        batch_size=40)
+    everything = ORIG + GEN
+    expected = [everything[i].id for i in np.concatenate([a.accepted, b.accepted]).tolist()]
+    assert _ids(res.records) == expected
+    assert [st["stage"] for st in res.summary["stages"]] == ["Z(original)", "Z(generated)"]
+
+
+def test_seq_z_seeds_generated_with_filtered_original() -> None:
+    res = seq_z(ORIG, GEN, **OPTS)
+    _check_partition(res)
+    fm, y = _reference(None)
+    n = len(ORIG)
+    a = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n), top_k=5, batch_size=40)
+    b = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)), seed_rows=a.accepted,
+                        top_k=5, batch_size=40)
+    everything = ORIG + GEN
+    expected = [everything[i].id for i in np.concatenate([a.accepted, b.accepted]).tolist()]
+    assert _ids(res.records) == expected
+    stages = res.summary["stages"]
+    assert stages[1]["n_seed"] == len(a.accepted) == stages[0]["n_accepted"]
+    # filtering reduces the planted 'nobody' artifact in the output
+    s = res.summary
+    assert s["top_z_output"]["contradiction"]["z"] < s["top_z_original"]["contradiction"]["z"]
+
+
+def test_combine_dispatch_and_unknown_recipe() -> None:
+    a = combine("Seq_Z", ORIG, GEN, **OPTS)
+    b = seq_z(ORIG, GEN, **OPTS)
+    assert _ids(a.records) == _ids(b.records)
+    with pytest.raises(ConfigError, match="z-aug, par-z, seq-z"):
+        combine("mix", ORIG, GEN)
+
+
+def test_default_features_train_hypothesis_only_on_original() -> None:
+    # Original hypotheses give the label away by a word; generated ones use other words. A
+    # hypothesis-only model trained on the original data only cannot know the generated words.
+    orig = [Record(f"o{i}", LABELS[i % 3], "p", ["yes", "maybe", "no"][i % 3] + " x")
+            for i in range(90)]
+    gen = [Record(f"g{i}", LABELS[i % 3], "p", f"other{i % 3} y") for i in range(30)]
+    res = z_aug(orig, gen, features=["hypo-only"], batch_size=10)
+    assert res.summary["n_output_original"] == 90
+    assert res.summary["top_z_original"]["entailment"]["feature"] == "hypo-only-pred=entailment"
+    assert res.summary["top_z_original"]["entailment"]["z"] == pytest.approx(
+        (1 - 1 / 3) / np.sqrt((1 / 3) * (2 / 3) / 30), abs=1e-9)
+    # generated words are unknown to a model fit on the original data: every generated record
+    # gets the same prediction, so the feature carries no label information there (z = 0);
+    # a model fit on all data would have learned them (z = 4.47 per label).
+    for row in res.summary["top_z_generated"].values():
+        assert row["z"] == pytest.approx(0.0, abs=1e-9) and row["n"] == 30
