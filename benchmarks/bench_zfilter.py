@@ -74,6 +74,28 @@ def build_input(path: Path, n: int, seed: int = 0) -> None:
     print(f"built {path} ({n:,} rows from {len(base):,} real SNLI pairs)", flush=True)
 
 
+class Clock:
+    """Wall-clock and CPU seconds since the last ``lap`` (CPU time is what a stage would take
+    on an idle machine: every stage is single-threaded, OMP_NUM_THREADS=1)."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.laps[f"{name}_s"] = wall - self.wall
+        self.laps[f"{name}_cpu"] = cpu - self.cpu
+        self.wall, self.cpu = wall, cpu
+
+    def totals(self) -> dict[str, float]:
+        out = dict(self.laps)
+        out["total_s"] = sum(v for k, v in self.laps.items() if k.endswith("_s"))
+        out["total_cpu"] = sum(v for k, v in self.laps.items() if k.endswith("_cpu"))
+        return out
+
+
 def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # Linux: KiB
 
@@ -82,15 +104,14 @@ def stage_parse_tokenise(path: Path) -> dict[str, float]:
     from zdebias.data.readers import read_records
     from zdebias.features.tokenize import tokenize
 
-    t0 = time.perf_counter()
+    clock = Clock()
     records = read_records(path)
-    t1 = time.perf_counter()
+    clock.lap("read")
     n_tokens = 0
     for r in records:
         n_tokens += len(tokenize(r.premise)) + len(tokenize(r.hypothesis))
-    t2 = time.perf_counter()
-    return {"n": len(records), "read_s": t1 - t0, "tokenise_s": t2 - t1, "total_s": t2 - t0,
-            "tokens": n_tokens}
+    clock.lap("tokenise")
+    return {"n": len(records), **clock.totals(), "tokens": n_tokens}
 
 
 def stage_stats(path: Path) -> dict[str, float]:
@@ -98,16 +119,15 @@ def stage_stats(path: Path) -> dict[str, float]:
     from zdebias.features.registry import extract_features
     from zdebias.stats.zstats import describe, infer_labels
 
-    t0 = time.perf_counter()
+    clock = Clock()
     records = read_records(path)
-    t1 = time.perf_counter()
+    clock.lap("read")
     labels = infer_labels(records)
     fm = extract_features(records, labels=labels)
-    t2 = time.perf_counter()
+    clock.lap("features")
     report = describe(records, labels=labels, feature_matrix=fm)
-    t3 = time.perf_counter()
-    return {"n": len(records), "read_s": t1 - t0, "features_s": t2 - t1, "zstats_s": t3 - t2,
-            "total_s": t3 - t0, "n_features": report["n_features"],
+    clock.lap("zstats")
+    return {"n": len(records), **clock.totals(), "n_features": report["n_features"],
             "max_z": report["max_z"]}
 
 
@@ -118,21 +138,20 @@ def stage_filter(path: Path, out: Path) -> dict[str, float]:
     from zdebias.stats.zfilter import z_filter
     from zdebias.stats.zstats import infer_labels
 
-    t0 = time.perf_counter()
+    clock = Clock()
     records = read_records(path)
-    t1 = time.perf_counter()
+    clock.lap("read")
     labels = infer_labels(records)
     fm = extract_features(records, labels=labels)
-    t2 = time.perf_counter()
+    clock.lap("features")
     result = z_filter(records, features=fm, labels=labels, top_k=20, batch_size=1000)
-    t3 = time.perf_counter()
+    clock.lap("filter")
     write_jsonl(result.kept, out / "kept.jsonl")
     write_jsonl(result.rejected, out / "rejected.jsonl")
     write_json(result.summary, out / "summary.json")
-    t4 = time.perf_counter()
+    clock.lap("write")
     s = result.summary
-    return {"n": len(records), "read_s": t1 - t0, "features_s": t2 - t1, "filter_s": t3 - t2,
-            "write_s": t4 - t3, "total_s": t4 - t0, "n_kept": s["n_kept"],
+    return {"n": len(records), **clock.totals(), "n_kept": s["n_kept"],
             "n_rejected": s["n_rejected"],
             "top_z_before": {k: round(v["z"], 1) for k, v in s["top_z_before"].items()},
             "top_z_after": {k: round(v["z"], 1) for k, v in s["top_z_after"].items()}}
@@ -174,25 +193,27 @@ def main() -> None:
     print(f"input: {path} ({size_mb:.0f} MB), cpu cores: {os.cpu_count()}, "
           f"load average: {os.getloadavg()[0]:.2f}", flush=True)
     parse = run_stage("parse", path, args.workdir)
-    print(f"parse+tokenise  {parse['total_s']:6.1f} s  {parse['n'] / parse['total_s']:>9,.0f} ex/s"
-          f"  (read {parse['read_s']:.1f} s, tokenise {parse['tokenise_s']:.1f} s)"
-          f"  peak {parse['peak_rss_gb']:.2f} GB", flush=True)
     stats = run_stage("stats", path, args.workdir)
-    print(f"stats           {stats['total_s']:6.1f} s  {stats['n'] / stats['total_s']:>9,.0f} ex/s"
-          f"  (read {stats['read_s']:.1f}, features {stats['features_s']:.1f}, z "
-          f"{stats['zstats_s']:.1f})  {stats['total_s'] / parse['total_s']:.2f}x parse+tokenise"
-          f"  peak {stats['peak_rss_gb']:.2f} GB  features {stats['n_features']:,}", flush=True)
     filt = run_stage("filter", path, args.workdir)
-    print(f"filter          {filt['total_s']:6.1f} s  {filt['n'] / filt['total_s']:>9,.0f} ex/s"
-          f"  (read {filt['read_s']:.1f}, features {filt['features_s']:.1f}, z-filter "
-          f"{filt['filter_s']:.1f}, write {filt['write_s']:.1f})"
-          f"  {filt['total_s'] / parse['total_s']:.2f}x parse+tokenise"
-          f"  peak {filt['peak_rss_gb']:.2f} GB", flush=True)
-    print(f"z-filter loop alone (k=20, batch 1000): {filt['filter_s']:.1f} s, "
-          f"{filt['n'] / filt['filter_s']:,.0f} ex/s; kept {filt['n_kept']:,}, "
-          f"rejected {filt['n_rejected']:,}")
-    print(f"top z before {filt['top_z_before']}  after {filt['top_z_after']}")
+    n = parse["n"]
 
+    def line(name: str, r: dict[str, float], parts: list[str]) -> str:
+        detail = ", ".join(f"{p} {r[p + '_s']:.1f}/{r[p + '_cpu']:.1f}" for p in parts)
+        ratio = (f"  {r['total_s'] / parse['total_s']:.2f}x / "
+                 f"{r['total_cpu'] / parse['total_cpu']:.2f}x parse+tokenise" if r is not parse
+                 else "")
+        return (f"{name:<15} wall {r['total_s']:6.1f} s ({n / r['total_s']:>8,.0f} ex/s)  cpu "
+                f"{r['total_cpu']:6.1f} s ({n / r['total_cpu']:>8,.0f} ex/s)  [{detail}]"
+                f"{ratio}  peak {r['peak_rss_gb']:.2f} GB")
+
+    print("stage            wall-clock and CPU seconds; [part wall/cpu]", flush=True)
+    print(line("parse+tokenise", parse, ["read", "tokenise"]))
+    print(line("stats", stats, ["read", "features", "zstats"]))
+    print(line("filter", filt, ["read", "features", "filter", "write"]))
+    print(f"features: {stats['n_features']:,}; z-filter (k=20, batch 1000) kept "
+          f"{filt['n_kept']:,}, rejected {filt['n_rejected']:,}")
+    print(f"top z before {filt['top_z_before']}  after {filt['top_z_after']}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

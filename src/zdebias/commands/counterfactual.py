@@ -108,12 +108,13 @@ def rationales(
     records, ds = _read(data, limit, format=format, task=task, columns=columns,
                         label_map=label_map, split=split, on_error=on_error)
     clf = load_classifier(classifier)
-    kept, drop = extract_rationales(
-        clf, records, method=method, ratio=ratio, min_score=min_score,
-        min_confidence=min_confidence, require_correct=require_correct,
-        fields=_check_fields(fields),  # type: ignore[arg-type]
-        normalize=normalize, batch_size=batch_size, progress=True,
-    )
+    with contextlib.redirect_stdout(sys.stderr):
+        kept, drop = extract_rationales(
+            clf, records, method=method, ratio=ratio, min_score=min_score,
+            min_confidence=min_confidence, require_correct=require_correct,
+            fields=_check_fields(fields),  # type: ignore[arg-type]
+            normalize=normalize, batch_size=batch_size, progress=True,
+        )
     write_records(kept, out)
     if dropped is not None:
         write_records(drop, dropped)
@@ -257,13 +258,14 @@ def generate(
                        label_map=label_map, split=split, on_error=on_error)
     inf = load_infiller(infiller)
     clf = load_classifier(classifier)
-    kept, rejected, summary = generate_counterfactuals(
-        inf, clf, records, spans=spans, n=n, top_p=top_p,  # type: ignore[arg-type]
-        temperature=temperature, seed=seed, density=ratio,
-        fields=_check_fields(fields),  # type: ignore[arg-type]
-        max_filler_tokens=max_filler_tokens, constrained=constrained, min_prob=min_prob,
-        batch_size=batch_size, path=data, progress=True,
-    )
+    with contextlib.redirect_stdout(sys.stderr):
+        kept, rejected, summary = generate_counterfactuals(
+            inf, clf, records, spans=spans, n=n, top_p=top_p,  # type: ignore[arg-type]
+            temperature=temperature, seed=seed, density=ratio,
+            fields=_check_fields(fields),  # type: ignore[arg-type]
+            max_filler_tokens=max_filler_tokens, constrained=constrained, min_prob=min_prob,
+            batch_size=batch_size, path=data, progress=True,
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_records(kept, out / "kept.jsonl")
     write_records(rejected, out / "rejected.jsonl")

@@ -148,7 +148,7 @@ def stats(
         from zdebias.stats.zstats import infer_labels
 
         labels = infer_labels(records)
-    fm = extract_features(records, names, labels=labels, **settings)
+    fm = extract_features(records, names, labels=labels, progress=True, **settings)
     report = describe(records, labels=labels, top=top_k, alpha=alpha, feature_matrix=fm)
     report = {"path": path, **report, "features": names or "default",
               "read": ds.report.summary()}

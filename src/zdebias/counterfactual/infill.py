@@ -235,11 +235,12 @@ def encode_example(
     masked, fillers = mask_record(record, spans)
     if not fillers:
         return "no spans"
-    if len(fillers) > len(sentinel_ids(tokenizer)):
+    sentinels = sentinel_ids(tokenizer)
+    if len(fillers) > len(sentinels):
         return "more spans than sentinels"
     target_ids, target_mask = encode_target(tokenizer, fillers, max_target_length)
-    n_sent = sum(1 for t in target_ids if t in set(sentinel_ids(tokenizer)[: len(fillers)]))
-    if n_sent < len(fillers):
+    wanted = set(sentinels[: len(fillers)])
+    if sum(1 for t in target_ids if t in wanted) < len(fillers):
         return "target longer than max_target_length"
     if record.label not in labels:
         return f"label {record.label!r} not in {list(labels)}"

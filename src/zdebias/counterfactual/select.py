@@ -360,7 +360,8 @@ def generate_counterfactuals(
                 continue
             base.meta["fillers"] = out
             parsed.append(rebuild(base, sp, out))
-    probs = predict_proba(classifier, parsed) if parsed else np.zeros((0, len(classifier.labels)))
+    probs = (predict_proba(classifier, parsed, progress=progress) if parsed
+             else np.zeros((0, len(classifier.labels))))
     selectable: list[Record] = []
     selectable_probs: list[np.ndarray] = []
     seen: set[tuple[Any, ...]] = set()

@@ -189,8 +189,14 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     if len(todo) and model_dir:
         preds[todo] = _model_predictions(ctx, todo, str(model_dir), labels)
     elif len(todo):
+        from itertools import repeat
+        from operator import attrgetter
+
         index = {name: i for i, name in enumerate(labels)}
-        y = np.array([index.get(r.label, -1) for r in ctx.records], dtype=np.int64)
+        y = np.fromiter(
+            map(index.get, map(attrgetter("label"), ctx.records), repeat(-1)), dtype=np.int64,
+            count=len(ctx.records),
+        )
         fit = _fit_rows(ctx)
         unknown = fit[y[fit] < 0]
         if len(unknown):

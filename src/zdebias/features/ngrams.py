@@ -90,6 +90,16 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
         else:
             names = [" ".join([vocab[t] for t in gram]) + suffix
                      for gram in zip(*columns, strict=True)]
+    # Canonical column order (alphabetical), whatever the tokenisation route or vocabulary
+    # order: z ties are broken by column order, so this keeps runs comparable.
+    order = sorted(range(len(names)), key=names.__getitem__)
+    if order != list(range(len(names))):
+        rank = np.empty(len(names), dtype=np.int32)
+        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int32)
+        m.indices = rank[m.indices]
+        m.has_sorted_indices = False
+        m.sort_indices()
+        names = [names[i] for i in order]
     m = col.expand(m)
     ctx.cache[key] = (m, names)
     return m, names

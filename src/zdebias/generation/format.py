@@ -110,14 +110,50 @@ class GeneratorFormat:
         return (Path(folder) / GENERATOR_INFO).exists()
 
 
+def _init_label_embeddings(tokenizer: Any, model: Any, new_ids: list[int], how: str) -> str:
+    """Copy a source token's input (and untied output) embedding into each new label token,
+    plus a little seeded noise so the labels start apart; returns the source token."""
+    import torch
+
+    if how == "auto":
+        newline = tokenizer.encode("\n", add_special_tokens=False)
+        source = newline[0] if len(newline) == 1 else tokenizer.eos_token_id
+    elif how == "eos":
+        source = tokenizer.eos_token_id
+    else:
+        ids = tokenizer.encode(how, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ConfigError(f"label_init {how!r} is not a single token of this tokenizer")
+        source = ids[0]
+    gen = torch.Generator().manual_seed(0)
+    tables = [model.get_input_embeddings().weight]
+    out = model.get_output_embeddings()
+    if out is not None and out.weight.data_ptr() != tables[0].data_ptr():
+        tables.append(out.weight)
+    with torch.no_grad():
+        for table in tables:
+            scale = 0.05 * float(table.float().std())
+            for i in new_ids:
+                noise = torch.randn(table.shape[1], generator=gen) * scale
+                table[i] = table[source] + noise.to(table.dtype)
+    return str(tokenizer.convert_ids_to_tokens(source))
+
+
 def add_format_tokens(
-    tokenizer: Any, model: Any, task: str | Task, *, max_length: int = 128
+    tokenizer: Any, model: Any, task: str | Task, *, max_length: int = 128,
+    label_init: str = "auto",
 ) -> GeneratorFormat:
     """Add the label tokens (special) to ``tokenizer``, resize ``model``'s embeddings to match,
     and return the new :class:`GeneratorFormat`.
 
     The start token is the tokenizer's BOS (its EOS when it has none, as GPT-2); the end token
     is its EOS. A missing pad token is set to EOS (padding positions are never trained on).
+
+    ``label_init`` sets the new label embeddings: ``auto`` (default) copies the newline token
+    (EOS when newline is not one token), ``eos``, any single-token string, or ``mean``
+    (transformers' mean resizing). A pretrained model already expects a newline after a
+    sentence, so with ``auto`` it emits a label token after the premise from the first step,
+    where mean-initialised tokens start with probability ~0 and need many steps to learn.
     """
     task = get_task(task)
     if tokenizer.eos_token_id is None:
@@ -125,11 +161,16 @@ def add_format_tokens(
     if not getattr(tokenizer, "is_fast", False):
         raise ConfigError("the generator needs a fast tokenizer (character offsets)")
     tokens = {name: label_token(name) for name in task.labels}
-    tokenizer.add_tokens(list(tokens.values()), special_tokens=True)
+    n_new = tokenizer.add_tokens(list(tokens.values()), special_tokens=True)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if model is not None and model.get_input_embeddings().weight.shape[0] < len(tokenizer):
-        model.resize_token_embeddings(len(tokenizer))
+    source = None
+    if model is not None:
+        if model.get_input_embeddings().weight.shape[0] < len(tokenizer):
+            model.resize_token_embeddings(len(tokenizer), mean_resizing=label_init == "mean")
+        if n_new and label_init != "mean":
+            new_ids = [int(tokenizer.convert_tokens_to_ids(t)) for t in tokens.values()]
+            source = _init_label_embeddings(tokenizer, model, new_ids, label_init)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     return GeneratorFormat(
         task=task.name,
@@ -141,6 +182,7 @@ def add_format_tokens(
         eos_token_id=int(tokenizer.eos_token_id),
         pad_token_id=int(tokenizer.pad_token_id),
         max_length=max_length,
+        info={"label_init": label_init, "label_init_source": source},
     )
 
 

@@ -208,6 +208,7 @@ def _new_state(settings: SampleSettings, fingerprint: str, generator: str) -> di
         "n_written": 0,
         "n_generated": 0,
         "n_duplicates": 0,
+        "n_surplus": 0,
         "malformed": dict.fromkeys(MALFORMED_REASONS, 0),
         "seconds": 0.0,
     }
@@ -437,6 +438,8 @@ def sample_generator(
                     f"(malformed so far: {_nonzero(malformed)}); is it trained?"
                 )
             if state["n_written"] + len(buffer) >= n:
+                surplus = buffer[n - state["n_written"]:]
+                state["n_surplus"] = state.get("n_surplus", 0) + len(surplus)
                 del buffer[n - state["n_written"]:]
                 flush()
             elif len(buffer) >= shard_size:
@@ -480,6 +483,7 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
         "n_malformed": n_malformed,
         "malformed": _nonzero(state["malformed"]),
         "n_duplicates": state["n_duplicates"],
+        "n_surplus": state.get("n_surplus", 0),
         "parseable_share": round((generated - n_malformed) / generated, 4) if generated else None,
         "seconds": seconds,
         "generated_per_s": round(generated / seconds, 2) if seconds else None,

@@ -76,6 +76,9 @@ class GeneratorTrainingArguments(TrainingArguments):
     max_length: int = field(
         default=128, metadata={"help": "Longest training sequence (tokens); longer are dropped."}
     )
+    label_init: str = field(
+        default="auto", metadata={"help": "New label embeddings: auto (newline), eos, a token, "
+                                  "or mean."})
     mle_loss: str = "mle"
     consistency_loss: str = "unlikelihood"
     negative_loss: str = "masked_unlikelihood"
@@ -199,6 +202,8 @@ class GeneratorTrainer(Trainer):
 def _make_args(
     args: GeneratorTrainingArguments | None, work_dir: str, overrides: dict[str, Any]
 ) -> GeneratorTrainingArguments:
+    if "dataloader_pin_memory" not in overrides and not torch.cuda.is_available():
+        overrides = {**overrides, "dataloader_pin_memory": False}
     if args is None:
         try:
             return GeneratorTrainingArguments(output_dir=work_dir, **overrides)
@@ -269,6 +274,9 @@ def train_generator(
     if not records and not negatives:
         raise ConfigError("no training records")
     out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or (
+            any(out.iterdir()) and not GeneratorFormat.is_generator(out))):
+        raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -286,7 +294,8 @@ def train_generator(
                 )
             fmt.max_length = args.max_length
         else:
-            fmt = add_format_tokens(tokenizer, lm, task or "nli", max_length=args.max_length)
+            fmt = add_format_tokens(tokenizer, lm, task or "nli", max_length=args.max_length,
+                                    label_init=args.label_init)
         lm.generation_config.bos_token_id = fmt.bos_token_id
         lm.generation_config.eos_token_id = fmt.eos_token_id
         lm.generation_config.pad_token_id = fmt.pad_token_id
@@ -325,7 +334,8 @@ def train_generator(
                     "learning_rate", "per_device_train_batch_size", "num_train_epochs",
                     "max_steps", "gradient_accumulation_steps", "adam_epsilon", "adam_beta1",
                     "adam_beta2", "lr_scheduler_type", "max_length", "consistency_weight",
-                    "debias_alpha", "seed", "mle_loss", "consistency_loss", "negative_loss",
+                    "debias_alpha", "label_init", "seed", "mle_loss", "consistency_loss",
+                    "negative_loss",
                 )
             },
             "log_history": trainer.state.log_history,
@@ -343,7 +353,8 @@ def train_generator(
                                 "consistency" if args.consistency_weight > 0 else "mle")
         if extra_info:
             summary.update(extra_info)
-        fmt.info = {k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")}
+        fmt.info = {**fmt.info,
+                    **{k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")}}
         shutil.rmtree(tmp / "trainer", ignore_errors=True)
         lm.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

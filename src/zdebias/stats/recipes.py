@@ -91,7 +91,8 @@ class _Combined:
         if n_orig:
             settings.setdefault("hypo_only_fit", self.orig_rows)
         self.features = list(features) if features is not None else None
-        self.fm = extract_features(self.records, self.features, labels=self.labels, **settings)
+        self.fm = extract_features(self.records, self.features, labels=self.labels,
+                                   progress=progress, **settings)
         self.options = {"top_k": top_k, "batch_size": batch_size, "shuffle_seed": shuffle_seed,
                         "min_z": min_z, "progress": progress}
 

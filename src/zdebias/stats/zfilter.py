@@ -232,7 +232,11 @@ def z_filter_matrix(
     topk = _TopK(z, top_k, min_z, pool=max(TOPK_POOL_MIN, TOPK_POOL_PER_K * top_k))
     sub = m[order]
     indptr, indices = sub.indptr, sub.indices
-    y_sub = y[order]
+    y_sub = y[order].astype(np.int32)
+    if n_feat * big_l >= 2**31:  # pragma: no cover - two billion feature-label pairs
+        raise ConfigError("too many features for z-filtering (features x labels >= 2^31)")
+    if sub.indices.dtype != np.int32:
+        sub.indices = sub.indices.astype(np.int32)
     flag = np.zeros(n_feat * big_l, dtype=np.int32)
     accepted = np.zeros(len(order), dtype=bool)
     rej_rows: list[np.ndarray] = []
@@ -242,9 +246,10 @@ def z_filter_matrix(
     n_batches = len(starts)
     bar = None
     if progress and n_batches > 1:
+        from rich.console import Console
         from rich.progress import Progress
 
-        bar = Progress(transient=True)
+        bar = Progress(console=Console(stderr=True), transient=True)
         bar.start()
         task = bar.add_task("z-filtering", total=len(order))
     try:
@@ -252,9 +257,9 @@ def z_filter_matrix(
             end = min(start + batch_size, len(order))
             size = end - start
             lo, hi = indptr[start], indptr[end]
-            idx = indices[lo:hi].astype(np.int64)
-            row_local = np.repeat(np.arange(size), np.diff(indptr[start:end + 1]))
-            codes = idx * big_l + y_sub[start:end][row_local]
+            idx = indices[lo:hi]  # int32; codes = feature * L + label fit in int32 too
+            row_local = np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr[start:end + 1]))
+            codes = idx * np.int32(big_l) + y_sub[start:end][row_local]
             biased = [topk.best(label) for label in range(big_l)]
             set_codes = []
             for label, feats in enumerate(biased):
@@ -413,17 +418,18 @@ def _tag_rejected(
     records: Sequence[Record], arrays: FilterArrays, names: Sequence[str]
 ) -> list[Record]:
     """Copies of the rejected records with ``meta["rejected_by"]`` set."""
+    if len(arrays.rejected) == 0:
+        return []
     rows = arrays.rejected_by_rows
     fnames = [names[j] for j in arrays.rejected_by_features.tolist()]
     # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
-    out = []
-    for g, i in enumerate(arrays.rejected.tolist()):
-        r = records[i]
-        meta = dict(r.meta)
-        meta["rejected_by"] = fnames[cuts[g]:cuts[g + 1]]
-        out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
-    return out
+    return [
+        Record(r.id, r.label, r.premise, r.hypothesis, r.text,
+               {**r.meta, "rejected_by": fnames[a:b]})
+        for r, a, b in zip(map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1],
+                           cuts[1:], strict=True)
+    ]
 
 
 def z_filter(
@@ -473,7 +479,8 @@ def z_filter(
         feature_names: list[str] | None = None
     else:
         feature_names = list(features) if features is not None else None
-        fm = extract_features(everything, feature_names, labels=labels, **feature_settings)
+        fm = extract_features(everything, feature_names, labels=labels, progress=progress,
+                              **feature_settings)
     n_seed = len(seed)
     arrays = z_filter_matrix(
         fm.matrix, y, len(labels),

@@ -85,11 +85,15 @@ def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_m
 
 def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) -> np.ndarray:
     """``counts[f, l]`` = number of examples with feature f (non-zero) and label l. ``[F, L]``."""
+    import scipy.sparse as sp
+
     m = _check(matrix, label_ids, num_labels)
-    per_entry = np.repeat(np.asarray(label_ids, dtype=np.int64), np.diff(m.indptr))
-    codes = m.indices.astype(np.int64) * num_labels + per_entry
-    counts = np.bincount(codes, minlength=m.shape[1] * num_labels)
-    return counts.reshape(m.shape[1], num_labels)
+    if len(m.data) and (m.data != 1).any():  # presence, not counts
+        m = sp.csr_matrix((np.ones(len(m.data), np.uint8), m.indices, m.indptr), shape=m.shape)
+    onehot = np.zeros((m.shape[0], num_labels), dtype=np.int64)
+    onehot[np.arange(m.shape[0]), np.asarray(label_ids, dtype=np.int64)] = 1
+    # [F, N] @ [N, L]: one sparse-dense product in C, no per-entry temporaries
+    return np.asarray(m.T @ onehot, dtype=np.int64)
 
 
 def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
