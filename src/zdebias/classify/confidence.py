@@ -35,6 +35,21 @@ def confidence_mask(probs: np.ndarray, gold: np.ndarray, tau: float) -> np.ndarr
     return probs[np.arange(len(gold)), gold] > tau
 
 
+#: τ values whose kept counts every summary reports, to pick τ without rerunning the model.
+PROFILE_TAUS = (0.5, 0.8, 0.9, 0.95, 0.99)
+
+
+def confidence_profile(p_gold: np.ndarray) -> dict[str, Any]:
+    """Quartiles of p(label) and how many samples each τ in :data:`PROFILE_TAUS` would keep."""
+    if len(p_gold) == 0:
+        return {"p_label_quartiles": None, "kept_at_tau": {str(t): 0 for t in PROFILE_TAUS}}
+    q = np.quantile(p_gold, [0.25, 0.5, 0.75])
+    return {
+        "p_label_quartiles": [round(float(v), 4) for v in q],
+        "kept_at_tau": {str(t): int((p_gold > t).sum()) for t in PROFILE_TAUS},
+    }
+
+
 def confidence_filter(
     records: Sequence[Record],
     model: Any,
@@ -83,6 +98,7 @@ def confidence_filter(
         "per_label": {name: {"n": n_label[name], "kept": n_kept[name],
                              "rejected": n_label[name] - n_kept[name]}
                       for name in clf.labels if n_label[name]},
+        **confidence_profile(probs[np.arange(len(records)), gold]),
     }
     return kept, rejected, summary
 

@@ -34,7 +34,8 @@ MaxStepsOpt = Annotated[
     int, typer.Option("--max-steps", help="Stop after this many steps (-1: run all epochs).")
 ]
 LimitOpt = Annotated[
-    int | None, typer.Option("--limit", help="Train on the first N records only.")
+    int | None, typer.Option("--limit", help="Train on N records drawn at random (seeded by "
+                             "--seed), e.g. for a quick run.")
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
 SetOpt = Annotated[
@@ -57,17 +58,27 @@ def _parse_sets(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _read(data: str, limit: int | None, **opts: Any) -> tuple[list[Any], str]:
+def _read(data: str, limit: int | None, seed: int, **opts: Any) -> tuple[list[Any], str]:
+    """All records, or ``limit`` of them drawn at random (seeded), kept in file order."""
+    import random
+
     ds = open_input(data, **opts)
-    records = []
-    for record in ds:
-        if limit is not None and len(records) >= limit:
-            break
-        records.append(record)
+    records = list(ds)
     report_skips(ds)
     if not records:
         raise ConfigError(f"{data}: no records to train on")
+    if limit is not None and limit < len(records):
+        keep = sorted(random.Random(seed).sample(range(len(records)), limit))
+        records = [records[i] for i in keep]
     return records, ds.report.task
+
+
+def _chatter_to_stderr() -> Any:
+    """Training logs (HF Trainer prints them) go to stderr; stdout keeps only the summary."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def _print_train(summary: dict[str, Any], json_out: bool) -> None:
@@ -128,15 +139,16 @@ def train_generator_cmd(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """Fine-tune a causal LM into a P → label → H data generator (L_MLE + λ·L_consistency)."""
-    records, task_name = _read(data, limit, format=format, task=task, columns=columns,
+    records, task_name = _read(data, limit, seed, format=format, task=task, columns=columns,
                                label_map=label_map, split=split, on_error=on_error)
     from zdebias.generation.trainer import train_generator
 
-    summary = train_generator(
-        records, model, out, task=task_name,
-        **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
-                     consistency_weight=consistency_weight),
-    )
+    with _chatter_to_stderr():
+        summary = train_generator(
+            records, model, out, task=task_name,
+            **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
+                         consistency_weight=consistency_weight),
+        )
     _print_train(summary, json_out)
 
 
@@ -174,17 +186,18 @@ def debias_generator_cmd(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
-    records, _ = _read(data, limit, format=format, task=task, columns=columns,
+    records, _ = _read(data, limit, seed, format=format, task=task, columns=columns,
                        label_map=label_map, split=split, on_error=on_error)
     from zdebias.generation.trainer import debias_generator
 
     names = [f.strip() for f in features.split(",") if f.strip()] if features else None
-    summary = debias_generator(
-        generator, records, out, alpha=alpha, top_k=top_k, zfilter_batch_size=zfilter_batch_size,
-        shuffle_seed=shuffle_seed, features=names,
-        **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
-                     consistency_weight=consistency_weight),
-    )
+    with _chatter_to_stderr():
+        summary = debias_generator(
+            generator, records, out, alpha=alpha, top_k=top_k,
+            zfilter_batch_size=zfilter_batch_size, shuffle_seed=shuffle_seed, features=names,
+            **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
+                         consistency_weight=consistency_weight),
+        )
     _print_train(summary, json_out)
 
 
@@ -215,11 +228,13 @@ def sample_cmd(
     """Sample N unique (premise, label, hypothesis) records into resumable shards."""
     from zdebias.generation.sample import sample_generator
 
-    summary = sample_generator(
-        generator, out, n, batch_size=batch_size, top_p=top_p, top_k=top_k,
-        temperature=temperature, seed=seed, shard_size=shard_size, backend=backend,  # type: ignore[arg-type]
-        device=device, dtype=dtype, max_shards=max_shards, merge=merge,
-    )
+    with _chatter_to_stderr():
+        summary = sample_generator(
+            generator, out, n, batch_size=batch_size, top_p=top_p, top_k=top_k,
+            temperature=temperature, seed=seed, shard_size=shard_size,
+            backend=backend,  # type: ignore[arg-type]
+            device=device, dtype=dtype, max_shards=max_shards, merge=merge,
+        )
     if json_out:
         echo_json(summary)
         return

@@ -7,6 +7,7 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,9 @@ def ttest(
     if _flat(a) and _flat(b):  # scipy would divide round-off noise by round-off noise
         out["reason"] = "both sides have zero variance"
         return out
-    result = stats.ttest_ind(list(b), list(a), equal_var=equal_var)
+    with warnings.catch_warnings():  # one side may have zero variance: scipy warns, t is fine
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.ttest_ind(list(b), list(a), equal_var=equal_var)
     t, p = float(result.statistic), float(result.pvalue)
     if math.isnan(t) or math.isnan(p):
         out["reason"] = "both sides have zero variance"

@@ -58,12 +58,10 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
         used = np.flatnonzero(present)
         remap = np.full(len(vocab), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
-        m = build_csr(rows, remap[ids], n_rows, len(used))
         names = [vocab[i] + suffix for i in used.tolist()]
+        entry_rows, entry_cols = rows, remap[ids]
     elif total < n:
-        import scipy.sparse as sp
-
-        m, names = sp.csr_matrix((n_rows, 0), dtype=np.uint8), []
+        names, entry_rows, entry_cols = [], rows[:0], ids[:0]
     else:
         starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1:])
         size = max(len(vocab), 1)
@@ -83,23 +81,20 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
             stacked = np.stack([ids[starts + i] for i in range(n)], axis=1)
             uniq2, inverse = np.unique(stacked, axis=0, return_inverse=True)
             parts = [uniq2[:, i] for i in range(n)]
-        m = build_csr(rows[starts], inverse.ravel(), n_rows, len(parts[0]))
         columns = [p.tolist() for p in parts]
         if n == 2:
             names = [f"{vocab[a]} {vocab[b]}{suffix}" for a, b in zip(*columns, strict=True)]
         else:
             names = [" ".join([vocab[t] for t in gram]) + suffix
                      for gram in zip(*columns, strict=True)]
+        entry_rows, entry_cols = rows[starts], inverse.ravel()
     # Canonical column order (alphabetical), whatever the tokenisation route or vocabulary
     # order: z ties are broken by column order, so this keeps runs comparable.
-    order = sorted(range(len(names)), key=names.__getitem__)
-    if order != list(range(len(names))):
-        rank = np.empty(len(names), dtype=np.int32)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int32)
-        m.indices = rank[m.indices]
-        m.has_sorted_indices = False
-        m.sort_indices()
-        names = [names[i] for i in order]
+    order = np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    names = [names[i] for i in order.tolist()]
+    m = build_csr(entry_rows, rank[entry_cols], n_rows, len(names))
     m = col.expand(m)
     ctx.cache[key] = (m, names)
     return m, names

@@ -25,7 +25,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -446,10 +446,10 @@ class FeatureContext:
         back in order.
         """
         if self._default_tokens and len(texts) > 1:
-            plain = np.fromiter(
-                (t.isascii() and "'" not in t for t in texts), dtype=bool, count=len(texts)
-            )
-            if 0 < plain.sum() < len(texts):
+            n = len(texts)
+            plain = np.fromiter(map(str.isascii, texts), dtype=bool, count=n)
+            plain &= ~np.fromiter(map(str.__contains__, texts, repeat("'")), dtype=bool, count=n)
+            if 0 < plain.sum() < n:
                 groups = [np.flatnonzero(plain), np.flatnonzero(~plain)]
                 parts = [self._ids_of([texts[i] for i in g.tolist()]) for g in groups]
                 lengths = np.zeros(len(texts), dtype=np.int64)

@@ -333,7 +333,6 @@ def sample_generator(
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    from transformers import AutoTokenizer
 
     from zdebias.models.resolve import resolve_model
 
@@ -355,6 +354,8 @@ def sample_generator(
                           f"--n {n}; use another --out")
     _clean_leftovers(out, state)
     seen = _seen_from_shards(out, state)
+
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gen_path)
     special = frozenset(int(i) for i in tokenizer.all_special_ids)
@@ -401,7 +402,10 @@ def sample_generator(
 
     columns = (TextColumn("[bold]sampling"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=not progress, transient=False) as bar:
+    from rich.console import Console
+
+    with Progress(*columns, disable=not progress, transient=False,
+                  console=Console(stderr=True)) as bar:
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
         while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
             assert engine is not None

@@ -214,6 +214,14 @@ def _plain(person: _Person, rng: random.Random | None = None) -> _Person:
     return _Person(person.subject, person.action, person.adjective if keep else None)
 
 
+def _general(person: _Person, rng: random.Random, share: float = 0.3) -> _Person:
+    """The person with the more general action a ``share`` of the time (a neutral or
+    contradicting hypothesis may word its action generally too, so such words are no cue)."""
+    if person.action in _ACTIONS and person.action != _SLEEP and rng.random() < share:
+        return replace(person, action=_ACTIONS[person.action])
+    return person
+
+
 def _hyp(person: _Person, place: str | None = None, *, extra: str | None = None) -> str:
     text = person.render()
     if extra:
@@ -253,11 +261,11 @@ def _construct(
         adjective = _TALL if rng.random() < p.tall_added else rng.choice(
             [a for a in _ADJECTIVES if a != _TALL]
         )
-        return _hyp(replace(_plain(person), adjective=adjective))
+        return _hyp(replace(_general(_plain(person), rng), adjective=adjective))
     if name == "add-purpose":
         if person.purpose is not None or person.action == _SLEEP:
             return None
-        return _hyp(_plain(person, rng), extra=rng.choice(_PURPOSES))
+        return _hyp(_general(_plain(person, rng), rng), extra=rng.choice(_PURPOSES))
     if name == "add-place":
         if scene.place is not None:
             return None
@@ -276,12 +284,15 @@ def _construct(
             action = _SLEEP
         else:
             action = rng.choice([a for a in choices if a != _SLEEP])
-        changed = replace(_plain(person, rng), action=action)
+        changed = _general(replace(_plain(person, rng), action=action), rng)
         return _hyp(changed, scene.place if rng.random() < 0.3 else None)
     if name == "other-place":
         if scene.place is None:
             return None
         kind = _PLACES[scene.place]
+        if rng.random() < 0.3:  # "A man is indoors." when the scene is outdoors
+            other_kind = "indoors" if kind == "outdoors" else "outdoors"
+            return _hyp(replace(_plain(person, rng), action=other_kind))
         place = rng.choice([q for q, k in _PLACES.items() if k != kind])
         return _hyp(_plain(person, rng), place)
     if name == "swap-action":  # contradiction, every word from the premise

@@ -331,6 +331,9 @@ class SampleConfig(StageConfig):
     temperature: float = Field(1.0, gt=0)
     shard_size: int = Field(10_000, ge=1)
     backend: Literal["hf", "vllm"] = "hf"
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="default: bfloat16 on CUDA, float32 elsewhere"
+    )
     patience_rounds: int = Field(200, ge=1)
 
 
@@ -346,7 +349,8 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
         inputs.path("generator") or cfg.generator, ctx.out_dir, cfg.n,
         batch_size=cfg.batch_size, top_p=cfg.top_p, top_k=cfg.top_k,
         temperature=cfg.temperature, seed=ctx.seed, shard_size=cfg.shard_size,
-        backend=cfg.backend, patience_rounds=cfg.patience_rounds, progress=ctx.progress,
+        backend=cfg.backend, dtype=cfg.dtype, patience_rounds=cfg.patience_rounds,
+        progress=ctx.progress,
     )
     if not summary.get("complete"):
         raise ConfigError(f"stage {ctx.name!r}: sampling stopped before {cfg.n} samples")
@@ -554,7 +558,8 @@ class CombineConfig(StageConfig):
 
 
 @register_stage(
-    "combine", config=CombineConfig, outputs={"data": "records", "summary": "json"},
+    "combine", config=CombineConfig,
+    outputs={"data": "records", "rejected": "records", "summary": "json"},
 )
 def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Build the debiased dataset with one of the GD-NLI recipes."""
@@ -570,12 +575,13 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
     )
     records = result.records
     write_records(records, ctx.out_dir / "data.jsonl")
+    write_records(result.rejected, ctx.out_dir / "rejected.jsonl")
     write_json(result.summary, ctx.out_dir / "summary.json")
     kinds = _count_types(records)
     _write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
     return StageResult(
-        {"data": "data.jsonl", "summary": "summary.json"},
-        rows_out={"total": len(records), **kinds},
+        {"data": "data.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
+        rows_out={"total": len(records), **kinds, "rejected": len(result.rejected)},
         metrics={"recipe": cfg.recipe, **kinds},
     )
 

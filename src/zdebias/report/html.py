@@ -209,17 +209,27 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
 th,td{border:1px solid #dee2e6;padding:.3em .6em;vertical-align:top}
 th{background:#f1f3f5;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#868e96}.ok{color:#2f9e44;font-weight:600}.bad{color:#e03131;font-weight:600}
-.figs{display:flex;flex-wrap:wrap;gap:1em}.figs figure{margin:0}.figs img{max-width:520px;
-width:100%;border:1px solid #dee2e6}figcaption{font-size:.85em;color:#495057}
+.figs{display:flex;flex-wrap:wrap;gap:1em}.figs figure{margin:0;flex:1 1 480px}
+.figs img{width:100%;border:1px solid #dee2e6}figcaption{font-size:.85em;color:#495057}
 .lab{display:inline-block;padding:0 .4em;border-radius:3px;color:white;font-size:.85em}
 .summary{background:#f8f9fa;border:1px solid #dee2e6;padding:.6em 1em;border-radius:4px}
 details{margin:.5em 0}code{font-size:.9em}
 """
 
 
-def _label_tag(label: str) -> str:
-    from zdebias.report.figures import label_colour
+#: label colours of the report's tags
+LABEL_COLOURS = {
+    "entailment": "#2f9e44", "neutral": "#868e96", "contradiction": "#e03131",
+    "non-entailment": "#e8590c", "positive": "#1c7ed6", "negative": "#e03131",
+}
 
+
+def label_colour(label: str) -> str:
+    """The report's colour of a label."""
+    return LABEL_COLOURS.get(label, "#1c7ed6")
+
+
+def _label_tag(label: str) -> str:
     return f'<span class="lab" style="background:{label_colour(label)}">{_e(label)}</span>'
 
 
@@ -284,36 +294,53 @@ def _section_artifacts(rows: list[dict[str, Any]] | None) -> str:
             + _table(header, body, numeric={3, 4, 5, 6, 7, 8}) + note)
 
 
-def _section_gardner(run: RunData) -> str:
-    from zdebias.report.figures import gardner_png
+def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
+    """PNG of the Gardner plot of a saved ``stats.json`` (drawn by :mod:`zdebias.report.plots`)."""
+    import tempfile
 
+    import numpy as np
+
+    from zdebias.report.plots import gardner_plot
+
+    g = stats.get("gardner")
+    if not g or not g.get("features"):
+        return None
+    labels = stats["labels"]
+    z = np.array([g["z"][lab] for lab in labels], dtype=np.float64).T
+    p = np.array([g["p"][lab] for lab in labels], dtype=np.float64).T
+    n = np.asarray(g["n"], dtype=np.int64)
+    with tempfile.TemporaryDirectory(prefix="zdebias-report-") as tmp:
+        png = Path(tmp) / "gardner.png"
+        gardner_plot(g["features"], labels, z, n, p, z_c=stats["z_critical"], png=png,
+                     min_n=int(g.get("min_n", 20)), title=title)
+        return png.read_bytes()
+
+
+def _section_gardner(run: RunData) -> str:
     before, after = before_after(run)
     figs = []
-    annotate = [r["feature"] for r in (artifact_summary(run) or [])]
     for stage, caption in ((before, "before"), (after, "after")):
         if stage is None:
             continue
         stats = run.json_output(stage, "stats")
-        if not stats or "gardner" not in stats:
+        if not stats:
             continue
-        png = gardner_png(stats["gardner"], stats["labels"], stats["z_critical"],
-                          title=f"{caption}: {stage['name']} ({stats['n_examples']:,} examples)",
-                          annotate=annotate or _top_names(stats, 2))
-        text = (f"{_e(stage['name'])}: {stats['n_significant']:,} of {stats['n_features']:,} "
-                f"features above the curve (z_c = {stats['z_critical']:.2f}); points: features "
-                f"seen in more than {stats['gardner'].get('min_n', 20)} examples.")
+        png = gardner_image(stats, f"{caption} ({stage['name']}, {stats['n_examples']:,} ex.)")
+        if png is None:
+            continue
+        text = (f"<b>{caption}</b>: <code>{_e(stage['name'])}</code>, "
+                f"{stats['n_examples']:,} examples; {stats['n_significant']:,} of "
+                f"{stats['n_features']:,} features significant for some label "
+                f"(z_c = {stats['z_critical']:.2f}). Points: features seen in more than "
+                f"{stats['gardner'].get('min_n', 20)} examples, at the label they favour most.")
         figs.append(f"<figure>{_img(png, f'Gardner plot {caption}')}"
                     f"<figcaption>{text}</figcaption></figure>")
     if not figs:
         return ""
-    return ("<h2>z-statistics (Gardner plots)</h2><p>Each point is a feature and a label: how "
-            "often the feature occurs (n, log scale) and the share of those examples with the "
-            "label. Above the curve a feature predicts the label more than chance allows.</p>"
+    return ("<h2>z-statistics (Gardner plots)</h2><p>Each point is a feature: how often it "
+            "occurs (n, log scale) and the share p̂ of those examples with the label it favours "
+            "most. Above the curve a feature predicts its label more than chance allows.</p>"
             f"<div class='figs'>{''.join(figs)}</div>")
-
-
-def _top_names(stats: dict[str, Any], k: int) -> list[str]:
-    return [row["feature"] for rows in stats.get("top", {}).values() for row in rows[:k]]
 
 
 def _section_top(run: RunData, top_n: int) -> str:

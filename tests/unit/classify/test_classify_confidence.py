@@ -50,6 +50,8 @@ def test_partition_is_exact(tiny_model, tmp_path: Path, data_dir: Path) -> None:
     assert all(r.meta["confidence"] == pytest.approx(by_id[r.id]) for r in kept + rejected)
     assert summary["n_input"] == 60 and summary["n_kept"] == len(expected_kept)
     assert summary["n_rejected"] == 60 - len(expected_kept)
+    assert summary["kept_at_tau"]["0.5"] == int((p_gold > 0.5).sum())
+    assert summary["p_label_quartiles"][1] == pytest.approx(tau, abs=1e-4)
     gold_counts = Counter(r.label for r in records)
     for label, cell in summary["per_label"].items():
         assert cell["n"] == gold_counts[label]

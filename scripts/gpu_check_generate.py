@@ -1,0 +1,235 @@
+"""GPU check for the data generator: GPT-2-large-sized training tokens/s and sampling speed.
+
+Run on a machine with a GPU (falls back to CPU; ``--small`` shrinks the model for a quick CPU
+smoke run): ``python scripts/gpu_check_generate.py [--small] [--out FILE]``. Nothing is
+downloaded: the model is a ``GPT2LMHeadModel`` built from a config with GPT-2 large sizes
+(36 layers, hidden 1280, 20 heads, vocabulary 50,257; 774M parameters) and random weights; the
+tokenizer is the in-process BPE of :mod:`zdebias.models.tiny` (SNLI-like synthetic sentences
+give 30-45 token sequences, as GPT-2's BPE does on SNLI).
+
+1. ``raw``: forward + backward + AdamW step in bf16 autocast at batch 24 (Table 7) and sequence
+   length 48, once as plain MLE and once at batch 48 (MLE + consistency: the perturbed copy
+   doubles the forward work); tokens/s. ``model.generate`` from one start token, exactly 40 new
+   tokens, at batch 64 and 256; sequences/s.
+2. ``zdebias``: our code on the device. The random model is saved as a generator folder (label
+   tokens added), :func:`zdebias.generation.trainer.train_generator` trains it 20 steps at batch
+   24 with λ = 0.5 in bf16 on 960 synthetic pairs (``train_tokens_per_s``), then the sampler's
+   HF backend (:class:`zdebias.generation.sample.HFBackend`, bf16) generates and parses batches
+   of 256 (a random model never writes EOS, so every sequence runs to the 40-token limit and
+   is counted malformed: a worst case). With vLLM installed, its backend is timed too.
+
+Paper scale for reference: 5M samples in ~35 h on one A100 (~40 samples/s).
+Writes one JSON object to stdout and to ``--out`` (default ``$OUT/gpu_check_generate.json``
+when ``$OUT`` is set). Expect two to three minutes on an H200, most of it start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+WORDS = ("a man woman child dog group people girl boy person team crowd musician is are "
+         "sleeping playing running standing sitting eating dancing reading riding talking "
+         "on in at near through outside the park bench snow water street table beach night "
+         "with red old broken guitar bike apple newspaper umbrella").split()
+
+
+def _sentence(rng: random.Random, lo: int, hi: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(lo, hi))]
+    return " ".join(words).capitalize() + "."
+
+
+def synthetic_records(n: int) -> list[Any]:
+    from zdebias.data.schema import Record
+
+    rng = random.Random(0)
+    labels = ("entailment", "neutral", "contradiction")
+    return [Record(id=f"syn:{i}", premise=_sentence(rng, 10, 16), hypothesis=_sentence(rng, 4, 8),
+                   label=labels[i % 3]) for i in range(n)]
+
+
+def _sync(torch: Any) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def make_config(small: bool) -> Any:
+    from transformers import GPT2Config
+
+    if small:
+        return GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=50257, n_positions=256)
+    return GPT2Config(n_embd=1280, n_layer=36, n_head=20, vocab_size=50257, n_positions=1024)
+
+
+def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: bool) -> dict:
+    """Training tokens/s and generation sequences/s of the bare model."""
+    from transformers import GPT2LMHeadModel
+
+    with torch.device(device):
+        model = GPT2LMHeadModel(config)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    out: dict = {"parameters": sum(p.numel() for p in model.parameters()),
+                 "dtype": str(dtype).replace("torch.", "")}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, eps=1e-6)
+    steps, warm = (2, 1) if small else (15, 3)
+    kind = device.split(":")[0]
+    for name, batch in (("mle_b24", 24), ("consistency_b24x2", 48)):
+        ids = torch.randint(0, config.vocab_size, (batch, 48), device=device)
+        model.train()
+        for i in range(warm + steps):
+            if i == warm:
+                _sync(torch)
+                start = time.perf_counter()
+            with torch.autocast(device_type=kind, dtype=dtype, enabled=bf16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        _sync(torch)
+        seconds = time.perf_counter() - start
+        out[f"train_{name}"] = {"steps_per_s": round(steps / seconds, 2),
+                                "tokens_per_s": round(steps * 24 * 48 / seconds)}
+    del opt
+    model.eval()
+    if bf16:
+        model.to(torch.bfloat16)
+    for batch in (64, 256):
+        start_ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        kwargs = {"do_sample": True, "top_p": 0.9, "top_k": 0, "max_new_tokens": 40,
+                  "min_new_tokens": 40, "pad_token_id": 0}
+        model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids), **kwargs)
+        _sync(torch)
+        start = time.perf_counter()
+        rounds = 1 if small else 3
+        for _ in range(rounds):
+            model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids),
+                           **kwargs)
+        _sync(torch)
+        seconds = time.perf_counter() - start
+        out[f"generate_b{batch}_40tok"] = {"sequences_per_s": round(rounds * batch / seconds, 1)}
+    if torch.cuda.is_available():
+        out["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return out
+
+
+def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: bool) -> dict:
+    """Our trainer and sampler on the device."""
+    from transformers import GPT2LMHeadModel
+
+    from zdebias.generation.format import add_format_tokens, parse_output
+    from zdebias.generation.sample import HFBackend, SampleSettings, VllmBackend, round_seed
+    from zdebias.generation.trainer import train_generator
+    from zdebias.models.tiny import tiny_tokenizer
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        tok = tiny_tokenizer("gpt2")
+        with torch.device(device):
+            model = GPT2LMHeadModel(config)
+        fmt = add_format_tokens(tok, model, "nli", max_length=41)
+        start = time.perf_counter()
+        model.save_pretrained(base)
+        tok.save_pretrained(base)
+        fmt.save(base)
+        out["save_seconds"] = round(time.perf_counter() - start, 1)
+        del model
+        records = synthetic_records(960)
+        lengths = sorted(len(tok(r.premise)["input_ids"]) + len(tok(r.hypothesis)["input_ids"])
+                         + 3 for r in records)
+        out["sequence_tokens_median"] = lengths[len(lengths) // 2]
+        steps = 3 if small else 20
+        start = time.perf_counter()
+        summary = train_generator(
+            records, base, Path(tmp) / "gen", max_steps=steps, per_device_train_batch_size=24,
+            consistency_weight=0.5, bf16=bf16, disable_tqdm=True, max_length=64, seed=0,
+        )
+        out["train"] = {"steps": summary["steps"], "batch_size": 24, "consistency_weight": 0.5,
+                        "bf16": bf16, "train_seconds": summary["train_seconds"],
+                        "train_tokens_per_s": summary["train_tokens_per_s"],
+                        "wall_seconds_incl_load_save": round(time.perf_counter() - start, 1)}
+        gen = Path(tmp) / "gen"
+        from zdebias.generation.format import GeneratorFormat
+
+        fmt = GeneratorFormat.load(gen)
+        fmt.max_length = 41  # 40 new tokens, as in `raw`
+        batch = 32 if small else 256
+        backends: list[tuple[str, Any]] = [("hf", HFBackend)]
+        if importlib.util.find_spec("vllm") is not None and torch.cuda.is_available():
+            backends.append(("vllm", VllmBackend))
+        else:
+            out["vllm"] = "not installed (or no GPU): skipped"
+        for name, cls in backends:
+            try:
+                settings = SampleSettings(batch_size=batch, backend=name)
+                engine = cls(gen, fmt, settings, device=device,
+                             dtype="bfloat16" if bf16 else "float32")
+                engine.generate(batch, round_seed(0, 999))
+                _sync(torch)
+                start = time.perf_counter()
+                rounds = 1 if small else 3
+                n = parsed_ok = 0
+                for r in range(rounds):
+                    for ids in engine.generate(batch, round_seed(0, r)):
+                        n += 1
+                        parsed_ok += parse_output(ids, tok, fmt).ok
+                seconds = time.perf_counter() - start
+                out[f"sample_{name}"] = {"batch": batch, "sequences": n,
+                                         "sequences_per_s_incl_parse": round(n / seconds, 1),
+                                         "parseable": parsed_ok}
+                del engine
+            except Exception as err:  # report and go on: the other numbers still count
+                out[f"sample_{name}"] = {"error": f"{type(err).__name__}: {err}"}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", action="store_true", help="tiny model, quick CPU smoke run")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    started = time.perf_counter()
+    result: dict = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "small": args.small,
+    }
+    config = make_config(args.small)
+    for name, fn in (("raw", raw_throughput), ("zdebias", zdebias_path)):
+        try:
+            result[name] = fn(torch, config, small=args.small, device=device, bf16=bf16)
+        except Exception as err:
+            result[name] = {"error": f"{type(err).__name__}: {err}"}
+    result["total_seconds"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(result, indent=2)
+    print(text)
+    target = args.out or (Path(os.environ["OUT"]) / "gpu_check_generate.json"
+                          if os.environ.get("OUT") else None)
+    if target:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
