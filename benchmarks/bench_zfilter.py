@@ -127,8 +127,12 @@ def stage_stats(path: Path) -> dict[str, float]:
     clock.lap("features")
     report = describe(records, labels=labels, feature_matrix=fm)
     clock.lap("zstats")
-    return {"n": len(records), **clock.totals(), "n_features": report["n_features"],
-            "max_z": report["max_z"]}
+    return {
+        "n": len(records),
+        **clock.totals(),
+        "n_features": report["n_features"],
+        "max_z": report["max_z"],
+    }
 
 
 def stage_filter(path: Path, out: Path) -> dict[str, float]:
@@ -151,17 +155,31 @@ def stage_filter(path: Path, out: Path) -> dict[str, float]:
     write_json(result.summary, out / "summary.json")
     clock.lap("write")
     s = result.summary
-    return {"n": len(records), **clock.totals(), "n_kept": s["n_kept"],
-            "n_rejected": s["n_rejected"],
-            "top_z_before": {k: round(v["z"], 1) for k, v in s["top_z_before"].items()},
-            "top_z_after": {k: round(v["z"], 1) for k, v in s["top_z_after"].items()}}
+    return {
+        "n": len(records),
+        **clock.totals(),
+        "n_kept": s["n_kept"],
+        "n_rejected": s["n_rejected"],
+        "top_z_before": {k: round(v["z"], 1) for k, v in s["top_z_before"].items()},
+        "top_z_after": {k: round(v["z"], 1) for k, v in s["top_z_after"].items()},
+    }
 
 
 def run_stage(stage: str, path: Path, workdir: Path) -> dict[str, float]:
     proc = subprocess.run(
-        [sys.executable, __file__, "--stage", stage, "--input", str(path),
-         "--workdir", str(workdir)],
-        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            __file__,
+            "--stage",
+            stage,
+            "--input",
+            str(path),
+            "--workdir",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
@@ -178,9 +196,11 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.stage:
-        fn = {"parse": lambda: stage_parse_tokenise(args.input),
-              "stats": lambda: stage_stats(args.input),
-              "filter": lambda: stage_filter(args.input, args.workdir / "filtered")}[args.stage]
+        fn = {
+            "parse": lambda: stage_parse_tokenise(args.input),
+            "stats": lambda: stage_stats(args.input),
+            "filter": lambda: stage_filter(args.input, args.workdir / "filtered"),
+        }[args.stage]
         result = fn()
         result["peak_rss_gb"] = peak_rss_gb()
         print(json.dumps(result))
@@ -190,8 +210,11 @@ def main() -> None:
     if not path.exists():
         build_input(path, args.n)
     size_mb = path.stat().st_size / 1e6
-    print(f"input: {path} ({size_mb:.0f} MB), cpu cores: {os.cpu_count()}, "
-          f"load average: {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"input: {path} ({size_mb:.0f} MB), cpu cores: {os.cpu_count()}, "
+        f"load average: {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     parse = run_stage("parse", path, args.workdir)
     stats = run_stage("stats", path, args.workdir)
     filt = run_stage("filter", path, args.workdir)
@@ -199,21 +222,29 @@ def main() -> None:
 
     def line(name: str, r: dict[str, float], parts: list[str]) -> str:
         detail = ", ".join(f"{p} {r[p + '_s']:.1f}/{r[p + '_cpu']:.1f}" for p in parts)
-        ratio = (f"  {r['total_s'] / parse['total_s']:.2f}x / "
-                 f"{r['total_cpu'] / parse['total_cpu']:.2f}x parse+tokenise" if r is not parse
-                 else "")
-        return (f"{name:<15} wall {r['total_s']:6.1f} s ({n / r['total_s']:>8,.0f} ex/s)  cpu "
-                f"{r['total_cpu']:6.1f} s ({n / r['total_cpu']:>8,.0f} ex/s)  [{detail}]"
-                f"{ratio}  peak {r['peak_rss_gb']:.2f} GB")
+        ratio = (
+            f"  {r['total_s'] / parse['total_s']:.2f}x / "
+            f"{r['total_cpu'] / parse['total_cpu']:.2f}x parse+tokenise"
+            if r is not parse
+            else ""
+        )
+        return (
+            f"{name:<15} wall {r['total_s']:6.1f} s ({n / r['total_s']:>8,.0f} ex/s)  cpu "
+            f"{r['total_cpu']:6.1f} s ({n / r['total_cpu']:>8,.0f} ex/s)  [{detail}]"
+            f"{ratio}  peak {r['peak_rss_gb']:.2f} GB"
+        )
 
     print("stage            wall-clock and CPU seconds; [part wall/cpu]", flush=True)
     print(line("parse+tokenise", parse, ["read", "tokenise"]))
     print(line("stats", stats, ["read", "features", "zstats"]))
     print(line("filter", filt, ["read", "features", "filter", "write"]))
-    print(f"features: {stats['n_features']:,}; z-filter (k=20, batch 1000) kept "
-          f"{filt['n_kept']:,}, rejected {filt['n_rejected']:,}")
+    print(
+        f"features: {stats['n_features']:,}; z-filter (k=20, batch 1000) kept "
+        f"{filt['n_kept']:,}, rejected {filt['n_rejected']:,}"
+    )
     print(f"top z before {filt['top_z_before']}  after {filt['top_z_after']}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -148,6 +148,10 @@ def test_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     for args, message in (
         (["compare", str(bad)], "compare needs at least two results files"),
         (["compare", str(bad), str(bad)], "not a zdebias evaluation results file"),
+        (["evaluate", str(tmp_path / "no-such-model"), "--suite", f"x={bad}", "--out",
+          str(tmp_path / "r.json")], "no-such-model"),
+        (["train-classifier", "--train", str(bad), "--out", str(tmp_path / "o"), "--loss",
+          "focal"], "unknown loss 'focal'"),
     ):
         proc = subprocess.run([sys.executable, "-m", "zdebias.cli", *args], capture_output=True,
                               text=True)

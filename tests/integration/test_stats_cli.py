@@ -48,9 +48,20 @@ def data(tmp_path: Path) -> Path:
 
 
 def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
-    out = _invoke("stats", data, "--top-k", 3, "--json", tmp_path / "s.json",
-                  "--plot", tmp_path / "gardner", "--min-n", 5,
-                  "--features", "ngrams,lex-overlap,hypo-len,null")
+    out = _invoke(
+        "stats",
+        data,
+        "--top-k",
+        3,
+        "--json",
+        tmp_path / "s.json",
+        "--plot",
+        tmp_path / "gardner",
+        "--min-n",
+        5,
+        "--features",
+        "ngrams,lex-overlap,hypo-len,null",
+    )
     report = json.loads((tmp_path / "s.json").read_text())
     for key in ("n_examples", "labels", "n_features", "z_critical", "n_significant", "top"):
         assert key in report
@@ -60,8 +71,13 @@ def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
         assert len(rows) == 3 and set(rows[0]) == {"feature", "z", "n", "p"}
         assert [r["z"] for r in rows] == sorted((r["z"] for r in rows), reverse=True)
     top_con = report["top"]["contradiction"][0]
-    assert top_con["feature"] in {"nobody@hypothesis", "sleeping@hypothesis", "is@hypothesis",
-                                  "nobody is@hypothesis", "is sleeping@hypothesis"}
+    assert top_con["feature"] in {
+        "nobody@hypothesis",
+        "sleeping@hypothesis",
+        "is@hypothesis",
+        "nobody is@hypothesis",
+        "is sleeping@hypothesis",
+    }
     # the printed table shows the same numbers
     assert top_con["feature"] in out and f"{top_con['z']:.1f}" in out
     assert (tmp_path / "gardner.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -70,22 +86,36 @@ def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
     assert report["plot"]["n_above_curve"] <= report["n_significant"]
     assert f"{report['plot']['n_above_curve']:,} of" in out
     # --json - prints the same report on stdout
-    again = json.loads(_invoke("stats", data, "--top-k", 3, "--json", "-",
-                               "--features", "ngrams,lex-overlap,hypo-len,null"))
+    again = json.loads(
+        _invoke(
+            "stats",
+            data,
+            "--top-k",
+            3,
+            "--json",
+            "-",
+            "--features",
+            "ngrams,lex-overlap,hypo-len,null",
+        )
+    )
     assert again["top"] == report["top"]
 
 
 def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "f"
-    out = _invoke("filter", data, "--out", out_dir, "--batch-size", 50, "--top-k", 5,
-                  "--shuffle-seed", 3)
+    out = _invoke(
+        "filter", data, "--out", out_dir, "--batch-size", 50, "--top-k", 5, "--shuffle-seed", 3
+    )
     kept = read_records(out_dir / "kept.jsonl")
     rejected = read_records(out_dir / "rejected.jsonl")
     summary = json.loads((out_dir / "summary.json").read_text())
     ids = [r.id for r in kept] + [r.id for r in rejected]
     assert sorted(ids) == sorted(r.id for r in read_records(data)) and len(set(ids)) == 300
     assert (summary["n_input"], summary["n_kept"], summary["n_rejected"]) == (
-        300, len(kept), len(rejected))
+        300,
+        len(kept),
+        len(rejected),
+    )
     assert summary["batch_size"] == 50 and summary["top_k"] == 5 and summary["shuffle_seed"] == 3
     assert set(summary["top_z_before"]) == set(LABELS) == set(summary["top_z_after"])
     assert all(r.meta["rejected_by"] for r in rejected)
@@ -107,15 +137,29 @@ def test_filter_with_seed_data(data: Path, tmp_path: Path) -> None:
     assert summary["n_seed"] == 150 and summary["n_kept"] == len(kept)
     assert summary["n_accepted"] + summary["n_rejected"] == 300
     assert sorted([r.id for r in kept[150:]] + [r.id for r in rejected]) == sorted(
-        f"t{i}" for i in range(300))
+        f"t{i}" for i in range(300)
+    )
 
 
 @pytest.mark.parametrize("recipe", ["z-aug", "par-z", "seq-z"])
 def test_combine_recipes(data: Path, tmp_path: Path, recipe: str) -> None:
     gen = _dataset(tmp_path / "gen.jsonl", 240, 2, "g")
     out_dir = tmp_path / recipe
-    out = _invoke("combine", "--recipe", recipe, "--original", data, "--generated", gen,
-                  "--out", out_dir, "--batch-size", 60, "--features", "unigrams,null")
+    out = _invoke(
+        "combine",
+        "--recipe",
+        recipe,
+        "--original",
+        data,
+        "--generated",
+        gen,
+        "--out",
+        out_dir,
+        "--batch-size",
+        60,
+        "--features",
+        "unigrams,null",
+    )
     combined = read_records(out_dir / "combined.jsonl")
     rejected = read_records(out_dir / "rejected.jsonl")
     summary = json.loads((out_dir / "summary.json").read_text())
@@ -138,8 +182,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         (["stats", str(bad), "--features", "trigrams"], "unknown feature"),
     ]
     for args, message in cases[:1]:
-        proc = subprocess.run([sys.executable, "-m", "zdebias.cli", *args], capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "zdebias.cli", *args], capture_output=True, text=True
+        )
         assert proc.returncode == 2 and proc.stderr.startswith("error: ") and message in proc.stderr
         assert proc.stderr.count("\n") == 1
     for args, message in cases[1:]:

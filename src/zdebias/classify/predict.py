@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
 from zdebias.models.resolve import resolve_model
 
 CLASSIFIER_INFO = "zdebias_classifier.json"
@@ -69,8 +70,11 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
 
     path = resolve_model(ref)
     info = read_info(path) if Path(path).is_dir() else {}
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForSequenceClassification.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot load classifier {ref!s}: {err}") from None
     if tokenizer.pad_token is None:  # decoder-only models (GPT-2, Llama) ship without one
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:

@@ -301,7 +301,7 @@ def train_classifier(
     padding, same examples per epoch). ``progress=False`` silences HF's bars and log lines.
     """
     with hf_progress(progress):
-        return _train(**locals())
+        return _train(**locals())  # every argument, passed on unchanged
 
 
 def _train(
@@ -371,14 +371,16 @@ def _train(
 
     set_seed(seed)
     source = resolve_model(model)
-    tokenizer = AutoTokenizer.from_pretrained(source)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # "newly initialised head" notices are expected here
     try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
         net = AutoModelForSequenceClassification.from_pretrained(
             source, num_labels=len(labels), id2label=dict(enumerate(labels)),
             label2id={n: i for i, n in enumerate(labels)}, ignore_mismatched_sizes=True,
         )
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot load model {model!s}: {err}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     if tokenizer.pad_token is None:

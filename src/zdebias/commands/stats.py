@@ -26,17 +26,19 @@ from zdebias.commands._common import (
 FeaturesOpt = Annotated[
     str | None,
     typer.Option(
-        "--features", help="Comma-separated feature groups (ngrams, unigrams, bigrams, "
+        "--features",
+        help="Comma-separated feature groups (ngrams, unigrams, bigrams, "
         "hypo-len, len-ratio, lex-overlap, hypo-only, null) or pkg.module:function paths. "
-        "Default: all (n-grams, length and null for single-text data)."
+        "Default: all (n-grams, length and null for single-text data).",
     ),
 ]
 TopKOpt = Annotated[int, typer.Option("--top-k", help="Biased features per label (k).", min=0)]
 HypoModelOpt = Annotated[
     str | None,
     typer.Option(
-        "--hypo-only-model", help="Trained hypothesis-only classifier folder for the "
-        "hypo-only feature (default: a cross-fitted linear model on hypothesis n-grams)."
+        "--hypo-only-model",
+        help="Trained hypothesis-only classifier folder for the "
+        "hypo-only feature (default: a cross-fitted linear model on hypothesis n-grams).",
     ),
 ]
 HypoClfOpt = Annotated[
@@ -101,8 +103,7 @@ def _print_tables(report: dict[str, Any], top: int) -> None:
         f"significant features: {report['n_significant']:,}"
     )
     for label, rows in report["top"].items():
-        table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})",
-                      title_justify="left")
+        table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
         for row in rows:
             table.add_row(row["feature"], f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
         console.print(table)
@@ -136,8 +137,15 @@ def stats(
     from zdebias.stats.zstats import describe, label_ids, z_statistics
 
     names = _features(features)
-    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
-                    split=split, on_error=on_error)
+    ds = open_input(
+        path,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     records, labels = _read(ds)
     if not records:
         from zdebias.errors import DataError
@@ -150,16 +158,23 @@ def stats(
         labels = infer_labels(records)
     fm = extract_features(records, names, labels=labels, progress=True, **settings)
     report = describe(records, labels=labels, top=top_k, alpha=alpha, feature_matrix=fm)
-    report = {"path": path, **report, "features": names or "default",
-              "read": ds.report.summary()}
+    report = {"path": path, **report, "features": names or "default", "read": ds.report.summary()}
     if plot:
         from zdebias.report.plots import gardner_plot, plot_paths
 
         png, html = plot_paths(plot)
         z, n, p = z_statistics(fm.matrix, label_ids(records, labels), len(labels))
         report["plot"] = gardner_plot(
-            fm.names, labels, z, n, p, z_c=report["z_critical"], png=png, html=html,
-            min_n=min_n, title=Path(path).name,
+            fm.names,
+            labels,
+            z,
+            n,
+            p,
+            z_c=report["z_critical"],
+            png=png,
+            html=html,
+            min_n=min_n,
+            title=Path(path).name,
         )
     if json_out == "-":
         from zdebias.commands._common import echo_json
@@ -191,7 +206,7 @@ def _print_filter_summary(summary: dict[str, Any], out: Path) -> None:
     for label in summary["labels"]:
         before = summary["top_z_before"].get(label)
         after = summary["top_z_after"].get(label)
-        fmt = (lambda r: f"{r['feature']} z={r['z']:.1f}" if r else "-")  # noqa: E731
+        fmt = lambda r: f"{r['feature']} z={r['z']:.1f}" if r else "-"  # noqa: E731
         lines.append(f"  {label}: top z {fmt(before)}  →  {fmt(after)}")
     lines.append(f"wrote {out / 'kept.jsonl'}, {out / 'rejected.jsonl'}, {out / 'summary.json'}")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -224,24 +239,41 @@ def filter_command(
     from zdebias.stats.zfilter import z_filter
 
     names = _features(features)
-    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
-                    split=split, on_error=on_error)
+    ds = open_input(
+        path,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     records, labels = _read(ds)
     seed_records: list[Any] = []
     seed_report = None
     if seed_data:
-        seed_ds = open_input(seed_data, format=None, task=task or ds.report.task,
-                             on_error=on_error)
+        seed_ds = open_input(seed_data, format=None, task=task or ds.report.task, on_error=on_error)
         seed_records, _ = _read(seed_ds)
         seed_report = seed_ds.report.summary()
     result = z_filter(
-        records, seed_records=seed_records, top_k=top_k, batch_size=batch_size,
-        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=names,
-        labels=labels, min_z=min_z, progress=True,
+        records,
+        seed_records=seed_records,
+        top_k=top_k,
+        batch_size=batch_size,
+        shuffle_seed=_shuffle(shuffle_seed, no_shuffle),
+        features=names,
+        labels=labels,
+        min_z=min_z,
+        progress=True,
         **_feature_settings(hypo_only_model, hypo_only_classifier),
     )
-    summary = {"path": path, "seed_data": seed_data, **result.summary,
-               "read": ds.report.summary(), "read_seed": seed_report}
+    summary = {
+        "path": path,
+        "seed_data": seed_data,
+        **result.summary,
+        "read": ds.report.summary(),
+        "read_seed": seed_report,
+    }
     write_jsonl(result.kept, out / "kept.jsonl")
     write_jsonl(result.rejected, out / "rejected.jsonl")
     write_json(summary, out / "summary.json")
@@ -279,14 +311,25 @@ def combine_command(
     gen_ds = open_input(generated, task=task or orig_ds.report.task, on_error=on_error)
     gen, _ = _read(gen_ds)
     result = combine(
-        recipe, orig, gen, top_k=top_k, batch_size=batch_size,
-        shuffle_seed=_shuffle(shuffle_seed, no_shuffle), features=names,
-        labels=labels, min_z=min_z, progress=True,
+        recipe,
+        orig,
+        gen,
+        top_k=top_k,
+        batch_size=batch_size,
+        shuffle_seed=_shuffle(shuffle_seed, no_shuffle),
+        features=names,
+        labels=labels,
+        min_z=min_z,
+        progress=True,
         **_feature_settings(hypo_only_model, hypo_only_classifier),
     )
-    summary = {**result.summary, "original": original, "generated": generated,
-               "read_original": orig_ds.report.summary(),
-               "read_generated": gen_ds.report.summary()}
+    summary = {
+        **result.summary,
+        "original": original,
+        "generated": generated,
+        "read_original": orig_ds.report.summary(),
+        "read_generated": gen_ds.report.summary(),
+    }
     write_jsonl(result.records, out / "combined.jsonl")
     write_jsonl(result.rejected, out / "rejected.jsonl")
     write_json(summary, out / "summary.json")

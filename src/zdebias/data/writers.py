@@ -28,11 +28,18 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(obj: Any, path: str | Path) -> Path:

@@ -84,8 +84,11 @@ def _model_predictions(
             f"hypo_only_model {model_dir!r} predicts labels {clf.labels}, not the task's "
             f"{list(labels)}"
         )
-    proba = predict_proba(clf, [ctx.records[i] for i in rows.tolist()],
-                          batch_size=int(ctx.settings.get("hypo_only_batch_size", 64)))
+    proba = predict_proba(
+        clf,
+        [ctx.records[i] for i in rows.tolist()],
+        batch_size=int(ctx.settings.get("hypo_only_batch_size", 64)),
+    )
     remap = np.array([labels.index(name) for name in clf.labels])
     return remap[proba.argmax(axis=1)]
 
@@ -103,7 +106,10 @@ def _make_classifier(kind: str, seed: int, n_train: int) -> Any:
         # One-vs-rest logistic regression by SGD: linear in the data and, on SNLI, within a
         # point of a full solver (58.2% vs 58.8% out-of-fold on snli_20k, 20x faster).
         return SGDClassifier(
-            loss="log_loss", alpha=1e-4, max_iter=sgd_epochs(n_train), tol=None,
+            loss="log_loss",
+            alpha=1e-4,
+            max_iter=sgd_epochs(n_train),
+            tol=None,
             random_state=seed,
         )
     if kind == "nb":
@@ -194,7 +200,8 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
 
         index = {name: i for i, name in enumerate(labels)}
         y = np.fromiter(
-            map(index.get, map(attrgetter("label"), ctx.records), repeat(-1)), dtype=np.int64,
+            map(index.get, map(attrgetter("label"), ctx.records), repeat(-1)),
+            dtype=np.int64,
             count=len(ctx.records),
         )
         fit = _fit_rows(ctx)
@@ -209,7 +216,10 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
         bi, _ = ngram_block(ctx, "hypothesis", 2)
         x = sp.hstack([uni, bi], format="csr", dtype=np.float32)
         all_preds = cross_fitted_predictions(
-            x, y, fit, num_labels=len(labels),
+            x,
+            y,
+            fit,
+            num_labels=len(labels),
             folds=int(ctx.settings.get("hypo_only_folds", DEFAULT_FOLDS)),
             seed=int(ctx.settings.get("seed", 0)),
             classifier=str(ctx.settings.get("hypo_only_classifier", DEFAULT_CLASSIFIER)),
@@ -223,8 +233,13 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     "hypo-only",
     batch=True,
     pair_only=True,
-    settings=("hypo_only_model", "hypo_only_folds", "hypo_only_classifier", "hypo_only_fit",
-              "hypo_only_batch_size"),
+    settings=(
+        "hypo_only_model",
+        "hypo_only_folds",
+        "hypo_only_classifier",
+        "hypo_only_fit",
+        "hypo_only_batch_size",
+    ),
 )
 def hypothesis_only(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
     """hypo-only-pred=LABEL: a hypothesis-only classifier's out-of-fold prediction."""

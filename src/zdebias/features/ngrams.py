@@ -63,9 +63,9 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
     elif total < n:
         names, entry_rows, entry_cols = [], rows[:0], ids[:0]
     else:
-        starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1:])
+        starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1 :])
         size = max(len(vocab), 1)
-        if size ** n < 2**62:
+        if size**n < 2**62:
             keys = np.zeros(len(starts), dtype=np.int64)
             for i in range(n):
                 keys *= size
@@ -85,8 +85,9 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
         if n == 2:
             names = [f"{vocab[a]} {vocab[b]}{suffix}" for a, b in zip(*columns, strict=True)]
         else:
-            names = [" ".join([vocab[t] for t in gram]) + suffix
-                     for gram in zip(*columns, strict=True)]
+            names = [
+                " ".join([vocab[t] for t in gram]) + suffix for gram in zip(*columns, strict=True)
+            ]
         entry_rows, entry_cols = rows[starts], inverse.ravel()
     # Canonical column order (alphabetical), whatever the tokenisation route or vocabulary
     # order: z ties are broken by column order, so this keeps runs comparable.
@@ -127,9 +128,7 @@ def _fields(ctx: FeatureContext) -> Sequence[str]:
     return list(fields)
 
 
-def _ngrams(
-    ctx: FeatureContext, orders: Sequence[int]
-) -> tuple[list[sp.csr_matrix], list[str]]:
+def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> tuple[list[sp.csr_matrix], list[str]]:
     blocks, names = [], []
     for field_name in _fields(ctx):
         for n in orders:

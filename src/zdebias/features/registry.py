@@ -72,7 +72,8 @@ def _setting_names(fn: Callable[..., Any], *, skip_first: bool) -> frozenset[str
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return frozenset(
-        p.name for p in params
+        p.name
+        for p in params
         if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     )
 
@@ -166,7 +167,10 @@ def get_feature(name: str) -> FeatureSpec:
         if registered in _REGISTRY and _REGISTRY[registered].fn is fn:
             return _REGISTRY[registered]
         return FeatureSpec(
-            name=name, fn=fn, batch=False, settings=_setting_names(fn, skip_first=True),
+            name=name,
+            fn=fn,
+            batch=False,
+            settings=_setting_names(fn, skip_first=True),
             doc=(inspect.getdoc(fn) or "").split("\n", 1)[0],
         )
     valid = ", ".join(sorted(_REGISTRY))
@@ -228,7 +232,7 @@ class FeatureMatrix:
     def features_of(self, row: int) -> list[str]:
         """The names of the features record ``row`` has, in column order."""
         m = self.matrix
-        cols = m.indices[m.indptr[row]:m.indptr[row + 1]]
+        cols = m.indices[m.indptr[row] : m.indptr[row + 1]]
         return [self.names[j] for j in np.sort(cols)]
 
     def rows(self, index: np.ndarray | Sequence[int]) -> FeatureMatrix:
@@ -240,9 +244,7 @@ def _rows_of(m: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
 
 
-def build_csr(
-    rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int
-) -> sp.csr_matrix:
+def build_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int) -> sp.csr_matrix:
     """A canonical binary CSR matrix from (row, col) pairs; ``rows`` must be non-decreasing.
 
     Duplicates collapse into one (a feature is present once per record).
@@ -253,9 +255,7 @@ def build_csr(
     cols = np.asarray(cols, dtype=np.int32)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-    m = sp.csr_matrix(
-        (np.ones(len(cols), dtype=np.uint8), cols, indptr), shape=(n_rows, n_cols)
-    )
+    m = sp.csr_matrix((np.ones(len(cols), dtype=np.uint8), cols, indptr), shape=(n_rows, n_cols))
     m.sum_duplicates()
     m.data[:] = 1
     return m
@@ -310,7 +310,7 @@ class TokenColumn:
     def record_tokens(self, i: int) -> np.ndarray:
         """Token ids of record ``i``."""
         u = self.inverse[i]
-        return self.ids[self.offsets[u]:self.offsets[u + 1]]
+        return self.ids[self.offsets[u] : self.offsets[u + 1]]
 
     def expand(self, m: sp.csr_matrix) -> sp.csr_matrix:
         """Rows of a per-distinct-text matrix, gathered to one row per record."""
@@ -427,7 +427,7 @@ class FeatureContext:
         ids_parts: list[np.ndarray] = []
         len_parts: list[np.ndarray] = []
         for start in range(0, len(unique_texts), TOKENIZE_CHUNK):
-            ids, lengths = self._chunk_ids(unique_texts[start:start + TOKENIZE_CHUNK])
+            ids, lengths = self._chunk_ids(unique_texts[start : start + TOKENIZE_CHUNK])
             ids_parts.append(ids)
             len_parts.append(lengths)
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int32)
@@ -487,9 +487,9 @@ class FeatureContext:
 
 
 #: ASCII characters that are not word characters (``\w``), mapped to a space; NUL is kept.
-_ASCII_NON_WORD = str.maketrans({
-    c: " " for c in range(1, 128) if not (chr(c).isalnum() or chr(c) == "_")
-})
+_ASCII_NON_WORD = str.maketrans(
+    {c: " " for c in range(1, 128) if not (chr(c).isalnum() or chr(c) == "_")}
+)
 
 
 def _factorize_strings(items: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -536,8 +536,9 @@ def _record_feature(
             j = names.setdefault(str(fname), len(names))
             rows.append(i)
             cols.append(j)
-    m = build_csr(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
-                  len(records), len(names))
+    m = build_csr(
+        np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64), len(records), len(names)
+    )
     return m, list(names)
 
 
@@ -556,15 +557,14 @@ def _check_settings(specs: list[FeatureSpec], settings: dict[str, Any]) -> None:
         )
 
 
-def _merge_duplicate_columns(
-    m: sp.csr_matrix, names: list[str]
-) -> tuple[sp.csr_matrix, list[str]]:
+def _merge_duplicate_columns(m: sp.csr_matrix, names: list[str]) -> tuple[sp.csr_matrix, list[str]]:
     """Two groups may emit the same feature name: OR their columns into one."""
     if len(set(names)) == len(names):
         return m, names
     unique: dict[str, int] = {}
-    target = np.fromiter((unique.setdefault(n, len(unique)) for n in names), dtype=np.int64,
-                         count=len(names))
+    target = np.fromiter(
+        (unique.setdefault(n, len(unique)) for n in names), dtype=np.int64, count=len(names)
+    )
     if len(unique) == len(names):
         return m, names
     rows = _rows_of(m)
@@ -582,8 +582,7 @@ def _run_group(
     """Run one feature group; its blocks (CSR) and column names, checked."""
     if spec.pair_only and not pair:
         raise ConfigError(
-            f"feature {spec.name!r} needs premise/hypothesis pairs; these records are "
-            "single-text"
+            f"feature {spec.name!r} needs premise/hypothesis pairs; these records are single-text"
         )
     if spec.batch:
         m, fnames = spec.fn(ctx)

@@ -175,6 +175,7 @@ def _known_stages() -> dict[str, type[StageConfig]]:
 
 # --------------------------------------------------------------------------- loading
 
+_FLOAT_RE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -207,6 +208,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    if isinstance(value, str) and _FLOAT_RE.fullmatch(value.strip()):
+        value = float(value)  # YAML 1.1 reads 1e-5 as a string
     return [part for part in key.strip().split(".")], value
 
 
@@ -242,32 +245,38 @@ def _describe_error(err: dict[str, Any], model: type[BaseModel], where: str) -> 
     loc = [str(x) for x in err.get("loc", ())]
     place = ".".join([where, *loc]) if where else ".".join(loc)
     if err.get("type") == "extra_forbidden":
-        target: Any = model
-        for part in loc[:-1]:
-            field = getattr(target, "model_fields", {}).get(part)
-            annotation = field.annotation if field is not None else None
-            target = _model_in(annotation)
-            if target is None:
-                break
+        target = _model_at(model, loc[:-1])
         valid = sorted(target.model_fields) if target is not None else []
-        parent = ".".join([where, *loc[:-1]]) if (where or loc[:-1]) else "the recipe"
+        parent = ".".join([where, *loc[:-1]]) if where else ".".join(loc[:-1])
         hint = f"; valid keys: {', '.join(valid)}" if valid else ""
-        return f"{parent}: unknown key {loc[-1]!r}{hint}"
+        return f"{parent or 'the recipe'}: unknown key {loc[-1]!r}{hint}"
     if err.get("type") == "missing":
         return f"{place}: required setting is missing"
     return f"{place}: {err.get('msg', 'invalid value')} (got {err.get('input')!r})"
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    if get_origin(annotation) is dict:
-        args = get_args(annotation)
-        return _model_in(args[1]) if len(args) == 2 else None
+def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
+    """The settings class found by following ``path`` (field names and dict keys)."""
+    current: Any = model
+    for part in path:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = field.annotation
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        else:
+            return None
+        while get_origin(current) is not dict and not (
+            isinstance(current, type) and issubclass(current, BaseModel)
+        ):
+            inner = [a for a in get_args(current) if a is not type(None)]
+            if len(inner) != 1:
+                break
+            current = inner[0]
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return current
     return None
 
 

@@ -20,8 +20,18 @@ import numpy as np
 from zdebias.data.writers import atomic_open
 
 #: Colours per label index (matplotlib tab10, so PNG and HTML match).
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf"]
+COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
 
 
 def plot_paths(out: str | Path) -> tuple[Path, Path]:
@@ -105,8 +115,15 @@ def gardner_plot(
     }
 
 
-def _png(path: Path, pts: dict[str, np.ndarray], labels: Sequence[str], xs: np.ndarray,
-         ys: np.ndarray, p0: float, title: str) -> None:
+def _png(
+    path: Path,
+    pts: dict[str, np.ndarray],
+    labels: Sequence[str],
+    xs: np.ndarray,
+    ys: np.ndarray,
+    p0: float,
+    title: str,
+) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -115,8 +132,15 @@ def _png(path: Path, pts: dict[str, np.ndarray], labels: Sequence[str], xs: np.n
     ax = fig.add_subplot(1, 1, 1)
     for i, name in enumerate(labels):
         sel = pts["label"] == i
-        ax.scatter(pts["n"][sel], pts["p"][sel], s=6, alpha=0.5, color=COLORS[i % len(COLORS)],
-                   label=f"{name} ({int(sel.sum()):,})", linewidths=0)
+        ax.scatter(
+            pts["n"][sel],
+            pts["p"][sel],
+            s=6,
+            alpha=0.5,
+            color=COLORS[i % len(COLORS)],
+            label=f"{name} ({int(sel.sum()):,})",
+            linewidths=0,
+        )
     ax.plot(xs, ys, color="black", lw=1.2, label="significance (Bonferroni α)")
     ax.axhline(p0, color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(labels)}")
     ax.set_xscale("log")
@@ -131,8 +155,17 @@ def _png(path: Path, pts: dict[str, np.ndarray], labels: Sequence[str], xs: np.n
         fig.savefig(fh, format="png")
 
 
-def _html(path: Path, pts: dict[str, np.ndarray], names: Sequence[str], labels: Sequence[str],
-          xs: np.ndarray, ys: np.ndarray, p0: float, title: str, z_c: float) -> None:
+def _html(
+    path: Path,
+    pts: dict[str, np.ndarray],
+    names: Sequence[str],
+    labels: Sequence[str],
+    xs: np.ndarray,
+    ys: np.ndarray,
+    p0: float,
+    title: str,
+    z_c: float,
+) -> None:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -140,19 +173,34 @@ def _html(path: Path, pts: dict[str, np.ndarray], names: Sequence[str], labels: 
         sel = np.flatnonzero(pts["label"] == i)
         text = [
             f"{names[f]}<br>label={name}<br>z={zv:.2f}<br>n={nv:,}<br>p̂={pv:.3f}"
-            for f, zv, nv, pv in zip(pts["feature"][sel].tolist(), pts["z"][sel].tolist(),
-                                     pts["n"][sel].tolist(), pts["p"][sel].tolist(), strict=True)
+            for f, zv, nv, pv in zip(
+                pts["feature"][sel].tolist(),
+                pts["z"][sel].tolist(),
+                pts["n"][sel].tolist(),
+                pts["p"][sel].tolist(),
+                strict=True,
+            )
         ]
-        fig.add_trace(go.Scattergl(
-            x=pts["n"][sel], y=pts["p"][sel], mode="markers", name=name, text=text,
-            hoverinfo="text", marker={"size": 5, "opacity": 0.6, "color": COLORS[i % 10]},
-        ))
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"z = {z_c:.2f}",
-                             line={"color": "black"}))
+        fig.add_trace(
+            go.Scattergl(
+                x=pts["n"][sel],
+                y=pts["p"][sel],
+                mode="markers",
+                name=name,
+                text=text,
+                hoverinfo="text",
+                marker={"size": 5, "opacity": 0.6, "color": COLORS[i % 10]},
+            )
+        )
+    fig.add_trace(
+        go.Scatter(x=xs, y=ys, mode="lines", name=f"z = {z_c:.2f}", line={"color": "black"})
+    )
     fig.add_hline(y=p0, line_dash="dash", line_color="grey")
     fig.update_layout(
-        title=title, xaxis={"type": "log", "title": "n (examples with the feature)"},
-        yaxis={"title": "p̂(label | feature)", "range": [0, 1.02]}, template="plotly_white",
+        title=title,
+        xaxis={"type": "log", "title": "n (examples with the feature)"},
+        yaxis={"title": "p̂(label | feature)", "range": [0, 1.02]},
+        template="plotly_white",
     )
     with atomic_open(path) as fh:
         fh.write(fig.to_html(include_plotlyjs=True, full_html=True))

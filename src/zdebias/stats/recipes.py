@@ -91,14 +91,21 @@ class _Combined:
         if n_orig:
             settings.setdefault("hypo_only_fit", self.orig_rows)
         self.features = list(features) if features is not None else None
-        self.fm = extract_features(self.records, self.features, labels=self.labels,
-                                   progress=progress, **settings)
-        self.options = {"top_k": top_k, "batch_size": batch_size, "shuffle_seed": shuffle_seed,
-                        "min_z": min_z, "progress": progress}
+        self.fm = extract_features(
+            self.records, self.features, labels=self.labels, progress=progress, **settings
+        )
+        self.options = {
+            "top_k": top_k,
+            "batch_size": batch_size,
+            "shuffle_seed": shuffle_seed,
+            "min_z": min_z,
+            "progress": progress,
+        }
 
     def filter(self, rows: np.ndarray, seed_rows: np.ndarray | None = None) -> FilterArrays:
-        return z_filter_matrix(self.fm.matrix, self.y, len(self.labels), rows=rows,
-                               seed_rows=seed_rows, **self.options)
+        return z_filter_matrix(
+            self.fm.matrix, self.y, len(self.labels), rows=rows, seed_rows=seed_rows, **self.options
+        )
 
     def _top(self, rows: np.ndarray) -> dict[str, list[dict[str, Any]]]:
         counts = label_counts(self.fm.matrix[rows], self.y[rows], len(self.labels))
@@ -138,9 +145,14 @@ class _Combined:
             **{k: v for k, v in self.options.items() if k != "progress"},
             "features": self.features if self.features is not None else "default",
             "stages": [
-                {"stage": name, "n_seed": n_seed, "n_input": len(a.accepted) + len(a.rejected),
-                 "n_accepted": len(a.accepted), "n_rejected": len(a.rejected),
-                 "n_batches": a.n_batches}
+                {
+                    "stage": name,
+                    "n_seed": n_seed,
+                    "n_input": len(a.accepted) + len(a.rejected),
+                    "n_accepted": len(a.accepted),
+                    "n_rejected": len(a.rejected),
+                    "n_batches": a.n_batches,
+                }
                 for name, a, n_seed in stages
             ],
             "top_z_original": first(self._top(self.orig_rows)) if n_orig else None,
@@ -161,9 +173,16 @@ def _options(
     progress: bool = False,
     **feature_settings: Any,
 ) -> dict[str, Any]:
-    return {"top_k": top_k, "batch_size": batch_size, "shuffle_seed": shuffle_seed,
-            "features": features, "labels": labels, "min_z": min_z, "progress": progress,
-            "feature_settings": feature_settings}
+    return {
+        "top_k": top_k,
+        "batch_size": batch_size,
+        "shuffle_seed": shuffle_seed,
+        "features": features,
+        "labels": labels,
+        "min_z": min_z,
+        "progress": progress,
+        "feature_settings": feature_settings,
+    }
 
 
 def z_aug(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
@@ -193,8 +212,11 @@ def seq_z(original: Sequence[Record], generated: Sequence[Record], **opts: Any) 
     orig = c.filter(c.orig_rows)
     gen = c.filter(c.gen_rows, seed_rows=orig.accepted)
     kept = np.concatenate([orig.accepted, gen.accepted])
-    return c.result("seq-z", kept, [("Z(original)", orig, 0),
-                                    ("Z(generated | Z(original))", gen, len(orig.accepted))])
+    return c.result(
+        "seq-z",
+        kept,
+        [("Z(original)", orig, 0), ("Z(generated | Z(original))", gen, len(orig.accepted))],
+    )
 
 
 RECIPES: dict[str, Callable[..., RecipeResult]] = {"z-aug": z_aug, "par-z": par_z, "seq-z": seq_z}

@@ -79,14 +79,11 @@ class FilterArrays:
     def rejected_by(self) -> dict[int, list[int]]:
         """Rejected row → its biased feature columns."""
         out: dict[int, list[int]] = {}
-        for r, f in zip(self.rejected_by_rows.tolist(), self.rejected_by_features.tolist(),
-                        strict=True):
+        for r, f in zip(
+            self.rejected_by_rows.tolist(), self.rejected_by_features.tolist(), strict=True
+        ):
             out.setdefault(r, []).append(f)
         return out
-
-    def check_partition(self) -> None:
-        """Assert that every rejected row has its rejecting features (an internal check)."""
-        assert np.array_equal(np.unique(self.rejected_by_rows), self.rejected)
 
 
 class _TopK:
@@ -221,9 +218,11 @@ def z_filter_matrix(
     in_seed[seed] = True
     if in_seed[cand].any():
         raise ConfigError("a row cannot be both in the seed and in the data to filter")
-    order = cand if shuffle_seed is None else cand[
-        np.random.default_rng(shuffle_seed).permutation(len(cand))
-    ]
+    order = (
+        cand
+        if shuffle_seed is None
+        else cand[np.random.default_rng(shuffle_seed).permutation(len(cand))]
+    )
     big_l = num_labels
     counts = np.zeros(n_feat * big_l, dtype=np.int64)
     if len(seed):
@@ -258,7 +257,7 @@ def z_filter_matrix(
             size = end - start
             lo, hi = indptr[start], indptr[end]
             idx = indices[lo:hi]  # int32; codes = feature * L + label fit in int32 too
-            row_local = np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr[start:end + 1]))
+            row_local = np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr[start : end + 1]))
             codes = idx * np.int32(big_l) + y_sub[start:end][row_local]
             biased = [topk.best(label) for label in range(big_l)]
             set_codes = []
@@ -354,7 +353,8 @@ def summarize_filter(
     """The summary dict: sizes, label counts and top z per label before and after."""
     big_l = len(labels)
     all_rows = len(before_rows) == fm.n_records and np.array_equal(
-        before_rows, np.arange(fm.n_records))
+        before_rows, np.arange(fm.n_records)
+    )
     if all_rows:
         before = label_counts(fm.matrix, y, big_l)
     else:
@@ -425,10 +425,12 @@ def _tag_rejected(
     # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
     return [
-        Record(r.id, r.label, r.premise, r.hypothesis, r.text,
-               {**r.meta, "rejected_by": fnames[a:b]})
-        for r, a, b in zip(map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1],
-                           cuts[1:], strict=True)
+        Record(
+            r.id, r.label, r.premise, r.hypothesis, r.text, {**r.meta, "rejected_by": fnames[a:b]}
+        )
+        for r, a, b in zip(
+            map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1], cuts[1:], strict=True
+        )
     ]
 
 
@@ -464,10 +466,21 @@ def z_filter(
     labels = tuple(labels) if labels is not None else infer_labels(everything)
     if not records:
         return ZFilterResult(
-            kept=seed, rejected=[], accepted=[],
-            summary={"n_input": 0, "n_seed": len(seed), "n_accepted": 0, "n_kept": len(seed),
-                     "n_rejected": 0, "labels": list(labels), "top_k": top_k,
-                     "batch_size": batch_size, "shuffle_seed": shuffle_seed, "n_batches": 0},
+            kept=seed,
+            rejected=[],
+            accepted=[],
+            summary={
+                "n_input": 0,
+                "n_seed": len(seed),
+                "n_accepted": 0,
+                "n_kept": len(seed),
+                "n_rejected": 0,
+                "labels": list(labels),
+                "top_k": top_k,
+                "batch_size": batch_size,
+                "shuffle_seed": shuffle_seed,
+                "n_batches": 0,
+            },
         )
     y = label_ids(everything, labels)
     if isinstance(features, FeatureMatrix):
@@ -479,14 +492,20 @@ def z_filter(
         feature_names: list[str] | None = None
     else:
         feature_names = list(features) if features is not None else None
-        fm = extract_features(everything, feature_names, labels=labels, progress=progress,
-                              **feature_settings)
+        fm = extract_features(
+            everything, feature_names, labels=labels, progress=progress, **feature_settings
+        )
     n_seed = len(seed)
     arrays = z_filter_matrix(
-        fm.matrix, y, len(labels),
+        fm.matrix,
+        y,
+        len(labels),
         rows=np.arange(n_seed, len(everything)),
         seed_rows=np.arange(n_seed),
-        top_k=top_k, batch_size=batch_size, shuffle_seed=shuffle_seed, min_z=min_z,
+        top_k=top_k,
+        batch_size=batch_size,
+        shuffle_seed=shuffle_seed,
+        min_z=min_z,
         progress=progress,
     )
     with gc_paused():
@@ -500,12 +519,21 @@ def z_filter(
         "features": feature_names if feature_names is not None else "default",
     }
     summary = summarize_filter(
-        fm, y, labels, arrays, before_rows=np.arange(len(everything)), n_seed=n_seed,
+        fm,
+        y,
+        labels,
+        arrays,
+        before_rows=np.arange(len(everything)),
+        n_seed=n_seed,
         settings=settings,
     )
     return ZFilterResult(
-        kept=seed + accepted, rejected=rejected, accepted=accepted, summary=summary,
-        features=fm, arrays=arrays,
+        kept=seed + accepted,
+        rejected=rejected,
+        accepted=accepted,
+        summary=summary,
+        features=fm,
+        arrays=arrays,
     )
 
 

@@ -55,8 +55,11 @@ def label_ids(records: Iterable[Record], labels: Sequence[str]) -> np.ndarray:
     records = records if isinstance(records, list) else list(records)
     index = {name: i for i, name in enumerate(labels)}
     try:
-        return np.fromiter(map(index.__getitem__, map(attrgetter("label"), records)),
-                           dtype=np.int64, count=len(records))
+        return np.fromiter(
+            map(index.__getitem__, map(attrgetter("label"), records)),
+            dtype=np.int64,
+            count=len(records),
+        )
     except KeyError:
         bad = next(r for r in records if r.label not in index)
         raise DataError(
@@ -148,7 +151,11 @@ def top_k_column(
 
 
 def top_k(
-    z: np.ndarray, k: int, *, n: np.ndarray | None = None, min_n: int = 1,
+    z: np.ndarray,
+    k: int,
+    *,
+    n: np.ndarray | None = None,
+    min_n: int = 1,
     min_z: float = -math.inf,
 ) -> list[np.ndarray]:
     """Per label, the indices of the ``k`` features with the highest z (the biased set B(l)).
@@ -230,8 +237,10 @@ def describe(
     from zdebias.features.registry import extract_features
 
     labels = tuple(labels) if labels is not None else infer_labels(records)
-    fm = feature_matrix if feature_matrix is not None else extract_features(
-        records, features, labels=labels, **settings
+    fm = (
+        feature_matrix
+        if feature_matrix is not None
+        else extract_features(records, features, labels=labels, **settings)
     )
     y = label_ids(records, labels)
     z, n, p_hat = z_statistics(fm.matrix, y, len(labels))

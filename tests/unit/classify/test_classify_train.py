@@ -167,7 +167,8 @@ def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
     assert float(got.detach()) == pytest.approx(float(want.detach()), abs=1e-6)
     model.eval()  # evaluation scores the main model alone
     plain = torch.nn.functional.cross_entropy(model(**tokens).logits, batch["labels"])
-    assert float(trainer.compute_loss(model, batch)) == pytest.approx(float(plain), abs=1e-6)
+    got_eval = trainer.compute_loss(model, batch).detach()
+    assert float(got_eval) == pytest.approx(float(plain.detach()), abs=1e-6)
 
 
 def test_learned_mixin_training_drops_the_gate(tiny_model, tmp_path: Path) -> None:

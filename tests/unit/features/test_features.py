@@ -40,23 +40,49 @@ def test_pair_feature_names_and_bins() -> None:
     assert fm.matrix.shape == (4, len(fm.names))
     assert fm.matrix.dtype == np.uint8 and set(fm.matrix.data.tolist()) == {1}
     assert feats(fm, 0) == {
-        "a@premise", "man@premise", "is@premise", "sleeping@premise",
-        "a man@premise", "man is@premise", "is sleeping@premise",
-        "a@hypothesis", "man@hypothesis", "sleeps@hypothesis",
-        "a man@hypothesis", "man sleeps@hypothesis",
-        "hypo-len<5", "len-ratio<1", "lex-overlap>0.5", "lex-overlap>0.6", "<null>",
+        "a@premise",
+        "man@premise",
+        "is@premise",
+        "sleeping@premise",
+        "a man@premise",
+        "man is@premise",
+        "is sleeping@premise",
+        "a@hypothesis",
+        "man@hypothesis",
+        "sleeps@hypothesis",
+        "a man@hypothesis",
+        "man sleeps@hypothesis",
+        "hypo-len<5",
+        "len-ratio<1",
+        "lex-overlap>0.5",
+        "lex-overlap>0.6",
+        "<null>",
     }
     row2 = feats(fm, 1)
     # repeated tokens count once; overlap 1 gives every threshold plus full-lex-overlap
-    assert {"dogs@hypothesis", "run@hypothesis", "dogs run@hypothesis", "run dogs@hypothesis"} \
-        <= row2
+    assert {
+        "dogs@hypothesis",
+        "run@hypothesis",
+        "dogs run@hypothesis",
+        "run dogs@hypothesis",
+    } <= row2
     assert {f for f in row2 if "lex" in f} == {
-        "lex-overlap>0.5", "lex-overlap>0.6", "lex-overlap>0.7", "lex-overlap>0.8",
-        "lex-overlap>0.9", "full-lex-overlap"}
+        "lex-overlap>0.5",
+        "lex-overlap>0.6",
+        "lex-overlap>0.7",
+        "lex-overlap>0.8",
+        "lex-overlap>0.9",
+        "full-lex-overlap",
+    }
     assert "hypo-len<5" in row2 and "len-ratio<0.75" in row2
     row3 = feats(fm, 2)
-    assert {"no-lex-overlap", "hypo-len<15", "len-ratio>=1", "is sleeping@hypothesis",
-            "sleeping@hypothesis"} <= row3
+    assert {
+        "no-lex-overlap",
+        "hypo-len<15",
+        "len-ratio>=1",
+        "is sleeping@hypothesis",
+        "sleeping@hypothesis",
+    } <= row3
     assert not any(f.startswith("lex-overlap>") for f in row3)
     row4 = feats(fm, 3)
     assert not any("lex" in f for f in row4)  # 0.5 is not > 0.5, and not 0 or 1
@@ -76,7 +102,11 @@ def test_pair_feature_names_and_bins() -> None:
 def test_settings_change_bins_and_unknown_setting_fails() -> None:
     fm = extract_features(PAIRS, ["hypo-len"], hypo_len_bins=(4, 8))
     assert [fm.features_of(i) for i in range(4)] == [
-        ["hypo-len<4"], ["hypo-len<8"], ["hypo-len>=8"], ["hypo-len<8"]]
+        ["hypo-len<4"],
+        ["hypo-len<8"],
+        ["hypo-len>=8"],
+        ["hypo-len<8"],
+    ]
     fm = extract_features(PAIRS, ["lex-overlap"], lex_overlap_thresholds=[0.4])
     assert fm.features_of(3) == ["lex-overlap>0.4"]
     fm = extract_features(PAIRS, ["ngrams"], ngram_range=(2, 2), ngram_fields=["hypothesis"])
@@ -94,10 +124,20 @@ def test_single_text_records() -> None:
     ]
     fm = extract_features(texts)
     assert set(fm.features_of(0)) == {
-        "great@text", "movie@text", "great great@text", "great movie@text", "text-len<5",
-        "<null>"}
-    assert set(fm.features_of(1)) == {"bad@text", "movie@text", "bad movie@text", "text-len<5",
-                                      "<null>"}
+        "great@text",
+        "movie@text",
+        "great great@text",
+        "great movie@text",
+        "text-len<5",
+        "<null>",
+    }
+    assert set(fm.features_of(1)) == {
+        "bad@text",
+        "movie@text",
+        "bad movie@text",
+        "text-len<5",
+        "<null>",
+    }
     with pytest.raises(ConfigError, match="needs premise/hypothesis pairs"):
         extract_features(texts, ["lex-overlap"])
     with pytest.raises(DataError, match="single-text"):
@@ -111,10 +151,12 @@ def test_registry_unknown_name_and_user_functions(tmp_path: Path, monkeypatch) -
         assert name in str(err.value)
 
     module = tmp_path / "my_feats.py"
-    module.write_text(textwrap.dedent('''
+    module.write_text(
+        textwrap.dedent("""
         def negation(record, word="nobody"):
             return [f"has-{word}"] if word in record.hypothesis.lower() else []
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     for path in ("my_feats:negation", "my_feats.negation"):
         fm = extract_features(PAIRS, [path, "null"])
@@ -137,7 +179,11 @@ def test_registry_unknown_name_and_user_functions(tmp_path: Path, monkeypatch) -
 
     fm = extract_features(PAIRS, ["test-first-word"])
     assert [fm.features_of(i) for i in range(4)] == [
-        ["first=a"], ["first=dogs"], ["first=nobody"], ["first=the"]]
+        ["first=a"],
+        ["first=dogs"],
+        ["first=nobody"],
+        ["first=the"],
+    ]
 
 
 def test_duplicate_names_from_two_groups_are_merged() -> None:
@@ -147,8 +193,17 @@ def test_duplicate_names_from_two_groups_are_merged() -> None:
 
 
 def test_fast_tokenisation_matches_tokenize() -> None:
-    texts = ["Nobody's sleeping.", "ÉCOLE d'été, ΟΔΟΣ", "...", "x\x00y z", "Naïve café's",
-             "Nobody's sleeping.", "a\tb\x0bc\x1cd-e", "A__b 12,5 \x7fdel", "x'y'z 'hi' dogs'"]
+    texts = [
+        "Nobody's sleeping.",
+        "ÉCOLE d'été, ΟΔΟΣ",
+        "...",
+        "x\x00y z",
+        "Naïve café's",
+        "Nobody's sleeping.",
+        "a\tb\x0bc\x1cd-e",
+        "A__b 12,5 \x7fdel",
+        "x'y'z 'hi' dogs'",
+    ]
     records = [Record(f"r{i}", "neutral", "p", t) for i, t in enumerate(texts)]
     ctx = FeatureContext(records, {})
     col = ctx.tokens("hypothesis")
@@ -164,7 +219,8 @@ def test_fast_tokenisation_matches_tokenize() -> None:
         slow = extract_features(subset, ["ngrams", "hypo-len"], tokenizer=tokenize)
         assert sorted(fast.names) == sorted(slow.names)
         assert [sorted(fast.features_of(i)) for i in range(len(subset))] == [
-            sorted(slow.features_of(i)) for i in range(len(subset))]
+            sorted(slow.features_of(i)) for i in range(len(subset))
+        ]
 
 
 def test_parse_ngram() -> None:

@@ -33,8 +33,10 @@ def test_meta_predictions_come_first() -> None:
     ]
     fm = extract_features(recs, ["hypo-only"], labels=LABELS)
     assert [fm.features_of(i) for i in range(3)] == [
-        ["hypo-only-pred=contradiction"], ["hypo-only-pred=neutral"],
-        ["hypo-only-pred=contradiction"]]
+        ["hypo-only-pred=contradiction"],
+        ["hypo-only-pred=neutral"],
+        ["hypo-only-pred=contradiction"],
+    ]
     bad = [Record("a", "entailment", "p", "h", meta={"hypo_only_pred": "maybe"})]
     with pytest.raises(DataError, match="hypo_only_pred 'maybe'"):
         extract_features(bad, ["hypo-only"], labels=LABELS)
@@ -63,8 +65,10 @@ def test_trained_model_folder_is_used(monkeypatch) -> None:
     fm = extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
     assert seen["ids"] == ["a", "c"]  # the meta prediction wins for b
     assert [fm.features_of(i) for i in range(3)] == [
-        ["hypo-only-pred=entailment"], ["hypo-only-pred=neutral"],
-        ["hypo-only-pred=contradiction"]]
+        ["hypo-only-pred=entailment"],
+        ["hypo-only-pred=neutral"],
+        ["hypo-only-pred=contradiction"],
+    ]
     Fake.input = "pair"
     with pytest.raises(ConfigError, match="hypothesis-only classifier is needed"):
         extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
@@ -100,8 +104,10 @@ def test_cross_fitting_learns_a_real_signal_and_predicts_unfit_rows() -> None:
 
 
 def test_default_feature_is_deterministic_and_named_by_label() -> None:
-    recs = [Record(f"r{i}", LABELS[i % 3], "a man", ["yes", "maybe", "no"][i % 3] + " it is")
-            for i in range(60)]
+    recs = [
+        Record(f"r{i}", LABELS[i % 3], "a man", ["yes", "maybe", "no"][i % 3] + " it is")
+        for i in range(60)
+    ]
     a = extract_features(recs, ["hypo-only"], labels=LABELS)
     b = extract_features(recs, ["hypo-only"], labels=LABELS)
     assert a.names == [f"hypo-only-pred={name}" for name in LABELS]

@@ -21,8 +21,9 @@ def snli(data_dir: Path):
 
 
 def test_known_artifacts_are_reported(snli) -> None:
-    report = describe(snli, features=["ngrams", "hypo-len", "len-ratio", "lex-overlap", "null"],
-                      top=20)
+    report = describe(
+        snli, features=["ngrams", "hypo-len", "len-ratio", "lex-overlap", "null"], top=20
+    )
     assert report["n_examples"] == 19_993
     assert report["label_counts"] == {"entailment": 6671, "neutral": 6663, "contradiction": 6659}
     ent = {r["feature"]: r for r in report["top"]["entailment"]}
@@ -39,7 +40,9 @@ def test_known_artifacts_are_reported(snli) -> None:
     assert report["top"]["contradiction"][0]["feature"] == "sleeping@hypothesis"
     assert con["sleeping@hypothesis"]["z"] == pytest.approx(18.26, abs=0.01)
     assert (con["sleeping@hypothesis"]["n"], con["sleeping@hypothesis"]["p"]) == (
-        276, pytest.approx(235 / 276, abs=1e-9))
+        276,
+        pytest.approx(235 / 276, abs=1e-9),
+    )
     assert neu["to@hypothesis"]["z"] == pytest.approx(24.59, abs=0.01)
     assert report["z_critical"] == pytest.approx(5.2195, abs=1e-3)
     assert report["n_significant"] == 199
@@ -53,16 +56,22 @@ def test_filtering_removes_them(snli) -> None:
     fm = result.features
     z_before, _, _ = z_statistics(fm.matrix, label_ids(snli, LABELS), 3)
     z_after, n_after, _ = z_from_counts(result.arrays.counts)
-    for name, label in [("lex-overlap>0.7", 0), ("lex-overlap>0.8", 0), ("full-lex-overlap", 0),
-                        ("sleeping@hypothesis", 2), ("is sleeping@hypothesis", 2),
-                        ("to@hypothesis", 1), ("outside@hypothesis", 0)]:
+    for name, label in [
+        ("lex-overlap>0.7", 0),
+        ("lex-overlap>0.8", 0),
+        ("full-lex-overlap", 0),
+        ("sleeping@hypothesis", 2),
+        ("is sleeping@hypothesis", 2),
+        ("to@hypothesis", 1),
+        ("outside@hypothesis", 0),
+    ]:
         j = fm.index[name]
         assert z_before[j, label] > 13
         # from 13-37 to about the significance threshold (5.2) or below
         assert z_after[j, label] < min(6.0, z_before[j, label] / 3), name
     assert s["n_significant_before"] > 190
     assert s["n_significant_after"] <= 3  # from 199+ (the order of ties moves it by a few)
-    assert min(r["z"] for r in s["top_z_before"].values()) > 40   # hypo-only-pred=...
+    assert min(r["z"] for r in s["top_z_before"].values()) > 40  # hypo-only-pred=...
     assert max(r["z"] for r in s["top_z_after"].values()) < 8
     assert np.all(n_after >= 0)
     sleeping = [r for r in result.rejected if "sleeping@hypothesis" in r.meta["rejected_by"]]

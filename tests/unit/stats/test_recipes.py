@@ -60,8 +60,15 @@ def test_z_aug_keeps_original_whole_and_filters_generated() -> None:
     assert _ids(res.records[: len(ORIG)]) == _ids(ORIG)
     fm, y = _reference(None)
     n = len(ORIG)
-    ref = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)),
-                          seed_rows=np.arange(n), top_k=5, batch_size=40)
+    ref = z_filter_matrix(
+        fm.matrix,
+        y,
+        3,
+        rows=np.arange(n, n + len(GEN)),
+        seed_rows=np.arange(n),
+        top_k=5,
+        batch_size=40,
+    )
     assert _ids(res.records[n:]) == [GEN[i - n].id for i in ref.accepted.tolist()]
     s = res.summary
     assert (s["recipe"], s["n_original"], s["n_generated"]) == ("z-aug", 240, 300)
@@ -75,8 +82,7 @@ def test_par_z_filters_each_part_on_its_own() -> None:
     fm, y = _reference(None)
     n = len(ORIG)
     a = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n), top_k=5, batch_size=40)
-    b = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)), top_k=5,
-                        batch_size=40)
+    b = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)), top_k=5, batch_size=40)
     everything = ORIG + GEN
     expected = [everything[i].id for i in np.concatenate([a.accepted, b.accepted]).tolist()]
     assert _ids(res.records) == expected
@@ -89,8 +95,15 @@ def test_seq_z_seeds_generated_with_filtered_original() -> None:
     fm, y = _reference(None)
     n = len(ORIG)
     a = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n), top_k=5, batch_size=40)
-    b = z_filter_matrix(fm.matrix, y, 3, rows=np.arange(n, n + len(GEN)), seed_rows=a.accepted,
-                        top_k=5, batch_size=40)
+    b = z_filter_matrix(
+        fm.matrix,
+        y,
+        3,
+        rows=np.arange(n, n + len(GEN)),
+        seed_rows=a.accepted,
+        top_k=5,
+        batch_size=40,
+    )
     everything = ORIG + GEN
     expected = [everything[i].id for i in np.concatenate([a.accepted, b.accepted]).tolist()]
     assert _ids(res.records) == expected
@@ -112,14 +125,16 @@ def test_combine_dispatch_and_unknown_recipe() -> None:
 def test_default_features_train_hypothesis_only_on_original() -> None:
     # Original hypotheses give the label away by a word; generated ones use other words. A
     # hypothesis-only model trained on the original data only cannot know the generated words.
-    orig = [Record(f"o{i}", LABELS[i % 3], "p", ["yes", "maybe", "no"][i % 3] + " x")
-            for i in range(90)]
+    orig = [
+        Record(f"o{i}", LABELS[i % 3], "p", ["yes", "maybe", "no"][i % 3] + " x") for i in range(90)
+    ]
     gen = [Record(f"g{i}", LABELS[i % 3], "p", f"other{i % 3} y") for i in range(30)]
     res = z_aug(orig, gen, features=["hypo-only"], batch_size=10)
     assert res.summary["n_output_original"] == 90
     assert res.summary["top_z_original"]["entailment"]["feature"] == "hypo-only-pred=entailment"
     assert res.summary["top_z_original"]["entailment"]["z"] == pytest.approx(
-        (1 - 1 / 3) / np.sqrt((1 / 3) * (2 / 3) / 30), abs=1e-9)
+        (1 - 1 / 3) / np.sqrt((1 / 3) * (2 / 3) / 30), abs=1e-9
+    )
     # generated words are unknown to a model fit on the original data: every generated record
     # gets the same prediction, so the feature carries no label information there (z = 0);
     # a model fit on all data would have learned them (z = 4.47 per label).

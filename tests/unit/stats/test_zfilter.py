@@ -39,7 +39,7 @@ def reference_filter(x, y, num_labels, order, seed_rows, k, batch, min_z=0.0):
                 )
                 biased[label] = ranked[:k]
         new = []
-        for r in order[start:start + batch]:
+        for r in order[start : start + batch]:
             hits = [f for f in biased[y[r]] if dense[r, f]]
             if hits:
                 rejected[int(r)] = hits
@@ -62,11 +62,14 @@ def reference_filter(x, y, num_labels, order, seed_rows, k, batch, min_z=0.0):
     density=st.floats(0.05, 0.6),
     small_pool=st.booleans(),
 )
-def test_matches_from_scratch_algorithm(seed, n_rows, n_feat, num_labels, k, batch, n_seed,
-                                        density, small_pool) -> None:
+def test_matches_from_scratch_algorithm(
+    seed, n_rows, n_feat, num_labels, k, batch, n_seed, density, small_pool
+) -> None:
     if small_pool:  # a pool of k+1 candidates: rescans and tie fall-backs all the time
-        with mock.patch.object(zfilter, "TOPK_POOL_MIN", 1), \
-                mock.patch.object(zfilter, "TOPK_POOL_PER_K", 1):
+        with (
+            mock.patch.object(zfilter, "TOPK_POOL_MIN", 1),
+            mock.patch.object(zfilter, "TOPK_POOL_PER_K", 1),
+        ):
             _check_against_reference(seed, n_rows, n_feat, num_labels, k, batch, n_seed, density)
     else:
         _check_against_reference(seed, n_rows, n_feat, num_labels, k, batch, n_seed, density)
@@ -79,8 +82,16 @@ def _check_against_reference(seed, n_rows, n_feat, num_labels, k, batch, n_seed,
     y = rng.integers(0, num_labels, total)
     seed_rows = np.arange(n_seed)
     rows = np.arange(n_seed, total)
-    out = z_filter_matrix(x, y, num_labels, rows=rows, seed_rows=seed_rows, top_k=k,
-                          batch_size=batch, shuffle_seed=seed % 7)
+    out = z_filter_matrix(
+        x,
+        y,
+        num_labels,
+        rows=rows,
+        seed_rows=seed_rows,
+        top_k=k,
+        batch_size=batch,
+        shuffle_seed=seed % 7,
+    )
     order = rows[np.random.default_rng(seed % 7).permutation(len(rows))]
     ref_acc, ref_rej = reference_filter(x, y, num_labels, order, list(seed_rows), k, batch)
     assert out.accepted.tolist() == ref_acc
@@ -107,15 +118,22 @@ def test_large_pool_path_matches_reference() -> None:
     y = rng.integers(0, 3, n_rows)
     ref_acc, ref_rej = reference_filter(x, y, 3, np.arange(n_rows), [], 20, 25)
     for pool in (256, 21):
-        with mock.patch.object(zfilter, "TOPK_POOL_MIN", pool), \
-                mock.patch.object(zfilter, "TOPK_POOL_PER_K", 1):
+        with (
+            mock.patch.object(zfilter, "TOPK_POOL_MIN", pool),
+            mock.patch.object(zfilter, "TOPK_POOL_PER_K", 1),
+        ):
             out = z_filter_matrix(x, y, 3, top_k=20, batch_size=25, shuffle_seed=None)
         assert out.accepted.tolist() == ref_acc
         assert out.rejected_by() == ref_rej
 
 
-def _records(rng: np.random.Generator, n: int, plant: str | None = None, rate: float = 0.0,
-             other_rate: float = 0.0) -> list[Record]:
+def _records(
+    rng: np.random.Generator,
+    n: int,
+    plant: str | None = None,
+    rate: float = 0.0,
+    other_rate: float = 0.0,
+) -> list[Record]:
     words = [f"w{i}" for i in range(60)]
     out = []
     for i in range(n):
@@ -128,16 +146,27 @@ def _records(rng: np.random.Generator, n: int, plant: str | None = None, rate: f
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 2**31 - 1), batch=st.integers(10, 200), k=st.integers(1, 20),
-       n_seed=st.integers(0, 50), shuffle=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    batch=st.integers(10, 200),
+    k=st.integers(1, 20),
+    n_seed=st.integers(0, 50),
+    shuffle=st.booleans(),
+)
 def test_records_partition_exactly(seed, batch, k, n_seed, shuffle) -> None:
     rng = np.random.default_rng(seed)
     recs = _records(rng, 300)
     seed_recs = [r.replace(id=f"seed{i}") for i, r in enumerate(_records(rng, n_seed))]
-    res = z_filter(recs, seed_records=seed_recs, top_k=k, batch_size=batch,
-                   shuffle_seed=seed if shuffle else None, features=["unigrams", "null"])
+    res = z_filter(
+        recs,
+        seed_records=seed_recs,
+        top_k=k,
+        batch_size=batch,
+        shuffle_seed=seed if shuffle else None,
+        features=["unigrams", "null"],
+    )
     ids = [r.id for r in res.accepted] + [r.id for r in res.rejected]
-    assert sorted(ids) == sorted(r.id for r in recs)        # every input id exactly once
+    assert sorted(ids) == sorted(r.id for r in recs)  # every input id exactly once
     assert [r.id for r in res.kept[:n_seed]] == [r.id for r in seed_recs]
     assert res.kept[n_seed:] == res.accepted
     s = res.summary
@@ -162,8 +191,9 @@ def test_first_batch_of_unseeded_run_is_accepted_whole() -> None:
     assert all(int(r.id[2:]) >= 100 for r in res.rejected)
     # with a seed, the same first batch is filtered against the seed's statistics
     seed = [r.replace(id=f"s{i}") for i, r in enumerate(_records(rng, 300, "zzplant", 0.9))]
-    res2 = z_filter(recs, seed_records=seed, batch_size=100, features=["unigrams", "null"],
-                    shuffle_seed=None)
+    res2 = z_filter(
+        recs, seed_records=seed, batch_size=100, features=["unigrams", "null"], shuffle_seed=None
+    )
     assert any(int(r.id[2:]) < 100 for r in res2.rejected)
     assert any("zzplant@hypothesis" in r.meta["rejected_by"] for r in res2.rejected)
 

@@ -38,15 +38,15 @@ def test_hand_computed_z() -> None:
     # p0 = 1/3, sd(n) = sqrt((1/3)(2/3)/n) = sqrt(2)/(3 sqrt(n))
     # sleeping: p̂ = (1/4, 0, 3/4); z = (p̂ - 1/3) * 3 sqrt(4) / sqrt(2)
     expected = {
-        (0, 0): -1 / (2 * math.sqrt(2)),      # (1/4 - 1/3) * 6 / sqrt 2 = -0.3535533905932738
-        (0, 1): -math.sqrt(2),                 # (0 - 1/3) * 6 / sqrt 2
-        (0, 2): 5 / (2 * math.sqrt(2)),        # (3/4 - 1/3) * 6 / sqrt 2 = 1.7677669529663687
-        (1, 0): 1 / 2,                         # (1/2 - 1/3) * 3 sqrt 2 / sqrt 2
+        (0, 0): -1 / (2 * math.sqrt(2)),  # (1/4 - 1/3) * 6 / sqrt 2 = -0.3535533905932738
+        (0, 1): -math.sqrt(2),  # (0 - 1/3) * 6 / sqrt 2
+        (0, 2): 5 / (2 * math.sqrt(2)),  # (3/4 - 1/3) * 6 / sqrt 2 = 1.7677669529663687
+        (1, 0): 1 / 2,  # (1/2 - 1/3) * 3 sqrt 2 / sqrt 2
         (1, 1): 1 / 2,
         (1, 2): -1.0,
-        (2, 0): 0.0,                           # null: 2/6 each -> balanced -> 0
-        (2, 1): -math.sqrt(3) / 2,             # (1/6 - 1/3) * 3 sqrt 6 / sqrt 2 = -0.8660254
-        (2, 2): math.sqrt(3) / 2,              # (3/6 - 1/3) * 3 sqrt 3 = 0.8660254037844386
+        (2, 0): 0.0,  # null: 2/6 each -> balanced -> 0
+        (2, 1): -math.sqrt(3) / 2,  # (1/6 - 1/3) * 3 sqrt 6 / sqrt 2 = -0.8660254
+        (2, 2): math.sqrt(3) / 2,  # (3/6 - 1/3) * 3 sqrt 3 = 0.8660254037844386
     }
     for (f, label), value in expected.items():
         assert z[f, label] == pytest.approx(value, abs=1e-9)
@@ -92,13 +92,15 @@ def test_top_k_order_ties_and_filters() -> None:
     z = np.array([[1.0, 0.0], [3.0, 0.0], [3.0, 0.0], [2.0, 5.0], [-1.0, 0.5]])
     n = np.array([5, 5, 5, 5, 0])
     first, second = top_k(z, 3, n=n)
-    assert first.tolist() == [1, 2, 3]          # tie 1 vs 2 broken by index
-    assert second.tolist() == [3, 0, 1]         # row 4 (n=0) is never picked
+    assert first.tolist() == [1, 2, 3]  # tie 1 vs 2 broken by index
+    assert second.tolist() == [3, 0, 1]  # row 4 (n=0) is never picked
     assert top_k(z, 2, n=n, min_z=2.5)[0].tolist() == [1, 2]
     assert top_k(z, 10, n=n, min_z=0)[1].tolist() == [3]
     table = top_table(["a", "b", "c", "d", "e"], ["x", "y"], z, n, np.zeros((5, 2)), 1)
-    assert table == {"x": [{"feature": "b", "z": 3.0, "n": 5, "p": 0.0}],
-                     "y": [{"feature": "d", "z": 5.0, "n": 5, "p": 0.0}]}
+    assert table == {
+        "x": [{"feature": "b", "z": 3.0, "n": 5, "p": 0.0}],
+        "y": [{"feature": "d", "z": 5.0, "n": 5, "p": 0.0}],
+    }
 
 
 def test_infer_labels() -> None:

@@ -1,0 +1,118 @@
+"""The HTML report: built from a run's saved JSON only, self-contained, exact numbers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from zdebias.data.writers import write_json
+from zdebias.errors import ConfigError
+from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.runner import run_recipe
+from zdebias.report.html import (
+    artifact_summary,
+    build_report,
+    load_run,
+    sizes_rows,
+    write_report,
+)
+
+TRACK = ["sleeping@hypothesis", "tall@hypothesis", "full-lex-overlap"]
+FEATURES = ["ngrams", "lex-overlap", "null"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run on the demo corpus (stats, filter, stats) plus a saved evaluation."""
+    run = tmp_path_factory.mktemp("report") / "run"
+    recipe = recipe_from_dict({
+        "name": "report-test",
+        "seed": 13,
+        "stages": {
+            "corpus": {"stage": "demo-data", "n_train": 900, "n_dev": 30, "n_test": 30},
+            "before": {"stage": "stats", "input": "corpus.train", "features": FEATURES,
+                       "track": TRACK},
+            "zf": {"stage": "filter", "input": "corpus.train", "features": FEATURES,
+                   "top_k": 10, "batch_size": 25},
+            "after": {"stage": "stats", "input": "zf", "features": FEATURES, "track": TRACK},
+        },
+    })
+    manifest = run_recipe(recipe, run, progress=False)
+    # a saved evaluation, as the evaluate stage writes it
+    table = {"columns": ["dev", "test"], "average": False, "rows": [
+        {"name": "w/ D0", "n_runs": 2, "cells": {
+            "dev": {"mean": 0.91, "std": 0.01, "n_runs": 2},
+            "test": {"mean": 0.6350, "std": 0.0250, "n_runs": 2}}},
+        {"name": "w/ Seq-Z", "n_runs": 2, "cells": {
+            "dev": {"mean": 0.80, "std": 0.02, "n_runs": 2},
+            "test": {"mean": 0.7, "std": 0.0, "n_runs": 2, "significant": True}}},
+    ]}
+    write_json({"table": table, "groups": [], "comparison": None, "documents": []},
+               run / "evaluate" / "results.json")
+    manifest["stages"].append({
+        "name": "evaluate", "stage": "evaluate", "status": "done", "seconds": 1.0,
+        "outputs": {"results": {"path": "evaluate/results.json", "kind": "json"}},
+    })
+    write_json(manifest, run / "manifest.json")
+    return run
+
+
+def _stats(run: Path, name: str) -> dict:
+    return json.loads((run / name / "stats.json").read_text())
+
+
+def test_planted_artifacts_are_found_and_gone(run_dir: Path) -> None:
+    rows = artifact_summary(load_run(run_dir))
+    assert [r["feature"] for r in rows] == TRACK
+    before, after = _stats(run_dir, "before"), _stats(run_dir, "after")
+    for row in rows:
+        label = row["label"]
+        assert row["before"]["z"] == before["tracked"][row["feature"]][label]["z"]
+        assert row["after"]["z"] == after["tracked"][row["feature"]][label]["z"]
+        assert row["before"]["rank"] <= 3 and row["found"] is True
+        assert row["after"]["z"] < after["z_critical"] and row["gone"] is True
+
+
+def test_sizes_follow_the_manifest(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    kept = next(s for s in manifest["stages"] if s["name"] == "zf")["rows_out"]
+    assert [(r["what"], r["stage"], r["n"]) for r in sizes_rows(load_run(run_dir))] == [
+        ("Original D0 (demo train, planted artifacts)", "corpus", 900),
+        ("demo dev", "corpus", 30),
+        ("demo test (artifact-free)", "corpus", 30),
+        ("Z(D) — z-filtered", "zf", kept["kept"]),
+        ("Z⁻(D) — rejected by z-filtering", "zf", kept["rejected"]),
+    ]
+    assert kept["kept"] + kept["rejected"] == 900
+
+
+def test_the_html_is_self_contained_and_holds_the_numbers(run_dir: Path) -> None:
+    html = build_report(run_dir)
+    for section in ("Planted artifacts: found and gone", "z-statistics (Gardner plots)",
+                    "Top biased features per label", "Dataset sizes", "Evaluation", "Stages"):
+        assert f"<h2>{section}</h2>" in html
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(images) == 2
+    assert all(base64.b64decode(img)[:8] == b"\x89PNG\r\n\x1a\n" for img in images)
+    assert not re.search(r'(src|href)="(https?:)?//', html) and "<script" not in html
+    before = _stats(run_dir, "before")
+    top = before["top"]["contradiction"][0]
+    assert f"<code>{top['feature']}</code></td><td class=\"num\">{top['z']:.1f}</td>" in html
+    # evaluation cells: percent, mean±std over runs, significant ones underlined
+    assert '<td class="num">91.00±1.00</td><td class="num">63.50±2.50</td>' in html
+    assert '<td class="num">80.00±2.00</td><td class="num"><u>70.00±0.00</u></td>' in html
+    assert html.count('<span class="ok">found</span>') == 3
+    assert html.count('<span class="ok">gone</span>') == 3
+
+
+def test_write_report_and_errors(run_dir: Path, tmp_path: Path) -> None:
+    path = write_report(run_dir)
+    assert path == run_dir / "report.html" and path.read_text().startswith("<!DOCTYPE html>")
+    other = write_report(run_dir, tmp_path / "r.html")
+    assert other.read_text() == path.read_text()
+    with pytest.raises(ConfigError, match="not a zdebias run folder"):
+        load_run(tmp_path)

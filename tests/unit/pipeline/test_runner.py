@@ -1,0 +1,313 @@
+"""Runner mechanics with small fake stages: skip, redo on change, force, resume, manifest."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from zdebias.data.readers import read_records
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_json, write_records
+from zdebias.errors import ConfigError, ZdebiasError
+from zdebias.pipeline.config import Ref, StageConfig, recipe_from_dict
+from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
+from zdebias.pipeline.runner import MARKER, Runner, plan_recipe, run_recipe
+
+CALLS: list[str] = []
+#: shard index at which the "t-shards" stage raises KeyboardInterrupt (None: never)
+INTERRUPT_AT: dict[str, int | None] = {"shard": None}
+
+
+class SourceConfig(StageConfig):
+    n: int = Field(6, ge=1)
+    text: str = "x"
+
+
+@register_stage("t-source", config=SourceConfig, outputs={"data": "records"})
+def _source(cfg: SourceConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    CALLS.append(ctx.name)
+    labels = ("entailment", "neutral", "contradiction")
+    records = [Record(f"s{i}", labels[i % 3], f"{cfg.text} premise {i}", f"hyp {i}")
+               for i in range(cfg.n)]
+    write_records(records, ctx.out_dir / "data.jsonl")
+    return StageResult({"data": "data.jsonl"}, rows_out={"records": len(records)})
+
+
+class UpperConfig(StageConfig):
+    input: Annotated[str, Ref("records")]
+    keep: int | None = None
+
+
+@register_stage("t-upper", config=UpperConfig,
+                outputs={"data": "records", "summary": "json"})
+def _upper(cfg: UpperConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    CALLS.append(ctx.name)
+    records = inputs.records("input")[: cfg.keep]
+    out = [r.replace(hypothesis=(r.hypothesis or "").upper()) for r in records]
+    write_records(out, ctx.out_dir / "data.jsonl")
+    write_json({"n": len(out), "seed": ctx.seed}, ctx.out_dir / "summary.json")
+    return StageResult({"data": "data.jsonl", "summary": "summary.json"},
+                       rows_out={"records": len(out)}, metrics={"n": len(out)})
+
+
+class ShardsConfig(StageConfig):
+    input: Annotated[str, Ref("records")]
+    shards: int = 3
+
+
+@register_stage("t-shards", config=ShardsConfig, outputs={"data": "records"})
+def _shards(cfg: ShardsConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Writes one shard per step, resuming from the shards already there."""
+    CALLS.append(f"{ctx.name}:{'resumed' if ctx.resumed else 'fresh'}")
+    records = inputs.records("input")
+    for i in range(cfg.shards):
+        shard = ctx.out_dir / f"shard-{i}.jsonl"
+        if shard.exists():
+            continue
+        if INTERRUPT_AT["shard"] == i:
+            INTERRUPT_AT["shard"] = None
+            raise KeyboardInterrupt
+        CALLS.append(f"{ctx.name}:shard-{i}")
+        write_records([r.replace(id=f"{r.id}-{i}") for r in records], shard)
+    merged = [r for i in range(cfg.shards)
+              for r in read_records(ctx.out_dir / f"shard-{i}.jsonl", task="nli")]
+    write_records(merged, ctx.out_dir / "data.jsonl")
+    return StageResult({"data": "data.jsonl"}, rows_out={"records": len(merged)})
+
+
+class BadConfig(StageConfig):
+    mode: str = "undeclared"
+
+
+@register_stage("t-bad", config=BadConfig, outputs={"data": "records"})
+def _bad(cfg: BadConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    CALLS.append(ctx.name)
+    if cfg.mode == "raise":
+        raise ZdebiasError("the stage broke")
+    if cfg.mode == "undeclared":
+        return StageResult({"data": "data.jsonl", "other": "x.json"})
+    if cfg.mode == "missing":
+        return StageResult({"data": "data.jsonl"})
+    write_records([], ctx.out_dir / "data.jsonl")
+    return StageResult({"data": "data.jsonl"})
+
+
+def _recipe(**changes: Any) -> Any:
+    data: dict[str, Any] = {
+        "name": "fake",
+        "seed": 4,
+        "data": {"ext": "ext.jsonl"},
+        "stages": {
+            "src": {"stage": "t-source", "n": 6},
+            "up": {"stage": "t-upper", "input": "src"},
+            "shards": {"stage": "t-shards", "input": "up"},
+            "ext_up": {"stage": "t-upper", "input": "ext", "keep": 2},
+        },
+    }
+    for key, value in changes.items():
+        stage, _, setting = key.partition("__")
+        data["stages"][stage][setting] = value
+    return recipe_from_dict(data)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    write_records([Record("e1", "neutral", "p", "h"), Record("e2", "entailment", "p2", "h2"),
+                   Record("e3", "neutral", "p3", "h3")], tmp_path / "ext.jsonl")
+    CALLS.clear()
+    INTERRUPT_AT["shard"] = None
+    return tmp_path / "run"
+
+
+def _statuses(manifest: dict[str, Any]) -> dict[str, str]:
+    return {s["name"]: s["status"] for s in manifest["stages"]}
+
+
+def test_first_run_then_everything_is_skipped(run_dir: Path) -> None:
+    manifest = run_recipe(_recipe(), run_dir)
+    assert CALLS == ["src", "up", "shards:fresh", "shards:shard-0", "shards:shard-1",
+                     "shards:shard-2", "ext_up"]
+    assert _statuses(manifest) == dict.fromkeys(["src", "up", "shards", "ext_up"], "done")
+    assert manifest["status"] == "complete"
+    stages = {s["name"]: s for s in manifest["stages"]}
+    assert stages["up"]["rows_in"] == {"input": 6}
+    assert stages["up"]["rows_out"] == {"records": 6}
+    assert stages["shards"]["rows_out"] == {"records": 18}
+    assert stages["ext_up"]["rows_in"] == {"input": 3}
+    assert stages["ext_up"]["rows_out"] == {"records": 2}
+    assert stages["up"]["metrics"] == {"n": 6}
+    assert all(isinstance(s["seconds"], float) for s in manifest["stages"])
+    assert manifest["seed"] == 4 and stages["src"]["seed"] == 4
+    assert {"python", "torch", "transformers", "zdebias"} <= set(manifest["versions"])
+    assert manifest["config"]["stages"]["up"] == {"stage": "t-upper", "seed": None,
+                                                  "input": "src", "keep": None}
+    assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == [
+        "config.yaml", "ext_up", "manifest.json", "shards", "src", "up"]
+    assert len(read_records(run_dir / "shards" / "data.jsonl", task="nli")) == 18
+    assert json.loads((run_dir / "up" / "summary.json").read_text()) == {"n": 6, "seed": 4}
+
+    CALLS.clear()
+    again = run_recipe(_recipe(), run_dir)
+    assert CALLS == []
+    assert _statuses(again) == dict.fromkeys(["src", "up", "shards", "ext_up"], "skipped")
+    assert {s["name"]: s["rows_out"] for s in again["stages"]} == {
+        s["name"]: s["rows_out"] for s in manifest["stages"]}
+    assert len(again["invocations"]) == 2
+    assert [row["action"] for row in plan_recipe(_recipe(), run_dir)] == [
+        "skip (up to date)"] * 4
+
+
+def test_a_changed_setting_redoes_that_stage_and_what_reads_it(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    plan = plan_recipe(_recipe(up__keep=4), run_dir)
+    assert [row["action"] for row in plan] == [
+        "skip (up to date)", "run (settings or inputs changed)", "run (after up)",
+        "skip (up to date)"]
+    manifest = run_recipe(_recipe(up__keep=4), run_dir)
+    assert CALLS == ["up", "shards:fresh", "shards:shard-0", "shards:shard-1", "shards:shard-2"]
+    assert _statuses(manifest) == {"src": "skipped", "up": "done", "shards": "done",
+                                   "ext_up": "skipped"}
+    assert len(read_records(run_dir / "shards" / "data.jsonl", task="nli")) == 12
+
+
+def test_the_recipe_seed_is_part_of_every_hash(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    recipe = _recipe()
+    recipe.seed = 5
+    run_recipe(recipe, run_dir)
+    assert CALLS[:2] == ["src", "up"]
+    assert json.loads((run_dir / "up" / "summary.json").read_text())["seed"] == 5
+
+
+def test_a_changed_input_file_redoes_the_stages_that_read_it(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    write_records([Record("e9", "contradiction", "p", "new")], run_dir.parent / "ext.jsonl")
+    manifest = run_recipe(_recipe(), run_dir)
+    assert CALLS == ["ext_up"]
+    assert {s["name"]: s["rows_out"] for s in manifest["stages"]}["ext_up"] == {"records": 1}
+
+
+def test_a_tampered_output_is_redone(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    path = run_dir / "up" / "summary.json"
+    path.write_text('{"n": 0}\n')
+    run_recipe(_recipe(), run_dir)
+    assert CALLS == ["up"]  # same content as before → what reads it stays done
+    assert json.loads(path.read_text()) == {"n": 6, "seed": 4}
+
+
+def test_force_and_redo(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    run_recipe(_recipe(), run_dir, force=["up"])
+    assert CALLS == ["up"]  # identical output and hash: downstream stays done
+    CALLS.clear()
+    manifest = run_recipe(_recipe(), run_dir, force=True)
+    assert CALLS == ["src", "up", "shards:fresh", "shards:shard-0", "shards:shard-1",
+                     "shards:shard-2", "ext_up"]
+    assert {s["name"]: s["reason"] for s in manifest["stages"]} == dict.fromkeys(
+        ["src", "up", "shards", "ext_up"], "forced")
+    with pytest.raises(ConfigError, match="cannot redo unknown stage"):
+        run_recipe(_recipe(), run_dir, force=["nope"])
+
+
+def test_an_interrupted_run_resumes_and_matches_an_uninterrupted_one(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    INTERRUPT_AT["shard"] = 2
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe(_recipe(), run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert _statuses(manifest) == {"src": "done", "up": "done", "shards": "interrupted",
+                                   "ext_up": "pending"}
+    assert sorted(p.name for p in (run_dir / "shards.partial").glob("shard-*")) == [
+        "shard-0.jsonl", "shard-1.jsonl"]
+    assert not (run_dir / "shards").exists()
+    assert [row["action"] for row in plan_recipe(_recipe(), run_dir)] == [
+        "skip (up to date)", "skip (up to date)", "resume (interrupted)", "run (never run)"]
+
+    CALLS.clear()
+    resumed = run_recipe(_recipe(), run_dir)
+    assert CALLS == ["shards:resumed", "shards:shard-2", "ext_up"]
+    stages = {s["name"]: s for s in resumed["stages"]}
+    assert stages["shards"]["resumed"] is True and stages["shards"]["reason"] == "resumed"
+    assert _statuses(resumed) == {"src": "skipped", "up": "skipped", "shards": "done",
+                                  "ext_up": "done"}
+    assert not (run_dir / "shards.partial").exists()
+
+    other = tmp_path / "other"
+    run_recipe(_recipe(), other)
+    for stage in ("src", "up", "shards", "ext_up"):
+        for path in sorted((run_dir / stage).iterdir()):
+            if path.name != MARKER:
+                assert path.read_bytes() == (other / stage / path.name).read_bytes(), path
+
+
+def test_a_changed_setting_discards_an_interrupted_attempt(run_dir: Path) -> None:
+    INTERRUPT_AT["shard"] = 1
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    run_recipe(_recipe(shards__shards=2), run_dir)
+    assert CALLS == ["shards:fresh", "shards:shard-0", "shards:shard-1", "ext_up"]
+
+
+def test_a_cut_between_marker_and_rename_is_finished_on_rerun(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    os.replace(run_dir / "shards", run_dir / "shards.partial")  # as if cut before the rename
+    CALLS.clear()
+    manifest = run_recipe(_recipe(), run_dir)
+    assert CALLS == []
+    assert _statuses(manifest)["shards"] == "skipped"
+    assert (run_dir / "shards" / "data.jsonl").exists()
+    assert not (run_dir / "shards.partial").exists()
+
+
+def test_failures_are_recorded_and_outputs_checked(run_dir: Path) -> None:
+    def bad(mode: str) -> Any:
+        return recipe_from_dict({"name": "b", "stages": {
+            "src": {"stage": "t-source"}, "bad": {"stage": "t-bad", "mode": mode}}})
+
+    with pytest.raises(ZdebiasError, match="the stage broke"):
+        run_recipe(bad("raise"), run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    entry = manifest["stages"][1]
+    assert (entry["status"], entry["error"]) == ("failed", "the stage broke")
+    with pytest.raises(ZdebiasError, match=r"returned outputs \['data', 'other'\], declared "
+                       r"\['data'\]"):
+        run_recipe(bad("undeclared"), run_dir)
+    with pytest.raises(ZdebiasError, match=r"output 'data' \(data.jsonl\) was not written"):
+        run_recipe(bad("missing"), run_dir)
+    CALLS.clear()
+    manifest = run_recipe(bad("ok"), run_dir)
+    assert CALLS == ["bad"] and _statuses(manifest) == {"src": "skipped", "bad": "done"}
+
+
+def test_missing_data_fails_before_anything_runs(run_dir: Path) -> None:
+    (run_dir.parent / "ext.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"missing data: ext \(ext.jsonl\); fix the paths in "
+                       r"the recipe or override them, e.g. data.ext=PATH"):
+        run_recipe(_recipe(), run_dir)
+    assert CALLS == []
+
+
+def test_one_run_per_folder_at_a_time(run_dir: Path) -> None:
+    run_dir.mkdir()
+    with (run_dir / ".zdebias-lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ConfigError, match="another zdebias run is using this folder"):
+            Runner(_recipe(), run_dir).run()
+    assert CALLS == []
