@@ -145,10 +145,13 @@ def test_hans_per_heuristic_and_label(tiny_model, tmp_path: Path, data_dir: Path
 def test_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "other"}')
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"premise": "A man sleeps.", "hypothesis": "A man naps.", '
+                    '"label": "entailment"}\n')
     for args, message in (
         (["compare", str(bad)], "compare needs at least two results files"),
         (["compare", str(bad), str(bad)], "not a zdebias evaluation results file"),
-        (["evaluate", str(tmp_path / "no-such-model"), "--suite", f"x={bad}", "--out",
+        (["evaluate", str(tmp_path / "no-such-model"), "--suite", f"x={good}", "--out",
           str(tmp_path / "r.json")], "no-such-model"),
         (["train-classifier", "--train", str(bad), "--out", str(tmp_path / "o"), "--loss",
           "focal"], "unknown loss 'focal'"),

@@ -74,7 +74,7 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForSequenceClassification.from_pretrained(path)
     except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot load classifier {ref!s}: {err}") from None
+        raise ConfigError(f"cannot load classifier {ref!s}: {' '.join(str(err).split())}") from None
     if tokenizer.pad_token is None:  # decoder-only models (GPT-2, Llama) ship without one
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:

@@ -380,7 +380,7 @@ def _train(
             label2id={n: i for i, n in enumerate(labels)}, ignore_mismatched_sizes=True,
         )
     except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot load model {model!s}: {err}") from None
+        raise ConfigError(f"cannot load model {model!s}: {' '.join(str(err).split())}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     if tokenizer.pad_token is None:

@@ -125,6 +125,9 @@ def train_classifier_cmd(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """Fine-tune a classifier (plain, hypothesis-only, PoE, Learned-Mixin, conf-reg)."""
+    from zdebias.classify.losses import get_loss
+
+    get_loss(loss)  # fail on a bad name before reading any data
     options = dict(format=format, task=task, columns=columns, label_map=label_map,
                    on_error=on_error)
     train_records, train_report = _read(train, "training", **options)

@@ -124,7 +124,7 @@ def test_references_are_checked_before_anything_runs() -> None:
         recipe_from_dict(data)
     data = _base()
     data["stages"]["st"]["input"] = "zf.summary"
-    with pytest.raises(ConfigError, match="'zf.summary' is a json output but a records is"):
+    with pytest.raises(ConfigError, match=r"'zf\.summary' is a json output but a records is"):
         recipe_from_dict(data)
     data = _base()
     data["stages"]["st"]["input"] = "nowhere"
