@@ -1,4 +1,5 @@
-"""zdebias: find, remove and prove the removal of dataset shortcuts in NLI and text classification."""
+"""zdebias: find, remove, and prove the removal of dataset shortcuts in NLI and text
+classification."""
 
 from zdebias.data.schema import Record
 

@@ -501,6 +501,17 @@ def _hf_rows(spec: str) -> tuple[Iterator[tuple[int, Any]], list[str] | None]:
 # --------------------------------------------------------------------------- public API
 
 
+def _default_task_for(row: Mapping[str, Any], default: str) -> str:
+    """``nli-binary`` when a pair file's first label is a binary-NLI name (HANS-style output)."""
+    for key in ("label", "gold_label"):
+        value = row.get(key)
+        if isinstance(value, str) and value.strip().lower() in (
+            "non-entailment", "non_entailment", "not_entailment"
+        ):
+            return "nli-binary"
+    return default
+
+
 class Dataset:
     """A re-iterable, streaming view of one input. Each pass refreshes ``report``."""
 
@@ -571,7 +582,9 @@ class Dataset:
                             f"expected a JSON object, got {type(row).__name__}",
                             path=str(self.path), line=line,
                         )
-                    mapper = self._mapper(list(row), default_task, id_prefix, label_names)
+                    mapper = self._mapper(
+                        list(row), _default_task_for(row, default_task), id_prefix, label_names
+                    )
                     report.task = mapper.task.name
                 record = mapper(row, line)
             except DataError as err:

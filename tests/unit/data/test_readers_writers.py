@@ -133,3 +133,12 @@ def test_atomic_writer_leaves_nothing_on_failure(tmp_path: Path) -> None:
         raise RuntimeError("boom")
     assert (tmp_path / "keep.json").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["keep.json"]
+
+
+def test_binary_nli_jsonl_detected(tmp_path: Path) -> None:
+    rows = [{"premise": "A b.", "hypothesis": "B a.", "label": "non-entailment"},
+            {"premise": "A b.", "hypothesis": "A.", "label": "entailment"}]
+    (tmp_path / "h.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = open_dataset(tmp_path / "h.jsonl")
+    assert [r.label for r in ds] == ["non-entailment", "entailment"]
+    assert ds.report.task == "nli-binary"
