@@ -4,13 +4,14 @@ Run on a machine with a GPU (falls back to CPU; ``--small`` shrinks the model fo
 smoke run): ``python scripts/gpu_check_generate.py [--small] [--out FILE]``. Nothing is
 downloaded: the model is a ``GPT2LMHeadModel`` built from a config with GPT-2 large sizes
 (36 layers, hidden 1280, 20 heads, vocabulary 50,257; 774M parameters) and random weights; the
-tokenizer is the in-process BPE of :mod:`zdebias.models.tiny` (SNLI-like synthetic sentences
-give 30-45 token sequences, as GPT-2's BPE does on SNLI).
+tokenizer is the in-process BPE of :mod:`zdebias.models.tiny`; the synthetic pairs give
+sequences of median ~33 tokens (SNLI under a GPT-2-style BPE: median 25, 95th percentile 41).
 
-1. ``raw``: forward + backward + AdamW step in bf16 autocast at batch 24 (Table 7) and sequence
+1. ``raw``: forward + backward + AdamW step in bf16 autocast at batch 24 (Table 7) and padded
    length 48, once as plain MLE and once at batch 48 (MLE + consistency: the perturbed copy
-   doubles the forward work); tokens/s. ``model.generate`` from one start token, exactly 40 new
-   tokens, at batch 64 and 256; sequences/s.
+   doubles the work); tokens/s counts the 24 × 48 training tokens of a step either way.
+   ``model.generate`` from one start token, exactly 40 new tokens, at batch 64 and 256;
+   sequences/s.
 2. ``zdebias``: our code on the device. The random model is saved as a generator folder (label
    tokens added), :func:`zdebias.generation.trainer.train_generator` trains it 20 steps at batch
    24 with λ = 0.5 in bf16 on 960 synthetic pairs (``train_tokens_per_s``), then the sampler's
@@ -54,7 +55,7 @@ def synthetic_records(n: int) -> list[Any]:
 
     rng = random.Random(0)
     labels = ("entailment", "neutral", "contradiction")
-    return [Record(id=f"syn:{i}", premise=_sentence(rng, 10, 16), hypothesis=_sentence(rng, 4, 8),
+    return [Record(id=f"syn:{i}", premise=_sentence(rng, 5, 9), hypothesis=_sentence(rng, 2, 5),
                    label=labels[i % 3]) for i in range(n)]
 
 

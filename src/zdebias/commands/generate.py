@@ -163,8 +163,8 @@ def debias_generator_cmd(
     zfilter_batch_size: Annotated[int | None, typer.Option(
         "--zfilter-batch-size", help="z-filter batch size (default: the filter's).")] = None,
     features: Annotated[str | None, typer.Option(
-        "--features", help="Comma-separated feature names for z-filtering (default: the "
-        "filter's default set).")] = None,
+        "--features", help="Comma-separated feature groups for z-filtering: ngrams, "
+        "hypo-len, len-ratio, lex-overlap, hypo-only, null (default: all).")] = None,
     shuffle_seed: Annotated[int, typer.Option("--shuffle-seed",
                                               help="z-filter order seed.")] = 0,
     consistency_weight: Annotated[float, typer.Option(

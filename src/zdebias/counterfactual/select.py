@@ -23,6 +23,7 @@ the AutoCAD code.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -44,6 +45,7 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 
 SpansMode = Literal["rationale", "random"]
+_PLACEHOLDER = re.compile(r"^\[unused\d+\]$")
 REJECT_REASONS = ("truncated", "malformed", "empty", "unchanged", "duplicate", "classifier")
 
 
@@ -141,6 +143,11 @@ def parse_fillers(
     ]
 
 
+def _placeholder_ids(tokenizer: Any) -> set[int]:
+    """Vocabulary slots that are no text (BERT's ``[unused17]``), never worth sampling."""
+    return {i for t, i in tokenizer.get_vocab().items() if _PLACEHOLDER.match(t)}
+
+
 def _bad_words(tokenizer: Any, words: Sequence[str]) -> list[list[int]]:
     specials = special_ids(tokenizer)
     out: list[list[int]] = []
@@ -179,7 +186,7 @@ def sample_fillers(
     sentinels = sentinel_ids(tok)
     eos = eos_id(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
-    banned = sorted(special_ids(tok) - {eos} - set(sentinels))
+    banned = sorted((special_ids(tok) | _placeholder_ids(tok)) - {eos} - set(sentinels))
     bad_words = _bad_words(tok, ban_words) or None
     causal = infiller.arch == "causal"
     torch.manual_seed(seed)

@@ -7,7 +7,8 @@ counted by reason, duplicates (same label and case/space-normalised texts, acros
 too. Accepted samples fill a buffer; once it holds ``shard_size`` samples (whole rounds), it is
 written as ``shard-NNNNN.jsonl`` and then ``state.json`` (both atomically) records the shard,
 the next round and the counts. The last shard is cut so the run ends with exactly ``n``
-unique samples.
+unique samples (the cut-off ones are counted as ``n_surplus``, so ``n_generated`` = written +
+malformed + duplicates + surplus).
 
 A killed run restarts from ``state.json``: the samples of the shards it lists are the
 de-duplication set, sampling continues at the recorded round, and a shard file written after the
