@@ -66,6 +66,11 @@ def test_train_sample_resume_debias(tiny_model, tmp_path: Path, data_dir: Path) 
     assert len({(r["label"], r["premise"].lower(), r["hypothesis"].lower()) for r in rows}) == 10
     assert {r["meta"]["type"] for r in rows} == {"generated"}
     assert all(r["label"] in fmt["labels"] and r["premise"] and r["hypothesis"] for r in rows)
+    # seeded rounds: the stopped-and-resumed run equals an uninterrupted one, byte for byte
+    whole = _invoke(*[str(tmp_path / "whole") if a == str(out) else a for a in common])
+    assert whole["n_generated"] == done["n_generated"]
+    assert (tmp_path / "whole" / "samples.jsonl").read_text() == (
+        out / "samples.jsonl").read_text()
 
     # debias on a label-mixed slice of the real SNLI sample (the file is sorted by label)
     lines = (data_dir / "snli_20k" / "train.jsonl").read_text().splitlines()[::67]

@@ -240,18 +240,26 @@ class _GeneratorTraining(StageConfig):
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_length: int = Field(128, ge=8)
     max_steps: int = Field(-1, description="stop after this many steps (-1: use epochs)")
+    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU, or a CPU with bf16)")
     extra: dict[str, Any] = Field(
         default_factory=dict, description="any other GeneratorTrainingArguments field"
     )
 
-    def overrides(self, seed: int) -> dict[str, Any]:
-        return {
+    def overrides(self, seed: int, progress: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "num_train_epochs": self.epochs, "learning_rate": self.learning_rate,
             "per_device_train_batch_size": self.batch_size,
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
             "max_length": self.max_length, "max_steps": self.max_steps, "seed": seed,
-            **self.extra,
+            "disable_tqdm": not progress,
         }
+        if self.bf16:
+            import torch
+
+            out["bf16"] = True
+            if not torch.cuda.is_available():
+                out["use_cpu"] = True  # HF refuses CPU bf16 unless told the run is on CPU
+        return {**out, **self.extra}
 
 
 class TrainGeneratorConfig(_GeneratorTraining):
@@ -272,8 +280,7 @@ def train_generator_stage(
     records = inputs.records("train")
     summary = train_generator(
         records, inputs.path("model") or cfg.model, ctx.out_dir / "model", task=ctx.task,
-        consistency_weight=cfg.consistency_weight, disable_tqdm=not ctx.progress,
-        **cfg.overrides(ctx.seed),
+        consistency_weight=cfg.consistency_weight, **cfg.overrides(ctx.seed, ctx.progress),
     )
     return StageResult(
         {"model": "model"},
@@ -310,8 +317,8 @@ def debias_generator_stage(
     summary = train_generator(
         kept, inputs.path("generator") or cfg.generator, ctx.out_dir / "model",
         task=ctx.task, negatives=rejected, debias_alpha=cfg.alpha,
-        consistency_weight=cfg.consistency_weight, disable_tqdm=not ctx.progress,
-        extra_info={"objective": "debias"}, **cfg.overrides(ctx.seed),
+        consistency_weight=cfg.consistency_weight, extra_info={"objective": "debias"},
+        **cfg.overrides(ctx.seed, ctx.progress),
     )
     return StageResult(
         {"model": "model"},

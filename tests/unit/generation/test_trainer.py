@@ -102,15 +102,20 @@ def test_compute_loss_equals_hf_causal_lm_loss(tiny_lm, tmp_path: Path) -> None:
     model, tok, fmt = tiny_lm
     records = toy_records()[:4]
     batch = GeneratorCollator(fmt, consistency=False)(_items(tok, fmt, records))
-    reference = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                      labels=batch["labels"]).loss
+    with torch.no_grad():
+        reference = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                          labels=batch["labels"]).loss
     trainer = _trainer(model, fmt, tmp_path, consistency_weight=0.0)
-    assert float(trainer.compute_loss(model, batch)) == pytest.approx(float(reference), 1e-5)
+    with torch.no_grad():
+        got = float(trainer.compute_loss(model, batch))
+    assert got == pytest.approx(float(reference), 1e-5)
     # Z⁻ examples with an all-ones mask are plain likelihood, weighted by α
     ones = [[1.0] * len(encode_record(r, tok, fmt).input_ids) for r in records]
     neg = GeneratorCollator(fmt, consistency=False)(_items(tok, fmt, records, ones))
     trainer = _trainer(model, fmt, tmp_path, consistency_weight=0.0, debias_alpha=2.0)
-    assert float(trainer.compute_loss(model, neg)) == pytest.approx(2 * float(reference), 1e-5)
+    with torch.no_grad():
+        got = float(trainer.compute_loss(model, neg))
+    assert got == pytest.approx(2 * float(reference), 1e-5)
 
 
 def test_compute_loss_adds_lambda_times_unlikelihood(tiny_lm, tmp_path: Path) -> None:
@@ -146,8 +151,9 @@ def _wrong_label_logprob(folder: Path) -> tuple[float, float]:
 
 def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_path: Path
                                                                 ) -> None:
-    """Same tiny model, data, seed and steps; only λ differs. Seeds 0-3 all give a gap of
-    2.9-9.9 nats (log p(H | P, wrong label), mean over the 24 wrong pairs)."""
+    """Same tiny model, data, seed and steps; only λ differs. Training seeds 0-3 give gaps of
+    3.2-7.7 nats in log p(H | P, wrong label) (mean over the 24 wrong pairs; seed 0: 4.8), and
+    the gold-minus-wrong margin grows in each (4.1-4.9 → 6.3-10.8)."""
     base = tiny_model("gpt2")
     common = {"max_steps": 80, "learning_rate": 1e-2, "per_device_train_batch_size": 12,
               "seed": 0, "disable_tqdm": True, "logging_steps": 1000}
@@ -162,7 +168,8 @@ def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_
 
 def test_debias_unlikelihood_lowers_the_masked_token_only(tiny_model, tmp_path: Path) -> None:
     """One record in Z⁻ with its hypothesis word "sleeping" masked: after training, the
-    word is much less likely than after training the same record as an ordinary one."""
+    word is much less likely than after training the same record as an ordinary one (seeds
+    0-3: 3.2-6.4 nats lower; seed 0: 6.4), while its other tokens stay as likely (±0.1)."""
     base = tiny_model("gpt2")
     records = toy_records()
     target = next(r for r in records if r.hypothesis == "Nobody is sleeping.")
@@ -189,9 +196,9 @@ def test_debias_unlikelihood_lowers_the_masked_token_only(tiny_model, tmp_path: 
     hyp_pieces = tok.convert_ids_to_tokens(enc.input_ids[slice(*enc.main)])
     assert hyp_pieces == ["N", "o", "bod", "y", "Ġis", "Ġsleeping", "."]
     k = hyp_pieces.index("Ġsleeping")
-    assert neg[k] < pos[k] - 3.0  # the masked word: unlikelihood
+    assert neg[k] < pos[k] - 2.0  # the masked word: unlikelihood
     others = [i for i in range(len(pos)) if i != k]
-    assert statistics.mean(neg[i] for i in others) > statistics.mean(pos[i] for i in others) - 1.0
+    assert statistics.mean(neg[i] for i in others) > statistics.mean(pos[i] for i in others) - 0.5
 
 
 def test_bad_settings_fail_clearly(tiny_model, tmp_path: Path) -> None:
