@@ -105,13 +105,17 @@ def _print_summary(console: Any, run_dir: Path) -> None:
             continue
         console.print(f"[bold]{stage['name']}[/bold] (accuracy %):")
         cols = table["columns"]
-        console.print("  " + f"{'method':<20}" + "".join(f"{c:>14}" for c in cols))
+        width = max([len("method"), *(len(str(r["name"])) for r in table["rows"])])
+        widths = [max(7, len(c)) for c in cols]
+        console.print("  " + "method".ljust(width) + "".join(
+            "  " + c.rjust(w) for c, w in zip(cols, widths, strict=True)))
         for row in table["rows"]:
             cells = "".join(
-                f"{100 * row['cells'][c]['mean']:>14.2f}" if row["cells"].get(c) else f"{'–':>14}"
-                for c in cols
+                "  " + (f"{100 * row['cells'][c]['mean']:.2f}" if row["cells"].get(c)
+                        else "–").rjust(w)
+                for c, w in zip(cols, widths, strict=True)
             )
-            console.print("  " + f"{row['name']:<20}" + cells)
+            console.print("  " + str(row["name"]).ljust(width) + cells)
 
 
 def report(

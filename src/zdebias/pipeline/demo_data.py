@@ -430,17 +430,35 @@ def planted_table(records: list[Record]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def artifact_subsets(records: list[Record]) -> dict[str, list[Record]]:
+    """``hard``: records with a planted feature that points to another label than theirs;
+    ``easy``: records with a planted feature that points to their own label. A model that
+    relies on the artifacts does worse on ``hard`` than on ``easy``."""
+    hard, easy = [], []
+    for r in records:
+        points_to = {PLANTED[f] for f in planted_features(r.premise or "", r.hypothesis or "")}
+        if points_to - {r.label}:
+            hard.append(r)
+        if r.label in points_to:
+            easy.append(r)
+    return {"hard": hard, "easy": easy}
+
+
 def write_demo_corpus(
     out_dir: str | Path, *, seed: int = 0, n_train: int = 1500, n_dev: int = 300,
     n_test: int = 600,
 ) -> dict[str, Any]:
-    """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl`` and ``artifacts.json`` (ground truth).
+    """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, the test subsets
+    ``test_hard.jsonl`` and ``test_easy.jsonl`` (:func:`artifact_subsets`) and
+    ``artifacts.json`` (ground truth).
 
     Returns the ``artifacts.json`` content: the planted features, their labels, and how
     strongly each split carries them.
     """
     out = Path(out_dir)
     splits = make_demo_corpus(seed=seed, n_train=n_train, n_dev=n_dev, n_test=n_test)
+    subsets = artifact_subsets(splits["test"])
+    splits = {**splits, "test_hard": subsets["hard"], "test_easy": subsets["easy"]}
     for name, records in splits.items():
         write_records(records, out / f"{name}.jsonl")
     info = {

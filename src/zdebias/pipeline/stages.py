@@ -29,6 +29,7 @@ counterfactual-metrics     flip rate, distinct-n, perplexity
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -70,6 +71,19 @@ def _write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> N
     write_json({"examples": _examples(records), **extra}, ctx.out_dir / "examples.json")
 
 
+def fast_bf16() -> bool:
+    """Whether bfloat16 is fast here: a CUDA GPU, or a CPU with AVX-512 BF16 or AMX."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def _labels(ctx: StageContext) -> list[str]:
     return list(ctx.task.labels)
 
@@ -87,7 +101,8 @@ class DemoDataConfig(StageConfig):
 
 @register_stage(
     "demo-data", config=DemoDataConfig,
-    outputs={"train": "records", "dev": "records", "test": "records", "artifacts": "json"},
+    outputs={"train": "records", "dev": "records", "test": "records", "test_hard": "records",
+             "test_easy": "records", "artifacts": "json"},
 )
 def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Write the synthetic NLI corpus with planted artifacts (train/dev) and a clean test."""
@@ -100,6 +115,7 @@ def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> S
     )
     return StageResult(
         {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl",
+         "test_hard": "test_hard.jsonl", "test_easy": "test_easy.jsonl",
          "artifacts": "artifacts.json"},
         rows_out=dict(info["sizes"]),
         metrics={"planted": {p["feature"]: p["label"] for p in info["planted"]}},
@@ -240,7 +256,9 @@ class _GeneratorTraining(StageConfig):
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_length: int = Field(128, ge=8)
     max_steps: int = Field(-1, description="stop after this many steps (-1: use epochs)")
-    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU, or a CPU with bf16)")
+    precision: Literal["fp32", "bf16", "auto"] = Field(
+        "fp32", description="bf16: bfloat16 autocast; auto: bf16 where the hardware has it"
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="any other GeneratorTrainingArguments field"
     )
@@ -253,7 +271,7 @@ class _GeneratorTraining(StageConfig):
             "max_length": self.max_length, "max_steps": self.max_steps, "seed": seed,
             "disable_tqdm": not progress,
         }
-        if self.bf16:
+        if self.precision == "bf16" or (self.precision == "auto" and fast_bf16()):
             import torch
 
             out["bf16"] = True
@@ -338,8 +356,9 @@ class SampleConfig(StageConfig):
     temperature: float = Field(1.0, gt=0)
     shard_size: int = Field(10_000, ge=1)
     backend: Literal["hf", "vllm"] = "hf"
-    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
-        None, description="default: bfloat16 on CUDA, float32 elsewhere"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = Field(
+        None, description="default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 "
+        "where the hardware has it"
     )
     patience_rounds: int = Field(200, ge=1)
 
@@ -356,7 +375,8 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
         inputs.path("generator") or cfg.generator, ctx.out_dir, cfg.n,
         batch_size=cfg.batch_size, top_p=cfg.top_p, top_k=cfg.top_k,
         temperature=cfg.temperature, seed=ctx.seed, shard_size=cfg.shard_size,
-        backend=cfg.backend, dtype=cfg.dtype, patience_rounds=cfg.patience_rounds,
+        backend=cfg.backend, patience_rounds=cfg.patience_rounds,
+        dtype=("bfloat16" if fast_bf16() else "float32") if cfg.dtype == "auto" else cfg.dtype,
         progress=ctx.progress,
     )
     if not summary.get("complete"):

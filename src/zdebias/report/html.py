@@ -172,10 +172,13 @@ def sizes_rows(run: RunData) -> list[dict[str, Any]]:
     for stage in run.stages:
         kind, outs = stage.get("stage"), stage.get("rows_out") or {}
         if kind == "demo-data":
-            for split in ("train", "dev", "test"):
+            names = {"train": "Original D0 (demo train, planted artifacts)",
+                     "dev": "demo dev (planted artifacts)",
+                     "test": "demo test (artifact-free)",
+                     "test_hard": "demo test, hard: an artifact points to another label",
+                     "test_easy": "demo test, easy: an artifact points to the gold label"}
+            for split, what in names.items():
                 if split in outs:
-                    what = "Original D0 (demo train, planted artifacts)" if split == "train" \
-                        else f"demo {split}" + (" (artifact-free)" if split == "test" else "")
                     rows.append({"what": what, "stage": stage["name"], "n": outs[split]})
             continue
         settings = config_stages.get(stage["name"], {})

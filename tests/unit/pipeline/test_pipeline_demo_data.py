@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from zdebias.data.readers import read_records
+from zdebias.data.schema import Record
 from zdebias.pipeline.demo_data import (
     LABELS,
     PLANTED,
+    artifact_subsets,
     make_demo_corpus,
     overlap,
     planted_features,
@@ -72,9 +74,25 @@ def test_zstats_find_the_planted_features_in_train_only(corpus: dict) -> None:
         assert feature not in [r["feature"] for r in test["top"][label] if r["z"] > 0]
 
 
+def test_hard_and_easy_test_subsets() -> None:
+    records = [
+        Record("a", "neutral", "A man is reading.", "A man is sleeping."),  # → contradiction
+        Record("b", "contradiction", "A man is reading.", "A man is sleeping."),
+        Record("c", "neutral", "A tall man is reading.", "A tall man is reading."),  # both
+        Record("d", "entailment", "A man is reading.", "A man is reading a book."),  # none
+    ]
+    subsets = artifact_subsets(records)
+    assert [r.id for r in subsets["hard"]] == ["a", "c"]
+    assert [r.id for r in subsets["easy"]] == ["b", "c"]
+
+
 def test_written_corpus_reads_back(tmp_path: Path) -> None:
     info = write_demo_corpus(tmp_path, seed=1, n_train=60, n_dev=30, n_test=30)
-    assert info["sizes"] == {"train": 60, "dev": 30, "test": 30}
+    subsets = artifact_subsets(read_records(tmp_path / "test.jsonl", task="nli"))
+    assert info["sizes"] == {"train": 60, "dev": 30, "test": 30,
+                             "test_hard": len(subsets["hard"]),
+                             "test_easy": len(subsets["easy"])}
+    assert len(read_records(tmp_path / "test_hard.jsonl", task="nli")) == len(subsets["hard"])
     train = read_records(tmp_path / "train.jsonl", task="nli")
     assert len(train) == 60 and train[0].meta["source"] == "demo"
     saved = json.loads((tmp_path / "artifacts.json").read_text())

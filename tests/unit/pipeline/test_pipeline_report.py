@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from zdebias.data.readers import read_records
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.demo_data import artifact_subsets
 from zdebias.pipeline.runner import run_recipe
 from zdebias.report.html import (
     artifact_summary,
@@ -80,10 +82,15 @@ def test_planted_artifacts_are_found_and_gone(run_dir: Path) -> None:
 def test_sizes_follow_the_manifest(run_dir: Path) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     kept = next(s for s in manifest["stages"] if s["name"] == "zf")["rows_out"]
+    subsets = artifact_subsets(read_records(run_dir / "corpus" / "test.jsonl", task="nli"))
     assert [(r["what"], r["stage"], r["n"]) for r in sizes_rows(load_run(run_dir))] == [
         ("Original D0 (demo train, planted artifacts)", "corpus", 900),
-        ("demo dev", "corpus", 30),
+        ("demo dev (planted artifacts)", "corpus", 30),
         ("demo test (artifact-free)", "corpus", 30),
+        ("demo test, hard: an artifact points to another label", "corpus",
+         len(subsets["hard"])),
+        ("demo test, easy: an artifact points to the gold label", "corpus",
+         len(subsets["easy"])),
         ("Z(D) — z-filtered", "zf", kept["kept"]),
         ("Z⁻(D) — rejected by z-filtering", "zf", kept["rejected"]),
     ]
