@@ -20,15 +20,16 @@ def test_smollm2_short_finetune_gives_parseable_samples(data_dir: Path, tmp_path
     # every 50th pair: the file is sorted by label, this keeps the three labels mixed
     records = read_records(data_dir / "snli_20k" / "train.jsonl")[::50]
     assert len(records) == 400
-    # 12 steps of 8 (MLE only: the consistency loss is tested on a tiny model and would
+    # 15 steps of 8 (MLE only: the consistency loss is tested on a tiny model and would
     # double the cost here). The label tokens start from the newline embedding, so the model
-    # emits one after the premise from the first step; a dozen steps teach it where to stop.
+    # emits one after the premise from the first step; 15 steps teach it where to stop (12 gave
+    # 84 % parseable, 15 gave 92-98 % in three runs).
     summary = train_generator(
-        records, "smollm2", tmp_path / "gen", max_steps=12, learning_rate=2e-4,
+        records, "smollm2", tmp_path / "gen", max_steps=15, learning_rate=2e-4,
         per_device_train_batch_size=8, consistency_weight=0.0, max_length=64, seed=0,
-        disable_tqdm=True, logging_steps=4,
+        disable_tqdm=True, logging_steps=5,
     )
-    assert summary["steps"] == 12 and summary["n_dropped_too_long"] == 0
+    assert summary["steps"] == 15 and summary["n_dropped_too_long"] == 0
     losses = [h["loss_mle"] for h in summary["log_history"] if "loss_mle" in h]
     assert len(losses) == 3 and losses[-1] < losses[0]
 
