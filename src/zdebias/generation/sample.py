@@ -13,7 +13,9 @@ malformed + duplicates + surplus).
 A killed run restarts from ``state.json``: the samples of the shards it lists are the
 de-duplication set, sampling continues at the recorded round, and a shard file written after the
 last state update is simply written again, with the same content (rounds are seeded). So a
-resumed run ends with the same ``n`` samples, ids and counts as an uninterrupted one. Changing
+resumed run ends with the same ``n`` samples, ids and counts as an uninterrupted one where
+generation is deterministic (CPU; most GPU kernels); where it is not, a redone round may differ,
+but no sample is ever lost or duplicated and the run still ends with exactly ``n``. Changing
 a sampling setting in a folder that holds a run is refused; raising ``n`` extends the run.
 
 Output folder: ``shard-*.jsonl`` (records with ``meta.type = "generated"``), ``dropped-*.jsonl``
@@ -326,6 +328,7 @@ def sample_generator(
     many rounds in a row yield nothing new. Returns the summary (``complete`` says whether
     ``n`` samples are there). ``dtype`` defaults to bfloat16 on CUDA, float32 elsewhere.
     """
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -403,8 +406,6 @@ def sample_generator(
 
     columns = (TextColumn("[bold]sampling"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    from rich.console import Console
-
     with Progress(*columns, disable=not progress, transient=False,
                   console=Console(stderr=True)) as bar:
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
