@@ -220,15 +220,16 @@ details{margin:.5em 0}code{font-size:.9em}
 """
 
 
-def label_colour(label: str) -> str:
-    """A label's colour: the one the Gardner plots give it (its index in its task's labels)."""
-    from zdebias.data.labels import TASKS
-    from zdebias.report.plots import COLORS
+#: label colours of the report's tags
+LABEL_COLOURS = {
+    "entailment": "#2f9e44", "neutral": "#868e96", "contradiction": "#e03131",
+    "non-entailment": "#e8590c", "positive": "#1c7ed6", "negative": "#e03131",
+}
 
-    for task in TASKS.values():
-        if label in task.labels:
-            return COLORS[task.labels.index(label) % len(COLORS)]
-    return COLORS[-1]
+
+def label_colour(label: str) -> str:
+    """The report's colour of a label."""
+    return LABEL_COLOURS.get(label, "#1c7ed6")
 
 
 def _label_tag(label: str) -> str:
