@@ -29,8 +29,7 @@ class FakeBackend:
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
         time.sleep(float(os.environ.get("ZD_FAKE_SAMPLE_SLEEP", "0")))
-        corpus = make_demo_corpus(seed=seed % 2**31, n_train=max(30, batch_size), n_dev=3,
-                                  n_test=3)
+        corpus = make_demo_corpus(seed=seed % 2**31, n_train=max(30, batch_size), n_dev=3, n_test=3)
         out = []
         for r in corpus["train"][:batch_size]:
             ids = self.tok(r.premise, add_special_tokens=False)["input_ids"]

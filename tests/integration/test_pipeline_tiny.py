@@ -23,8 +23,19 @@ from zdebias.pipeline.runner import MARKER, run_recipe
 HERE = Path(__file__).resolve().parent
 FEATURES = ["ngrams", "lex-overlap", "null"]
 TRACK = ["sleeping@hypothesis", "tall@hypothesis", "full-lex-overlap"]
-STAGES = ["corpus", "stats_original", "zfilter", "generator", "samples", "clf_original",
-          "confident", "seq_z", "stats_debiased", "clf_debiased", "evaluate"]
+STAGES = [
+    "corpus",
+    "stats_original",
+    "zfilter",
+    "generator",
+    "samples",
+    "clf_original",
+    "confident",
+    "seq_z",
+    "stats_debiased",
+    "clf_debiased",
+    "evaluate",
+]
 
 
 def tiny_recipe(gen: Path, clf: Path) -> dict[str, Any]:
@@ -36,29 +47,76 @@ def tiny_recipe(gen: Path, clf: Path) -> dict[str, Any]:
         "plugins": ["pipeline_fake_sampler"],
         "stages": {
             "corpus": {"stage": "demo-data", "n_train": 300, "n_dev": 30, "n_test": 30},
-            "stats_original": {"stage": "stats", "input": "corpus.train", "features": FEATURES,
-                               "track": TRACK},
-            "zfilter": {"stage": "filter", "input": "corpus.train", "top_k": 10,
-                        "batch_size": 25, "features": FEATURES},
-            "generator": {"stage": "debias-generator", "generator": str(gen), "kept": "zfilter",
-                          "rejected": "zfilter.rejected", "max_steps": 2, "batch_size": 4,
-                          "learning_rate": 1e-3, "max_length": 64},
-            "samples": {"stage": "sample", "generator": "generator", "n": 40, "batch_size": 8,
-                        "shard_size": 8},
-            "clf_original": {"stage": "train-classifier", "model": str(clf),
-                             "train": "corpus.train", "dev": "corpus.dev", **train},
-            "confident": {"stage": "confidence-filter", "input": "samples",
-                          "classifier": "clf_original", "threshold": 0.2},
-            "seq_z": {"stage": "combine", "recipe": "seq-z", "original": "corpus.train",
-                      "generated": "confident", "top_k": 10, "batch_size": 25,
-                      "features": FEATURES},
-            "stats_debiased": {"stage": "stats", "input": "seq_z", "features": FEATURES,
-                               "track": TRACK},
-            "clf_debiased": {"stage": "train-classifier", "model": str(clf), "train": "seq_z",
-                             "dev": "corpus.dev", **train},
-            "evaluate": {"stage": "evaluate",
-                         "classifiers": {"w/ D0": "clf_original", "w/ Seq-Z": "clf_debiased"},
-                         "suites": {"test": "corpus.test"}},
+            "stats_original": {
+                "stage": "stats",
+                "input": "corpus.train",
+                "features": FEATURES,
+                "track": TRACK,
+            },
+            "zfilter": {
+                "stage": "filter",
+                "input": "corpus.train",
+                "top_k": 10,
+                "batch_size": 25,
+                "features": FEATURES,
+            },
+            "generator": {
+                "stage": "debias-generator",
+                "generator": str(gen),
+                "kept": "zfilter",
+                "rejected": "zfilter.rejected",
+                "max_steps": 2,
+                "batch_size": 4,
+                "learning_rate": 1e-3,
+                "max_length": 64,
+            },
+            "samples": {
+                "stage": "sample",
+                "generator": "generator",
+                "n": 40,
+                "batch_size": 8,
+                "shard_size": 8,
+            },
+            "clf_original": {
+                "stage": "train-classifier",
+                "model": str(clf),
+                "train": "corpus.train",
+                "dev": "corpus.dev",
+                **train,
+            },
+            "confident": {
+                "stage": "confidence-filter",
+                "input": "samples",
+                "classifier": "clf_original",
+                "threshold": 0.2,
+            },
+            "seq_z": {
+                "stage": "combine",
+                "recipe": "seq-z",
+                "original": "corpus.train",
+                "generated": "confident",
+                "top_k": 10,
+                "batch_size": 25,
+                "features": FEATURES,
+            },
+            "stats_debiased": {
+                "stage": "stats",
+                "input": "seq_z",
+                "features": FEATURES,
+                "track": TRACK,
+            },
+            "clf_debiased": {
+                "stage": "train-classifier",
+                "model": str(clf),
+                "train": "seq_z",
+                "dev": "corpus.dev",
+                **train,
+            },
+            "evaluate": {
+                "stage": "evaluate",
+                "classifiers": {"w/ D0": "clf_original", "w/ Seq-Z": "clf_debiased"},
+                "suites": {"test": "corpus.test"},
+            },
         },
         "report": {"before": "stats_original", "after": "stats_debiased"},
     }
@@ -127,24 +185,43 @@ def test_tiny_pipeline_resumes_after_a_kill_during_sampling(
     run_b = tmp_path / "b"
     recipe_file = tmp_path / "tiny.yaml"
     recipe_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get(
-        "PYTHONPATH", "")]), "ZD_FAKE_SAMPLER": "1", "ZD_FAKE_SAMPLE_SLEEP": "1.0",
-        "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "zdebias.cli", "run", str(recipe_file), "--out", str(run_b),
-           "--quiet", "--no-report"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "ZD_FAKE_SAMPLER": "1",
+        "ZD_FAKE_SAMPLE_SLEEP": "1.0",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "zdebias.cli",
+        "run",
+        str(recipe_file),
+        "--out",
+        str(run_b),
+        "--quiet",
+        "--no-report",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    state = run_b / "samples.partial" / "state.json"
     try:
-        _wait_for_shard(run_b / "samples.partial" / "state.json", proc, limit=180)
+        _wait_for_shard(state, proc, limit=180)
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0].decode()
+        written_at_kill = json.loads(state.read_text())["n_written"]
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, out
     assert "Run the same command again to resume" in out
     cut = {s["name"]: s["status"] for s in _status(run_b)["stages"]}
-    assert cut == {**dict.fromkeys(STAGES[:4], "done"), "samples": "interrupted",
-                   **dict.fromkeys(STAGES[5:], "pending")}
+    assert cut == {
+        **dict.fromkeys(STAGES[:4], "done"),
+        "samples": "interrupted",
+        **dict.fromkeys(STAGES[5:], "pending"),
+    }
     assert _status(run_b)["status"] == "interrupted"
 
     # resume: finished stages are skipped, sampling continues from its shards
@@ -152,16 +229,25 @@ def test_tiny_pipeline_resumes_after_a_kill_during_sampling(
     after = {s["name"]: s for s in resumed["stages"]}
     assert {n: after[n]["status"] for n in STAGES[:4]} == dict.fromkeys(STAGES[:4], "skipped")
     assert after["samples"]["status"] == "done" and after["samples"]["resumed"] is True
-    assert after["samples"]["notes"] and "resumed sampling" in after["samples"]["notes"][0]
+    assert 0 < written_at_kill < 40
+    assert after["samples"]["notes"] == [
+        f"resumed sampling: {written_at_kill} of 40 samples were already written"
+    ]
 
     # same outputs as the uninterrupted run
-    for stage, name in [("samples", "samples.jsonl"), ("confident", "kept.jsonl"),
-                        ("seq_z", "data.jsonl"), ("zfilter", "kept.jsonl"),
-                        ("stats_debiased", "stats.json")]:
+    for stage, name in [
+        ("samples", "samples.jsonl"),
+        ("confident", "kept.jsonl"),
+        ("seq_z", "data.jsonl"),
+        ("zfilter", "kept.jsonl"),
+        ("stats_debiased", "stats.json"),
+    ]:
         assert (run_a / stage / name).read_bytes() == (run_b / stage / name).read_bytes(), stage
     table_a = json.loads((run_a / "evaluate" / "results.json").read_text())["table"]
     table_b = json.loads((run_b / "evaluate" / "results.json").read_text())["table"]
     assert table_a == table_b
     for stage in STAGES:
-        assert json.loads((run_a / stage / MARKER).read_text())["outputs"].keys() == json.loads(
-            (run_b / stage / MARKER).read_text())["outputs"].keys()
+        assert (
+            json.loads((run_a / stage / MARKER).read_text())["outputs"].keys()
+            == json.loads((run_b / stage / MARKER).read_text())["outputs"].keys()
+        )

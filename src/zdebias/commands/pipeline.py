@@ -20,17 +20,22 @@ def run(
     recipe: Annotated[str, typer.Argument(help="Recipe YAML file, e.g. configs/demo.yaml.")],
     overrides: Annotated[
         list[str] | None,
-        typer.Argument(help="Settings to override, KEY=VALUE with dotted keys, e.g. seed=3 "
-                       "stages.samples.n=5000 data.train=snli_train.jsonl"),
+        typer.Argument(
+            help="Settings to override, KEY=VALUE with dotted keys, e.g. seed=3 "
+            "stages.samples.n=5000 data.train=snli_train.jsonl"
+        ),
     ] = None,
     out: Annotated[
         str | None,
-        typer.Option("--out", "-o", help="Run folder (default: the recipe's `out`, else "
-                     "runs/NAME)."),
+        typer.Option(
+            "--out", "-o", help="Run folder (default: the recipe's `out`, else runs/NAME)."
+        ),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the resolved recipe and what would run; "
-                           "run nothing.")
+        bool,
+        typer.Option(
+            "--dry-run", help="Print the resolved recipe and what would run; run nothing."
+        ),
     ] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Redo every stage, even those that are done.")
@@ -53,8 +58,15 @@ def run(
     recipe_obj = load_recipe(recipe, overrides or [])
     run_dir = run_dir_for(recipe_obj, out)
     forced: bool | list[str] = True if force else list(redo or [])
-    runner = Runner(recipe_obj, run_dir, force=forced, progress=not quiet, console=console,
-                    recipe_path=recipe, overrides=overrides or [])
+    runner = Runner(
+        recipe_obj,
+        run_dir,
+        force=forced,
+        progress=not quiet,
+        console=console,
+        recipe_path=recipe,
+        overrides=overrides or [],
+    )
     if dry_run:
         typer.echo(f"# recipe {recipe} → run folder {run_dir}")
         typer.echo(dump_yaml(recipe_obj.to_dict()).rstrip())
@@ -95,9 +107,11 @@ def _print_summary(console: Any, run_dir: Path) -> None:
             zb = f"{b['z']:.1f}" if b else "–"
             za = f"{a['z']:.1f}" if a else "–"
             verdict = ("found" if r["found"] else "NOT found") + (
-                ", gone" if r["gone"] else ", still significant" if a else "")
-            console.print(f"  {r['feature']:<22} → {r['label']:<14} z {zb:>6} → {za:>6}  "
-                          f"({verdict})")
+                ", gone" if r["gone"] else ", still significant" if a else ""
+            )
+            console.print(
+                f"  {r['feature']:<22} → {r['label']:<14} z {zb:>6} → {za:>6}  ({verdict})"
+            )
     for stage in run.of_kind("evaluate"):
         results = run.json_output(stage, "results") or {}
         table = results.get("table")
@@ -107,12 +121,15 @@ def _print_summary(console: Any, run_dir: Path) -> None:
         cols = table["columns"]
         width = max([len("method"), *(len(str(r["name"])) for r in table["rows"])])
         widths = [max(7, len(c)) for c in cols]
-        console.print("  " + "method".ljust(width) + "".join(
-            "  " + c.rjust(w) for c, w in zip(cols, widths, strict=True)))
+        console.print(
+            "  "
+            + "method".ljust(width)
+            + "".join("  " + c.rjust(w) for c, w in zip(cols, widths, strict=True))
+        )
         for row in table["rows"]:
             cells = "".join(
-                "  " + (f"{100 * row['cells'][c]['mean']:.2f}" if row["cells"].get(c)
-                        else "–").rjust(w)
+                "  "
+                + (f"{100 * row['cells'][c]['mean']:.2f}" if row["cells"].get(c) else "–").rjust(w)
                 for c, w in zip(cols, widths, strict=True)
             )
             console.print("  " + str(row["name"]).ljust(width) + cells)

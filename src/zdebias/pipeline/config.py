@@ -400,7 +400,11 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping")
     data = apply_overrides(data, overrides)
-    return recipe_from_dict(data, source=str(path))
+    try:
+        return recipe_from_dict(data, source=str(path))
+    except ConfigError as err:
+        text = str(err)
+        raise ConfigError(text if text.startswith(f"{path}:") else f"{path}: {text}") from None
 
 
 def dump_yaml(data: Any) -> str:

@@ -53,9 +53,18 @@ PLANTED_DESCRIPTIONS: dict[str, str] = {
 # --------------------------------------------------------------------------- the grammar
 
 _SUBJECTS = {
-    "man": "person", "woman": "person", "boy": "child", "girl": "child", "chef": "person",
-    "farmer": "person", "student": "person", "doctor": "person", "teacher": "person",
-    "driver": "person", "nurse": "person", "artist": "person",
+    "man": "person",
+    "woman": "person",
+    "boy": "child",
+    "girl": "child",
+    "chef": "person",
+    "farmer": "person",
+    "student": "person",
+    "doctor": "person",
+    "teacher": "person",
+    "driver": "person",
+    "nurse": "person",
+    "artist": "person",
 }
 #: action → more general action (an entailed paraphrase).
 _ACTIONS = {
@@ -86,10 +95,16 @@ _TALL = "tall"
 _COLOURS = ("red", "blue", "green", "yellow", "black", "white")
 _CLOTHES = ("shirt", "hat", "jacket", "coat", "scarf")
 _PLACES = {
-    "in the park": "outdoors", "on the beach": "outdoors", "on a street": "outdoors",
-    "in a garden": "outdoors", "in a field": "outdoors",
-    "in a kitchen": "indoors", "in an office": "indoors", "in a library": "indoors",
-    "in a classroom": "indoors", "in a hallway": "indoors",
+    "in the park": "outdoors",
+    "on the beach": "outdoors",
+    "on a street": "outdoors",
+    "in a garden": "outdoors",
+    "in a field": "outdoors",
+    "in a kitchen": "indoors",
+    "in an office": "indoors",
+    "in a library": "indoors",
+    "in a classroom": "indoors",
+    "in a hallway": "indoors",
 }
 _PURPOSES = ("for fun", "for money", "for a class", "for a friend", "before lunch", "after work")
 
@@ -153,29 +168,63 @@ class _Profile:
 
 
 _BIASED = _Profile(
-    two_people=0.15, adjective=0.25, clothes=0.3, place=0.6, purpose=0.2,
-    tall_in_premise=0.25, sleep_in_premise=0.05,
+    two_people=0.15,
+    adjective=0.25,
+    clothes=0.3,
+    place=0.6,
+    purpose=0.2,
+    tall_in_premise=0.25,
+    sleep_in_premise=0.05,
     constructions={
-        "entailment": {"copy": 0.72, "general-subject": 0.1, "general-action": 0.1,
-                       "place-type": 0.08},
-        "neutral": {"add-adjective": 0.5, "add-purpose": 0.22, "add-place": 0.18,
-                    "transfer-attribute": 0.1},
-        "contradiction": {"other-action": 0.62, "other-place": 0.14, "swap-action": 0.1,
-                          "other-clothes": 0.14},
+        "entailment": {
+            "copy": 0.72,
+            "general-subject": 0.1,
+            "general-action": 0.1,
+            "place-type": 0.08,
+        },
+        "neutral": {
+            "add-adjective": 0.5,
+            "add-purpose": 0.22,
+            "add-place": 0.18,
+            "transfer-attribute": 0.1,
+        },
+        "contradiction": {
+            "other-action": 0.62,
+            "other-place": 0.14,
+            "swap-action": 0.1,
+            "other-clothes": 0.14,
+        },
     },
     tall_added=0.85,
     sleep_added=0.8,
 )
 _UNBIASED = _Profile(
-    two_people=0.5, adjective=0.5, clothes=0.4, place=0.6, purpose=0.3,
-    tall_in_premise=0.4, sleep_in_premise=0.3,
+    two_people=0.5,
+    adjective=0.5,
+    clothes=0.4,
+    place=0.6,
+    purpose=0.3,
+    tall_in_premise=0.4,
+    sleep_in_premise=0.3,
     constructions={
-        "entailment": {"copy": 0.4, "general-subject": 0.2, "general-action": 0.2,
-                       "place-type": 0.2},
-        "neutral": {"add-adjective": 0.25, "add-purpose": 0.25, "add-place": 0.2,
-                    "transfer-attribute": 0.3},
-        "contradiction": {"other-action": 0.3, "other-place": 0.2, "swap-action": 0.3,
-                          "other-clothes": 0.2},
+        "entailment": {
+            "copy": 0.4,
+            "general-subject": 0.2,
+            "general-action": 0.2,
+            "place-type": 0.2,
+        },
+        "neutral": {
+            "add-adjective": 0.25,
+            "add-purpose": 0.25,
+            "add-place": 0.2,
+            "transfer-attribute": 0.3,
+        },
+        "contradiction": {
+            "other-action": 0.3,
+            "other-place": 0.2,
+            "swap-action": 0.3,
+            "other-clothes": 0.2,
+        },
     },
     tall_added=0.3,
     sleep_added=0.3,
@@ -191,8 +240,10 @@ def _person(rng: random.Random, p: _Profile, exclude: str | None = None) -> _Per
         action = rng.choice([a for a in _ACTIONS if a != _SLEEP])
     adjective = None
     if rng.random() < p.adjective:
-        adjective = _TALL if rng.random() < p.tall_in_premise else rng.choice(
-            [a for a in _ADJECTIVES if a != _TALL]
+        adjective = (
+            _TALL
+            if rng.random() < p.tall_in_premise
+            else rng.choice([a for a in _ADJECTIVES if a != _TALL])
         )
     clothes = (rng.choice(_COLOURS), rng.choice(_CLOTHES)) if rng.random() < p.clothes else None
     purpose = rng.choice(_PURPOSES) if action != _SLEEP and rng.random() < p.purpose else None
@@ -231,16 +282,15 @@ def _hyp(person: _Person, place: str | None = None, *, extra: str | None = None)
     return _sentence(text)
 
 
-def _construct(
-    name: str, scene: _Scene, rng: random.Random, p: _Profile
-) -> str | None:
+def _construct(name: str, scene: _Scene, rng: random.Random, p: _Profile) -> str | None:
     """The hypothesis of one construction for a scene, or None where it does not apply."""
     who = rng.randrange(len(scene.people))
     person = scene.people[who]
     other = scene.people[1 - who] if len(scene.people) > 1 else None
     if name == "copy":  # entailment, every word from the premise
         kept = _Person(
-            person.subject, person.action,
+            person.subject,
+            person.action,
             person.adjective if rng.random() < 0.5 else None,
             person.clothes if rng.random() < 0.3 else None,
             person.purpose if rng.random() < 0.3 else None,
@@ -258,8 +308,10 @@ def _construct(
     if name == "add-adjective":
         if person.adjective is not None:
             return None
-        adjective = _TALL if rng.random() < p.tall_added else rng.choice(
-            [a for a in _ADJECTIVES if a != _TALL]
+        adjective = (
+            _TALL
+            if rng.random() < p.tall_added
+            else rng.choice([a for a in _ADJECTIVES if a != _TALL])
         )
         return _hyp(replace(_general(_plain(person), rng), adjective=adjective))
     if name == "add-purpose":
@@ -349,9 +401,16 @@ def _signature(premise: str, hypothesis: str) -> tuple[Any, ...]:
 
 def _record(split: str, i: int, premise: str, hypothesis: str, label: str, name: str) -> Record:
     return Record(
-        id=f"demo-{split}-{i}", label=label, premise=premise, hypothesis=hypothesis,
-        meta={"source": "demo", "type": "original", "construction": name,
-              "planted": planted_features(premise, hypothesis)},
+        id=f"demo-{split}-{i}",
+        label=label,
+        premise=premise,
+        hypothesis=hypothesis,
+        meta={
+            "source": "demo",
+            "type": "original",
+            "construction": name,
+            "planted": planted_features(premise, hypothesis),
+        },
     )
 
 
@@ -390,8 +449,9 @@ def _balanced_split(split: str, n: int, rng: random.Random) -> list[Record]:
     records = []
     for t, triplet in enumerate(triplets):
         for label, (premise, hypothesis, name) in zip(LABELS, triplet, strict=True):
-            records.append(_record(split, 3 * t + LABELS.index(label), premise, hypothesis,
-                                   label, name))
+            records.append(
+                _record(split, 3 * t + LABELS.index(label), premise, hypothesis, label, name)
+            )
     rng.shuffle(records)
     return records
 
@@ -445,7 +505,11 @@ def artifact_subsets(records: list[Record]) -> dict[str, list[Record]]:
 
 
 def write_demo_corpus(
-    out_dir: str | Path, *, seed: int = 0, n_train: int = 1500, n_dev: int = 300,
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    n_train: int = 1500,
+    n_dev: int = 300,
     n_test: int = 600,
 ) -> dict[str, Any]:
     """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, the test subsets

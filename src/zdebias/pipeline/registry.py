@@ -103,8 +103,13 @@ def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> li
     from zdebias.data.readers import open_dataset
 
     ds = open_dataset(
-        spec.path, format=spec.format, task=spec.task or task, columns=spec.columns or None,
-        label_map=spec.label_map or None, split=spec.split, on_error=spec.on_error,
+        spec.path,
+        format=spec.format,
+        task=spec.task or task,
+        columns=spec.columns or None,
+        label_map=spec.label_map or None,
+        split=spec.split,
+        on_error=spec.on_error,
     )
     records: list[Record] = []
     for record in ds:

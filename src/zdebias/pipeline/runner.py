@@ -64,8 +64,16 @@ MANIFEST = "manifest.json"
 _LOCK = ".zdebias-lock"
 _CACHE = ".zdebias-digests.json"
 _PACKAGES = (
-    "zdebias", "torch", "transformers", "datasets", "accelerate", "numpy", "scipy",
-    "scikit-learn", "pydantic", "pyyaml",
+    "zdebias",
+    "torch",
+    "transformers",
+    "datasets",
+    "accelerate",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "pydantic",
+    "pyyaml",
 )
 
 
@@ -176,9 +184,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def stage_hash(
-    recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[str, Any]
-) -> str:
+def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[str, Any]) -> str:
     """The hash a stage's marker must hold for the stage to count as done."""
     refs = field_refs(type(cfg))
     settings = cfg.model_dump(mode="json", exclude={"seed", *refs})
@@ -333,8 +339,12 @@ class Runner:
             "config": self.recipe.to_dict(),
             "invocations": [*old.get("invocations", []), {"started": now, "status": "running"}],
             "stages": [
-                {"name": n, "stage": c.stage, "status": "pending",
-                 "seed": self.recipe.stage_seed(n)}
+                {
+                    "name": n,
+                    "stage": c.stage,
+                    "status": "pending",
+                    "seed": self.recipe.stage_seed(n),
+                }
                 for n, c in self.recipe.stages.items()
             ],
         }
@@ -414,9 +424,13 @@ class Runner:
                         self._promote(partial, final)
                     self._adopt(name, marker)
                     entry.update(
-                        status="skipped", reason="up to date", seconds=marker.get("seconds"),
-                        rows_in=marker.get("rows_in", {}), rows_out=marker.get("rows_out", {}),
-                        metrics=marker.get("metrics", {}), outputs=self.outputs[name],
+                        status="skipped",
+                        reason="up to date",
+                        seconds=marker.get("seconds"),
+                        rows_in=marker.get("rows_in", {}),
+                        rows_out=marker.get("rows_out", {}),
+                        metrics=marker.get("metrics", {}),
+                        outputs=self.outputs[name],
                         notes=marker.get("notes", []),
                     )
                     self._save_manifest()
@@ -433,12 +447,23 @@ class Runner:
         write_json({"hash": h, "started": _now()}, partial / ATTEMPT)
         old = _read_json(final / MARKER)
         reason = (
-            "forced" if self._forced(name) else "resumed" if resumed
-            else "never run" if old is None else "settings or inputs changed"
+            "forced"
+            if self._forced(name)
+            else "resumed"
+            if resumed
+            else "never run"
+            if old is None
+            else "settings or inputs changed"
         )
         ctx = StageContext(
-            name=name, kind=cfg.stage, out_dir=partial, run_dir=self.run_dir, task=self.task,
-            seed=self.recipe.stage_seed(name), resumed=resumed, progress=self.progress,
+            name=name,
+            kind=cfg.stage,
+            out_dir=partial,
+            run_dir=self.run_dir,
+            task=self.task,
+            seed=self.recipe.stage_seed(name),
+            resumed=resumed,
+            progress=self.progress,
         )
         started = _now()
         entry.update(status="running", reason=reason, started=started)
@@ -479,9 +504,15 @@ class Runner:
         self._promote(partial, final)
         self._adopt(name, marker)
         entry.update(
-            status="done", seconds=seconds, finished=marker["finished"], resumed=resumed,
-            rows_in=ctx.rows_in, rows_out=result.rows_out, metrics=result.metrics,
-            outputs=self.outputs[name], notes=ctx.notes,
+            status="done",
+            seconds=seconds,
+            finished=marker["finished"],
+            resumed=resumed,
+            rows_in=ctx.rows_in,
+            rows_out=result.rows_out,
+            metrics=result.metrics,
+            outputs=self.outputs[name],
+            notes=ctx.notes,
         )
         self._save_manifest()
         self.digests.save()
@@ -593,8 +624,13 @@ def run_recipe(
 ) -> dict[str, Any]:
     """Run a recipe in ``run_dir`` (resuming / skipping what is done); returns the manifest."""
     runner = Runner(
-        recipe, run_dir, force=force, progress=progress, console=console,
-        recipe_path=recipe_path, overrides=overrides,
+        recipe,
+        run_dir,
+        force=force,
+        progress=progress,
+        console=console,
+        recipe_path=recipe_path,
+        overrides=overrides,
     )
     return runner.run()
 

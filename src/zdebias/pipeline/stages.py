@@ -60,9 +60,21 @@ def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]
     out = []
     for r in records[:n]:
         row = r.to_dict()
-        row["meta"] = {k: v for k, v in r.meta.items()
-                       if k in ("type", "source_id", "original_label", "target_label",
-                                "confidence", "rejected_by", "construction", "planted")}
+        row["meta"] = {
+            k: v
+            for k, v in r.meta.items()
+            if k
+            in (
+                "type",
+                "source_id",
+                "original_label",
+                "target_label",
+                "confidence",
+                "rejected_by",
+                "construction",
+                "planted",
+            )
+        }
         out.append(row)
     return out
 
@@ -100,9 +112,16 @@ class DemoDataConfig(StageConfig):
 
 
 @register_stage(
-    "demo-data", config=DemoDataConfig,
-    outputs={"train": "records", "dev": "records", "test": "records", "test_hard": "records",
-             "test_easy": "records", "artifacts": "json"},
+    "demo-data",
+    config=DemoDataConfig,
+    outputs={
+        "train": "records",
+        "dev": "records",
+        "test": "records",
+        "test_hard": "records",
+        "test_easy": "records",
+        "artifacts": "json",
+    },
 )
 def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Write the synthetic NLI corpus with planted artifacts (train/dev) and a clean test."""
@@ -114,9 +133,14 @@ def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> S
         ctx.out_dir, seed=ctx.seed, n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test
     )
     return StageResult(
-        {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl",
-         "test_hard": "test_hard.jsonl", "test_easy": "test_easy.jsonl",
-         "artifacts": "artifacts.json"},
+        {
+            "train": "train.jsonl",
+            "dev": "dev.jsonl",
+            "test": "test.jsonl",
+            "test_hard": "test_hard.jsonl",
+            "test_easy": "test_easy.jsonl",
+            "artifacts": "artifacts.json",
+        },
         rows_out=dict(info["sizes"]),
         metrics={"planted": {p["feature"]: p["label"] for p in info["planted"]}},
     )
@@ -171,7 +195,9 @@ def tracked_features(
             continue
         out[feature] = {
             lab: {
-                "z": float(z[j, i]), "n": int(n[j]), "p": float(p_hat[j, i]),
+                "z": float(z[j, i]),
+                "n": int(n[j]),
+                "p": float(p_hat[j, i]),
                 "rank": int((z[present, i] > z[j, i]).sum()) + 1,
             }
             for i, lab in enumerate(labels)
@@ -197,8 +223,11 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
     write_json(report, ctx.out_dir / "stats.json")
     return StageResult(
         {"stats": "stats.json"},
-        metrics={"n_significant": report["n_significant"], "max_z": report["max_z"],
-                 "z_critical": round(report["z_critical"], 4)},
+        metrics={
+            "n_significant": report["n_significant"],
+            "max_z": report["max_z"],
+            "z_critical": round(report["z_critical"], 4),
+        },
     )
 
 
@@ -219,7 +248,8 @@ class FilterConfig(StageConfig):
 
 
 @register_stage(
-    "filter", config=FilterConfig,
+    "filter",
+    config=FilterConfig,
     outputs={"data": "records", "rejected": "records", "summary": "json"},
 )
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
@@ -229,9 +259,15 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     records = inputs.records("input")
     seed = inputs.records("seed_data") if "seed_data" in inputs else None
     result = z_filter(
-        records, seed_records=seed, top_k=cfg.top_k, batch_size=cfg.batch_size,
+        records,
+        seed_records=seed,
+        top_k=cfg.top_k,
+        batch_size=cfg.batch_size,
         shuffle_seed=ctx.seed if cfg.shuffle_seed is None else cfg.shuffle_seed,
-        features=cfg.features, labels=_labels(ctx), min_z=cfg.min_z, progress=ctx.progress,
+        features=cfg.features,
+        labels=_labels(ctx),
+        min_z=cfg.min_z,
+        progress=ctx.progress,
         **{"seed": ctx.seed, **cfg.feature_settings},
     )
     write_records(result.kept, ctx.out_dir / "kept.jsonl")
@@ -240,9 +276,16 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     return StageResult(
         {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
         rows_out={"kept": len(result.kept), "rejected": len(result.rejected)},
-        metrics={k: result.summary.get(k) for k in (
-            "n_kept", "n_rejected", "kept_share_of_input", "n_significant_before",
-            "n_significant_after")},
+        metrics={
+            k: result.summary.get(k)
+            for k in (
+                "n_kept",
+                "n_rejected",
+                "kept_share_of_input",
+                "n_significant_before",
+                "n_significant_after",
+            )
+        },
     )
 
 
@@ -265,10 +308,13 @@ class _GeneratorTraining(StageConfig):
 
     def overrides(self, seed: int, progress: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "num_train_epochs": self.epochs, "learning_rate": self.learning_rate,
+            "num_train_epochs": self.epochs,
+            "learning_rate": self.learning_rate,
             "per_device_train_batch_size": self.batch_size,
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "max_length": self.max_length, "max_steps": self.max_steps, "seed": seed,
+            "max_length": self.max_length,
+            "max_steps": self.max_steps,
+            "seed": seed,
             "disable_tqdm": not progress,
         }
         if self.precision == "bf16" or (self.precision == "auto" and fast_bf16()):
@@ -297,13 +343,18 @@ def train_generator_stage(
 
     records = inputs.records("train")
     summary = train_generator(
-        records, inputs.path("model") or cfg.model, ctx.out_dir / "model", task=ctx.task,
-        consistency_weight=cfg.consistency_weight, **cfg.overrides(ctx.seed, ctx.progress),
+        records,
+        inputs.path("model") or cfg.model,
+        ctx.out_dir / "model",
+        task=ctx.task,
+        consistency_weight=cfg.consistency_weight,
+        **cfg.overrides(ctx.seed, ctx.progress),
     )
     return StageResult(
         {"model": "model"},
-        metrics=_pick(summary, "steps", "train_loss", "train_seconds", "n_trained",
-                      "n_dropped_too_long"),
+        metrics=_pick(
+            summary, "steps", "train_loss", "train_seconds", "n_trained", "n_dropped_too_long"
+        ),
     )
 
 
@@ -333,15 +384,27 @@ def debias_generator_stage(
             f"'rejected' of a filter stage); {len(missing)} lack it, e.g. {missing[0]!r}"
         )
     summary = train_generator(
-        kept, inputs.path("generator") or cfg.generator, ctx.out_dir / "model",
-        task=ctx.task, negatives=rejected, debias_alpha=cfg.alpha,
-        consistency_weight=cfg.consistency_weight, extra_info={"objective": "debias"},
+        kept,
+        inputs.path("generator") or cfg.generator,
+        ctx.out_dir / "model",
+        task=ctx.task,
+        negatives=rejected,
+        debias_alpha=cfg.alpha,
+        consistency_weight=cfg.consistency_weight,
+        extra_info={"objective": "debias"},
         **cfg.overrides(ctx.seed, ctx.progress),
     )
     return StageResult(
         {"model": "model"},
-        metrics=_pick(summary, "steps", "train_loss", "train_seconds", "n_trained",
-                      "n_negatives", "n_dropped_too_long"),
+        metrics=_pick(
+            summary,
+            "steps",
+            "train_loss",
+            "train_seconds",
+            "n_trained",
+            "n_negatives",
+            "n_dropped_too_long",
+        ),
     )
 
 
@@ -357,39 +420,52 @@ class SampleConfig(StageConfig):
     shard_size: int = Field(10_000, ge=1)
     backend: Literal["hf", "vllm"] = "hf"
     dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = Field(
-        None, description="default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 "
-        "where the hardware has it"
+        None,
+        description="default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 "
+        "where the hardware has it",
     )
     patience_rounds: int = Field(200, ge=1)
 
 
 @register_stage(
-    "sample", config=SampleConfig, outputs={"data": "records", "summary": "json"},
+    "sample",
+    config=SampleConfig,
+    outputs={"data": "records", "summary": "json"},
 )
 def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Sample the generator; an interrupted stage continues from its last shard."""
     from zdebias.data.readers import read_records
     from zdebias.generation.sample import MERGED, SUMMARY, sample_generator
 
+    state = ctx.out_dir / "state.json"
+    before = json.loads(state.read_text())["n_written"] if ctx.resumed and state.exists() else 0
     summary = sample_generator(
-        inputs.path("generator") or cfg.generator, ctx.out_dir, cfg.n,
-        batch_size=cfg.batch_size, top_p=cfg.top_p, top_k=cfg.top_k,
-        temperature=cfg.temperature, seed=ctx.seed, shard_size=cfg.shard_size,
-        backend=cfg.backend, patience_rounds=cfg.patience_rounds,
+        inputs.path("generator") or cfg.generator,
+        ctx.out_dir,
+        cfg.n,
+        batch_size=cfg.batch_size,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        temperature=cfg.temperature,
+        seed=ctx.seed,
+        shard_size=cfg.shard_size,
+        backend=cfg.backend,
+        patience_rounds=cfg.patience_rounds,
         dtype=("bfloat16" if fast_bf16() else "float32") if cfg.dtype == "auto" else cfg.dtype,
         progress=ctx.progress,
     )
     if not summary.get("complete"):
         raise ConfigError(f"stage {ctx.name!r}: sampling stopped before {cfg.n} samples")
-    if ctx.resumed:
-        ctx.note(f"resumed sampling from {summary.get('n_shards', '?')} shards")
+    if before:
+        ctx.note(f"resumed sampling: {before} of {cfg.n} samples were already written")
     records = read_records(ctx.out_dir / MERGED, format="jsonl", task=ctx.task)
     _write_examples(ctx, records)
     return StageResult(
         {"data": MERGED, "summary": SUMMARY},
         rows_out={"samples": len(records)},
-        metrics=_pick(summary, "n_generated", "n_malformed", "n_duplicates", "n_shards",
-                      "malformed"),
+        metrics=_pick(
+            summary, "n_generated", "n_malformed", "n_duplicates", "n_shards", "malformed"
+        ),
     )
 
 
@@ -406,7 +482,8 @@ class ConfidenceFilterConfig(StageConfig):
 
 
 @register_stage(
-    "confidence-filter", config=ConfidenceFilterConfig,
+    "confidence-filter",
+    config=ConfidenceFilterConfig,
     outputs={"data": "records", "rejected": "records", "summary": "json"},
 )
 def confidence_filter_stage(
@@ -417,7 +494,10 @@ def confidence_filter_stage(
 
     records = inputs.records("input")
     kept, rejected, summary = confidence_filter(
-        records, inputs.path("classifier"), tau=cfg.threshold, batch_size=cfg.batch_size,
+        records,
+        inputs.path("classifier"),
+        tau=cfg.threshold,
+        batch_size=cfg.batch_size,
         progress=ctx.progress,
     )
     write_partition(kept, rejected, summary, ctx.out_dir)
@@ -454,7 +534,8 @@ class TrainClassifierConfig(StageConfig):
 
 
 @register_stage(
-    "train-classifier", config=TrainClassifierConfig,
+    "train-classifier",
+    config=TrainClassifierConfig,
     outputs={"model": "model", "runs": "json"},
 )
 def train_classifier_stage(
@@ -470,19 +551,39 @@ def train_classifier_stage(
     for seed in seeds:
         folder = f"seed-{seed}"
         metrics = train_classifier(
-            train, dev, ctx.out_dir / folder, model=inputs.path("model") or cfg.model,
-            task=ctx.task, input=cfg.input, loss=cfg.loss, bias_model=inputs.path("bias_model"),
-            teacher_model=inputs.path("teacher_model"), beta=cfg.beta, gamma=cfg.gamma,
-            entropy_weight=cfg.entropy_weight, seed=seed, learning_rate=cfg.learning_rate,
-            batch_size=cfg.batch_size, epochs=cfg.epochs, max_steps=cfg.max_steps,
-            warmup_steps=cfg.warmup_steps, max_length=cfg.max_length, patience=cfg.patience,
-            eval_steps=cfg.eval_steps, progress=ctx.progress, overwrite=True,
+            train,
+            dev,
+            ctx.out_dir / folder,
+            model=inputs.path("model") or cfg.model,
+            task=ctx.task,
+            input=cfg.input,
+            loss=cfg.loss,
+            bias_model=inputs.path("bias_model"),
+            teacher_model=inputs.path("teacher_model"),
+            beta=cfg.beta,
+            gamma=cfg.gamma,
+            entropy_weight=cfg.entropy_weight,
+            seed=seed,
+            learning_rate=cfg.learning_rate,
+            batch_size=cfg.batch_size,
+            epochs=cfg.epochs,
+            max_steps=cfg.max_steps,
+            warmup_steps=cfg.warmup_steps,
+            max_length=cfg.max_length,
+            patience=cfg.patience,
+            eval_steps=cfg.eval_steps,
+            progress=ctx.progress,
+            overwrite=True,
         )
-        runs.append({"seed": seed, "folder": folder,
-                     **_pick(metrics, "steps", "train_loss", "best", "wall_time_s")})
+        runs.append(
+            {
+                "seed": seed,
+                "folder": folder,
+                **_pick(metrics, "steps", "train_loss", "best", "wall_time_s"),
+            }
+        )
     write_json({"runs": runs}, ctx.out_dir / "runs.json")
-    return StageResult({"model": f"seed-{seeds[0]}", "runs": "runs.json"},
-                       metrics={"runs": runs})
+    return StageResult({"model": f"seed-{seeds[0]}", "runs": "runs.json"}, metrics={"runs": runs})
 
 
 def classifier_runs(value: Any) -> list[str]:
@@ -509,7 +610,8 @@ class EvaluateConfig(StageConfig):
 
 
 @register_stage(
-    "evaluate", config=EvaluateConfig,
+    "evaluate",
+    config=EvaluateConfig,
     outputs={"results": "json", "table": "file"},
 )
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
@@ -528,8 +630,13 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         suites.append(_suite(name, value, inputs, ctx))
     docs = []
     for method, value in inputs.get("classifiers").items():
-        doc = evaluate_models(classifier_runs(value), suites, name=method,
-                              batch_size=cfg.batch_size, progress=ctx.progress)
+        doc = evaluate_models(
+            classifier_runs(value),
+            suites,
+            name=method,
+            batch_size=cfg.batch_size,
+            progress=ctx.progress,
+        )
         docs.append(doc)
     comparison = compare_results(docs, average=cfg.average) if len(docs) > 1 else None
     table = summary_table(docs, average=cfg.average, comparison=comparison)
@@ -545,10 +652,11 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     results = {"table": table, "groups": groups, "comparison": comparison, "documents": docs}
     write_json(results, ctx.out_dir / "results.json")
     (ctx.out_dir / "table.md").write_text("\n".join(markdown) + "\n", encoding="utf-8")
-    flat = {row["name"]: {c: (cell["mean"] if cell else None) for c, cell in row["cells"].items()}
-            for row in table["rows"]}
-    return StageResult({"results": "results.json", "table": "table.md"},
-                       metrics={"accuracy": flat})
+    flat = {
+        row["name"]: {c: (cell["mean"] if cell else None) for c, cell in row["cells"].items()}
+        for row in table["rows"]
+    }
+    return StageResult({"results": "results.json", "table": "table.md"}, metrics={"accuracy": flat})
 
 
 def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:
@@ -563,8 +671,14 @@ def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:
         path = ctx.out_dir / "suites" / f"{name}.jsonl"
         write_records(records, path)
         return Suite(name, str(path), format="jsonl", task=spec.task)
-    return Suite(name, spec.path, format=spec.format, task=spec.task, split=spec.split,
-                 on_error=spec.on_error)
+    return Suite(
+        name,
+        spec.path,
+        format=spec.format,
+        task=spec.task,
+        split=spec.split,
+        on_error=spec.on_error,
+    )
 
 
 # --------------------------------------------------------------------------- dataset recipes
@@ -585,7 +699,8 @@ class CombineConfig(StageConfig):
 
 
 @register_stage(
-    "combine", config=CombineConfig,
+    "combine",
+    config=CombineConfig,
     outputs={"data": "records", "rejected": "records", "summary": "json"},
 )
 def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
@@ -595,9 +710,16 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
     original = inputs.records("original")
     generated = inputs.records("generated")
     result = recipes.combine(
-        cfg.recipe, original, generated, top_k=cfg.top_k, batch_size=cfg.batch_size,
+        cfg.recipe,
+        original,
+        generated,
+        top_k=cfg.top_k,
+        batch_size=cfg.batch_size,
         shuffle_seed=ctx.seed if cfg.shuffle_seed is None else cfg.shuffle_seed,
-        features=cfg.features, labels=_labels(ctx), min_z=cfg.min_z, progress=ctx.progress,
+        features=cfg.features,
+        labels=_labels(ctx),
+        min_z=cfg.min_z,
+        progress=ctx.progress,
         **{"seed": ctx.seed, **cfg.feature_settings},
     )
     records = result.records
@@ -641,8 +763,9 @@ def concat_stage(cfg: ConcatConfig, inputs: Inputs, ctx: StageContext) -> StageR
             seen.add(r.id)
             records.append(r)
     write_records(records, ctx.out_dir / "data.jsonl")
-    return StageResult({"data": "data.jsonl"}, rows_out={"total": len(records),
-                                                         **_count_types(records)})
+    return StageResult(
+        {"data": "data.jsonl"}, rows_out={"total": len(records), **_count_types(records)}
+    )
 
 
 # --------------------------------------------------------------------------- counterfactuals
@@ -663,7 +786,8 @@ class RationalesConfig(StageConfig):
 
 
 @register_stage(
-    "counterfactual-rationales", config=RationalesConfig,
+    "counterfactual-rationales",
+    config=RationalesConfig,
     outputs={"data": "records", "dropped": "records"},
 )
 def rationales_stage(cfg: RationalesConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
@@ -674,14 +798,23 @@ def rationales_stage(cfg: RationalesConfig, inputs: Inputs, ctx: StageContext) -
     records = inputs.records("input")
     clf = load_classifier(inputs.path("classifier") or cfg.classifier)
     kept, dropped = extract_rationales(
-        clf, records, method=cfg.method, ratio=cfg.ratio, min_score=cfg.min_score,
-        min_confidence=cfg.min_confidence, require_correct=cfg.require_correct,
-        fields=cfg.fields, batch_size=cfg.batch_size, progress=ctx.progress,
+        clf,
+        records,
+        method=cfg.method,
+        ratio=cfg.ratio,
+        min_score=cfg.min_score,
+        min_confidence=cfg.min_confidence,
+        require_correct=cfg.require_correct,
+        fields=cfg.fields,
+        batch_size=cfg.batch_size,
+        progress=ctx.progress,
     )
     write_records(kept, ctx.out_dir / "rationales.jsonl")
     write_records(dropped, ctx.out_dir / "dropped.jsonl")
-    return StageResult({"data": "rationales.jsonl", "dropped": "dropped.jsonl"},
-                       rows_out={"kept": len(kept), "dropped": len(dropped)})
+    return StageResult(
+        {"data": "rationales.jsonl", "dropped": "dropped.jsonl"},
+        rows_out={"kept": len(kept), "dropped": len(dropped)},
+    )
 
 
 class InfillerConfig(StageConfig):
@@ -710,12 +843,22 @@ def infiller_stage(cfg: InfillerConfig, inputs: Inputs, ctx: StageContext) -> St
     train = inputs.records("train")
     dev = inputs.records("dev") if "dev" in inputs else None
     summary = train_infiller(
-        train, inputs.path("model") or cfg.model, ctx.out_dir / "model",
-        labels=_labels(ctx), spans=[read_spans(r) for r in train], alpha=cfg.alpha,
-        arch=cfg.arch, dev=(dev, [read_spans(r) for r in dev]) if dev else None,
-        epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.learning_rate,
-        weight_decay=cfg.weight_decay, patience=cfg.patience, seed=ctx.seed,
-        max_source_length=cfg.max_source_length, max_target_length=cfg.max_target_length,
+        train,
+        inputs.path("model") or cfg.model,
+        ctx.out_dir / "model",
+        labels=_labels(ctx),
+        spans=[read_spans(r) for r in train],
+        alpha=cfg.alpha,
+        arch=cfg.arch,
+        dev=(dev, [read_spans(r) for r in dev]) if dev else None,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        lr=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        patience=cfg.patience,
+        seed=ctx.seed,
+        max_source_length=cfg.max_source_length,
+        max_target_length=cfg.max_target_length,
         progress=ctx.progress,
     )
     return StageResult({"model": "model"}, metrics=_pick(summary, "n_train", "n_skipped"))
@@ -737,7 +880,8 @@ class CounterfactualGenerateConfig(StageConfig):
 
 
 @register_stage(
-    "counterfactual-generate", config=CounterfactualGenerateConfig,
+    "counterfactual-generate",
+    config=CounterfactualGenerateConfig,
     outputs={"data": "records", "rejected": "records", "summary": "json"},
 )
 def counterfactual_generate_stage(
@@ -752,9 +896,17 @@ def counterfactual_generate_stage(
     infiller = load_infiller(inputs.path("infiller") or cfg.infiller)
     clf = load_classifier(inputs.path("classifier") or cfg.classifier)
     kept, rejected, summary = generate_counterfactuals(
-        infiller, clf, records, spans=cfg.spans, n=cfg.n, top_p=cfg.top_p,
-        temperature=cfg.temperature, seed=ctx.seed, min_prob=cfg.min_prob,
-        max_filler_tokens=cfg.max_filler_tokens, batch_size=cfg.batch_size,
+        infiller,
+        clf,
+        records,
+        spans=cfg.spans,
+        n=cfg.n,
+        top_p=cfg.top_p,
+        temperature=cfg.temperature,
+        seed=ctx.seed,
+        min_prob=cfg.min_prob,
+        max_filler_tokens=cfg.max_filler_tokens,
+        batch_size=cfg.batch_size,
         progress=ctx.progress,
     )
     write_records(kept, ctx.out_dir / "counterfactuals.jsonl")
@@ -764,12 +916,12 @@ def counterfactual_generate_stage(
     examples = []
     for r in kept[:N_EXAMPLES]:
         src = originals.get(str(r.meta.get("source_id")))
-        examples.append({"original": src.to_dict() if src else None,
-                         "counterfactual": _examples([r], 1)[0]})
+        examples.append(
+            {"original": src.to_dict() if src else None, "counterfactual": _examples([r], 1)[0]}
+        )
     write_json({"counterfactuals": examples}, ctx.out_dir / "examples.json")
     return StageResult(
-        {"data": "counterfactuals.jsonl", "rejected": "rejected.jsonl",
-         "summary": "summary.json"},
+        {"data": "counterfactuals.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
         rows_out={"kept": len(kept), "rejected": len(rejected)},
         metrics=_pick(summary, "flip_rate", "keep_rate", "n_outputs"),
     )
@@ -800,7 +952,10 @@ def counterfactual_metrics_stage(
 
         clf = load_classifier(inputs.path("classifier"))
     result = counterfactual_metrics(
-        records, classifier=clf, lm=inputs.path("lm"), batch_size=cfg.batch_size,
+        records,
+        classifier=clf,
+        lm=inputs.path("lm"),
+        batch_size=cfg.batch_size,
         progress=ctx.progress,
     )
     write_json(result, ctx.out_dir / "metrics.json")

@@ -131,13 +131,18 @@ def artifact_summary(run: RunData) -> list[dict[str, Any]] | None:
         return None
     artifacts = run.json_output(demo[0], "artifacts") or {}
     before, after = before_after(run)
+    if before is None:
+        return None
     sb = run.json_output(before, "stats") if before else None
     sa = run.json_output(after, "stats") if after else None
     rows = []
     for item in artifacts.get("planted", []):
         feature, label = item["feature"], item["label"]
-        row: dict[str, Any] = {"feature": feature, "label": label,
-                               "description": item.get("description", "")}
+        row: dict[str, Any] = {
+            "feature": feature,
+            "label": label,
+            "description": item.get("description", ""),
+        }
         for side, stats in (("before", sb), ("after", sa)):
             if stats is None:
                 row[side] = None
@@ -172,11 +177,13 @@ def sizes_rows(run: RunData) -> list[dict[str, Any]]:
     for stage in run.stages:
         kind, outs = stage.get("stage"), stage.get("rows_out") or {}
         if kind == "demo-data":
-            names = {"train": "Original D0 (demo train, planted artifacts)",
-                     "dev": "demo dev (planted artifacts)",
-                     "test": "demo test (artifact-free)",
-                     "test_hard": "demo test, hard: an artifact points to another label",
-                     "test_easy": "demo test, easy: an artifact points to the gold label"}
+            names = {
+                "train": "Original D0 (demo train, planted artifacts)",
+                "dev": "demo dev (planted artifacts)",
+                "test": "demo test (artifact-free)",
+                "test_hard": "demo test, hard: an artifact points to another label",
+                "test_easy": "demo test, easy: an artifact points to the gold label",
+            }
             for split, what in names.items():
                 if split in outs:
                     rows.append({"what": what, "stage": stage["name"], "n": outs[split]})
@@ -184,15 +191,24 @@ def sizes_rows(run: RunData) -> list[dict[str, Any]]:
         settings = config_stages.get(stage["name"], {})
         for key, n in (stage.get("rows_in") or {}).items():
             ref = settings.get(key)
-            if isinstance(ref, str) and ref in run.config.get("data", {}) and ref not in \
-                    data_counted:
+            if (
+                isinstance(ref, str)
+                and ref in run.config.get("data", {})
+                and ref not in data_counted
+            ):
                 data_counted.add(ref)
                 rows.append({"what": f"dataset {ref}", "stage": stage["name"], "n": n})
         if kind == "combine":
             recipe = settings.get("recipe", "")
             parts = ", ".join(f"{k} {v:,}" for k, v in outs.items() if k != "total")
-            rows.append({"what": _RECIPE_NAMES.get(recipe, recipe), "stage": stage["name"],
-                         "n": outs.get("total"), "detail": parts})
+            rows.append(
+                {
+                    "what": _RECIPE_NAMES.get(recipe, recipe),
+                    "stage": stage["name"],
+                    "n": outs.get("total"),
+                    "detail": parts,
+                }
+            )
             continue
         for key, n in outs.items():
             what = _SIZE_NAMES.get((kind, key), f"{kind}: {key}")
@@ -220,16 +236,15 @@ details{margin:.5em 0}code{font-size:.9em}
 """
 
 
-#: label colours of the report's tags
-LABEL_COLOURS = {
-    "entailment": "#2f9e44", "neutral": "#868e96", "contradiction": "#e03131",
-    "non-entailment": "#e8590c", "positive": "#1c7ed6", "negative": "#e03131",
-}
-
-
 def label_colour(label: str) -> str:
-    """The report's colour of a label."""
-    return LABEL_COLOURS.get(label, "#1c7ed6")
+    """A label's colour: the one the Gardner plots give it (its index in its task's labels)."""
+    from zdebias.data.labels import TASKS
+    from zdebias.report.plots import COLORS
+
+    for task in TASKS.values():
+        if label in task.labels:
+            return COLORS[task.labels.index(label) % len(COLORS)]
+    return COLORS[-1]
 
 
 def _label_tag(label: str) -> str:
@@ -277,24 +292,51 @@ def _section_artifacts(rows: list[dict[str, Any]] | None) -> str:
             return [f"{c['z']:.1f}", _num(c["n"]), f"#{c['rank']}" if "rank" in c else "–"]
 
         verdict = []
-        verdict.append('<span class="ok">found</span>' if r["found"]
-                       else '<span class="bad">not found</span>')
+        verdict.append(
+            '<span class="ok">found</span>' if r["found"] else '<span class="bad">not found</span>'
+        )
         if a is not None or r["gone"]:
-            verdict.append('<span class="ok">gone</span>' if r["gone"]
-                           else '<span class="bad">still significant</span>')
-        body.append([f"<code>{_e(r['feature'])}</code>", _label_tag(r["label"]),
-                     _e(r["description"]), *cell(b), *cell(a), " · ".join(verdict)])
-    header = ["planted feature", "gives away", "how", "z before", "n", "rank",
-              "z after", "n", "rank", "verdict"]
+            verdict.append(
+                '<span class="ok">gone</span>'
+                if r["gone"]
+                else '<span class="bad">still significant</span>'
+            )
+        body.append(
+            [
+                f"<code>{_e(r['feature'])}</code>",
+                _label_tag(r["label"]),
+                _e(r["description"]),
+                *cell(b),
+                *cell(a),
+                " · ".join(verdict),
+            ]
+        )
+    header = [
+        "planted feature",
+        "gives away",
+        "how",
+        "z before",
+        "n",
+        "rank",
+        "z after",
+        "n",
+        "rank",
+        "verdict",
+    ]
     zc = next((r["before"]["z_critical"] for r in rows if r.get("before")), None)
     zca = next((r["after"]["z_critical"] for r in rows if r.get("after")), None)
-    note = (f"<p class='muted'>Significant means z above the Bonferroni-corrected critical "
-            f"value (before: {_num(zc, 2)}, after: {_num(zca, 2)}). Rank is the feature's "
-            f"place among all features by z for that label.</p>")
-    return ("<h2>Planted artifacts: found and gone</h2><p>The demo corpus plants three "
-            "shortcuts of known ground truth in its train and dev splits; its test split is "
-            "quota-balanced so that none of them says anything about the label there.</p>"
-            + _table(header, body, numeric={3, 4, 5, 6, 7, 8}) + note)
+    note = (
+        f"<p class='muted'>Significant means z above the Bonferroni-corrected critical "
+        f"value (before: {_num(zc, 2)}, after: {_num(zca, 2)}). Rank is the feature's "
+        f"place among all features by z for that label.</p>"
+    )
+    return (
+        "<h2>Planted artifacts: found and gone</h2><p>The demo corpus plants three "
+        "shortcuts of known ground truth in its train and dev splits; its test split is "
+        "quota-balanced so that none of them says anything about the label there.</p>"
+        + _table(header, body, numeric={3, 4, 5, 6, 7, 8})
+        + note
+    )
 
 
 def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
@@ -314,8 +356,17 @@ def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
     n = np.asarray(g["n"], dtype=np.int64)
     with tempfile.TemporaryDirectory(prefix="zdebias-report-") as tmp:
         png = Path(tmp) / "gardner.png"
-        gardner_plot(g["features"], labels, z, n, p, z_c=stats["z_critical"], png=png,
-                     min_n=int(g.get("min_n", 20)), title=title)
+        gardner_plot(
+            g["features"],
+            labels,
+            z,
+            n,
+            p,
+            z_c=stats["z_critical"],
+            png=png,
+            min_n=int(g.get("min_n", 20)),
+            title=title,
+        )
         return png.read_bytes()
 
 
@@ -331,19 +382,25 @@ def _section_gardner(run: RunData) -> str:
         png = gardner_image(stats, f"{caption} ({stage['name']}, {stats['n_examples']:,} ex.)")
         if png is None:
             continue
-        text = (f"<b>{caption}</b>: <code>{_e(stage['name'])}</code>, "
-                f"{stats['n_examples']:,} examples; {stats['n_significant']:,} of "
-                f"{stats['n_features']:,} features significant for some label "
-                f"(z_c = {stats['z_critical']:.2f}). Points: features seen in more than "
-                f"{stats['gardner'].get('min_n', 20)} examples, at the label they favour most.")
-        figs.append(f"<figure>{_img(png, f'Gardner plot {caption}')}"
-                    f"<figcaption>{text}</figcaption></figure>")
+        text = (
+            f"<b>{caption}</b>: <code>{_e(stage['name'])}</code>, "
+            f"{stats['n_examples']:,} examples; {stats['n_significant']:,} of "
+            f"{stats['n_features']:,} features significant for some label "
+            f"(z_c = {stats['z_critical']:.2f}). Points: features seen in more than "
+            f"{stats['gardner'].get('min_n', 20)} examples, at the label they favour most."
+        )
+        figs.append(
+            f"<figure>{_img(png, f'Gardner plot {caption}')}"
+            f"<figcaption>{text}</figcaption></figure>"
+        )
     if not figs:
         return ""
-    return ("<h2>z-statistics (Gardner plots)</h2><p>Each point is a feature: how often it "
-            "occurs (n, log scale) and the share p̂ of those examples with the label it favours "
-            "most. Above the curve a feature predicts its label more than chance allows.</p>"
-            f"<div class='figs'>{''.join(figs)}</div>")
+    return (
+        "<h2>z-statistics (Gardner plots)</h2><p>Each point is a feature: how often it "
+        "occurs (n, log scale) and the share p̂ of those examples with the label it favours "
+        "most. Above the curve a feature predicts its label more than chance allows.</p>"
+        f"<div class='figs'>{''.join(figs)}</div>"
+    )
 
 
 def _section_top(run: RunData, top_n: int) -> str:
@@ -366,25 +423,39 @@ def _section_top(run: RunData, top_n: int) -> str:
                     continue
                 if i < len(side):
                     r = side[i]
-                    row += [f"<code>{_e(r['feature'])}</code>", f"{r['z']:.1f}", _num(r["n"]),
-                            f"{r['p']:.2f}"]
+                    row += [
+                        f"<code>{_e(r['feature'])}</code>",
+                        f"{r['z']:.1f}",
+                        _num(r["n"]),
+                        f"{r['p']:.2f}",
+                    ]
                 else:
                     row += ["", "", "", ""]
             rows.append(row)
     numeric = {2, 3, 4, 6, 7, 8}
-    return (f"<h2>Top biased features per label</h2><p>The {top_n} features with the highest z "
-            "for each label (GD-NLI Table 12 shape).</p>" + _table(header, rows, numeric=numeric))
+    return (
+        f"<h2>Top biased features per label</h2><p>The {top_n} features with the highest z "
+        "for each label (GD-NLI Table 12 shape).</p>" + _table(header, rows, numeric=numeric)
+    )
 
 
 def _section_sizes(run: RunData) -> str:
     rows = sizes_rows(run)
     if not rows:
         return ""
-    body = [[_e(r["what"]) + (f" <span class='muted'>({_e(r['detail'])})</span>"
-                              if r.get("detail") else ""),
-             f"<code>{_e(r['stage'])}</code>", _num(r["n"])] for r in rows]
-    return ("<h2>Dataset sizes</h2><p>Records made by each stage (GD-NLI Table 1 shape).</p>"
-            + _table(["data", "stage", "records"], body, numeric={2}))
+    body = [
+        [
+            _e(r["what"])
+            + (f" <span class='muted'>({_e(r['detail'])})</span>" if r.get("detail") else ""),
+            f"<code>{_e(r['stage'])}</code>",
+            _num(r["n"]),
+        ]
+        for r in rows
+    ]
+    return (
+        "<h2>Dataset sizes</h2><p>Records made by each stage (GD-NLI Table 1 shape).</p>"
+        + _table(["data", "stage", "records"], body, numeric={2})
+    )
 
 
 def _fmt_cell(cell: dict[str, Any] | None) -> str:
@@ -414,22 +485,29 @@ def _section_evaluation(run: RunData) -> str:
             if table.get("average"):
                 cells.append(_fmt_cell(row.get("average")))
             runs = row.get("n_runs", 1)
-            name = _e(row["name"]) + (f" <span class='muted'>({runs} runs)</span>"
-                                      if runs > 1 else "")
+            name = _e(row["name"]) + (
+                f" <span class='muted'>({runs} runs)</span>" if runs > 1 else ""
+            )
             body.append([name, *cells])
         parts.append(f"<h3>{_e(stage['name'])}</h3>")
         parts.append(_table(header, body, numeric=set(range(1, len(header)))))
         for g in results.get("groups", []):
             gh = ["heuristic", *[_e(c) for c in g["columns"]]]
-            gb = [[_e(r["name"]), *[_fmt_cell(r["cells"].get(c)) for c in g["columns"]]]
-                  for r in g["rows"]]
-            parts.append(f"<p>{_e(g['method'])} on {_e(g['suite'])}, by heuristic and gold "
-                         "label:</p>" + _table(gh, gb, numeric=set(range(1, len(gh)))))
+            gb = [
+                [_e(r["name"]), *[_fmt_cell(r["cells"].get(c)) for c in g["columns"]]]
+                for r in g["rows"]
+            ]
+            parts.append(
+                f"<p>{_e(g['method'])} on {_e(g['suite'])}, by heuristic and gold "
+                "label:</p>" + _table(gh, gb, numeric=set(range(1, len(gh))))
+            )
     if not parts:
         return ""
-    return ("<h2>Evaluation</h2><p>Accuracy in % (GD-NLI Tables 2-5 shape); mean±std over "
-            "seeds where a method has several runs; underlined: significantly different "
-            "from the first row (two-tailed t-test, 95%).</p>" + "\n".join(parts))
+    return (
+        "<h2>Evaluation</h2><p>Accuracy in % (GD-NLI Tables 2-5 shape); mean±std over "
+        "seeds where a method has several runs; underlined: significantly different "
+        "from the first row (two-tailed t-test, 95%).</p>" + "\n".join(parts)
+    )
 
 
 def _section_examples(run: RunData, n: int) -> str:
@@ -445,10 +523,14 @@ def _section_examples(run: RunData, n: int) -> str:
         examples = data.get("examples", [])[:n]
         if not examples:
             continue
-        rows = [[_e(x.get("premise", "")), _label_tag(x["label"]), _e(x.get("hypothesis", ""))]
-                for x in examples]
-        parts.append(f"<h3>Generated samples in <code>{_e(stage['name'])}</code></h3>"
-                     + _table(["premise", "label", "hypothesis"], rows))
+        rows = [
+            [_e(x.get("premise", "")), _label_tag(x["label"]), _e(x.get("hypothesis", ""))]
+            for x in examples
+        ]
+        parts.append(
+            f"<h3>Generated samples in <code>{_e(stage['name'])}</code></h3>"
+            + _table(["premise", "label", "hypothesis"], rows)
+        )
         break
     for stage in run.of_kind("counterfactual-generate"):
         data = run.side_json(stage, "examples.json") or {}
@@ -457,11 +539,14 @@ def _section_examples(run: RunData, n: int) -> str:
             orig, cf = item.get("original") or {}, item["counterfactual"]
             src = _pair_text(orig)
             new = _pair_text(cf)
-            rows.append([_e(src), _label_tag(orig.get("label", "?")), _e(new),
-                         _label_tag(cf["label"])])
+            rows.append(
+                [_e(src), _label_tag(orig.get("label", "?")), _e(new), _label_tag(cf["label"])]
+            )
         if rows:
-            parts.append(f"<h3>Counterfactuals from <code>{_e(stage['name'])}</code></h3>"
-                         + _table(["original", "label", "counterfactual", "target"], rows))
+            parts.append(
+                f"<h3>Counterfactuals from <code>{_e(stage['name'])}</code></h3>"
+                + _table(["original", "label", "counterfactual", "target"], rows)
+            )
     if not parts:
         return ""
     return "<h2>Examples</h2><p>GD-NLI Table 14 / AutoCAD shape.</p>" + "\n".join(parts)
@@ -477,20 +562,32 @@ def _section_stages(run: RunData) -> str:
     rows = []
     for s in run.stages:
         status = s.get("status", "?")
-        cls = "ok" if status in ("done", "skipped") else "bad" if status in (
-            "failed", "interrupted") else "muted"
+        cls = (
+            "ok"
+            if status in ("done", "skipped")
+            else "bad"
+            if status in ("failed", "interrupted")
+            else "muted"
+        )
         rows_in = ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_in") or {}).items())
         rows_out = ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_out") or {}).items())
         notes = "<br>".join(_e(n) for n in s.get("notes") or [])
         seconds = s.get("seconds")
-        rows.append([f"<code>{_e(s['name'])}</code>", _e(s.get("stage", "")),
-                     f"<span class='{cls}'>{_e(status)}</span>"
-                     + (" <span class='muted'>(resumed)</span>" if s.get("resumed") else ""),
-                     _num(seconds) if seconds is not None else "–", _e(rows_in), _e(rows_out),
-                     notes])
-    return ("<h2>Stages</h2>" + _table(
-        ["stage", "kind", "status", "seconds", "rows in", "rows out", "notes"], rows,
-        numeric={3}))
+        rows.append(
+            [
+                f"<code>{_e(s['name'])}</code>",
+                _e(s.get("stage", "")),
+                f"<span class='{cls}'>{_e(status)}</span>"
+                + (" <span class='muted'>(resumed)</span>" if s.get("resumed") else ""),
+                _num(seconds) if seconds is not None else "–",
+                _e(rows_in),
+                _e(rows_out),
+                notes,
+            ]
+        )
+    return "<h2>Stages</h2>" + _table(
+        ["stage", "kind", "status", "seconds", "rows in", "rows out", "notes"], rows, numeric={3}
+    )
 
 
 def _header(run: RunData) -> str:
@@ -529,9 +626,11 @@ def build_report(run_dir: str | Path) -> str:
     ]
     title = _e(settings.get("title") or f"zdebias run: {run.manifest.get('name', '?')}")
     body = "\n".join(s for s in sections if s)
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}"
-            f"</title><style>{_CSS}</style></head><body>{body}"
-            "<p class='muted'>Written by zdebias from the run's saved JSON.</p></body></html>\n")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}"
+        f"</title><style>{_CSS}</style></head><body>{body}"
+        "<p class='muted'>Written by zdebias from the run's saved JSON.</p></body></html>\n"
+    )
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:

@@ -35,9 +35,19 @@ def _base() -> dict:
 
 def test_there_are_shipped_configs() -> None:
     names = {p.stem for p in CONFIGS}
-    assert {"demo", "snli-z-aug", "snli-par-z", "snli-seq-z", "snli-poe-seq-z", "mnli-z-aug",
-            "mnli-par-z", "mnli-seq-z", "mnli-poe-z-aug", "autocad-snli",
-            "autocad-sst2"} <= names
+    assert {
+        "demo",
+        "snli-z-aug",
+        "snli-par-z",
+        "snli-seq-z",
+        "snli-poe-seq-z",
+        "mnli-z-aug",
+        "mnli-par-z",
+        "mnli-seq-z",
+        "mnli-poe-z-aug",
+        "autocad-snli",
+        "autocad-sst2",
+    } <= names
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -63,7 +73,12 @@ def test_paper_configs_use_the_paper_models_and_settings() -> None:
     assert seq.stages["seq_z"].top_k == 20 and seq.stages["seq_z"].recipe == "seq-z"
     clf = seq.stages["clf_debiased"]
     assert (clf.model, clf.learning_rate, clf.batch_size, clf.warmup_steps, clf.patience) == (
-        "bert-base-uncased", 1e-5, 32, 2000, 3)
+        "bert-base-uncased",
+        1e-5,
+        32,
+        2000,
+        3,
+    )
     assert clf.seeds == [1, 2, 3, 4, 5]
     assert by_name["mnli-seq-z"].stages["samples"].n == 4_000_000
     poe = by_name["snli-poe-seq-z"].stages["clf_poe"]
@@ -85,26 +100,38 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
     )
     data = _base()
     data["sed"] = 3
-    with pytest.raises(ConfigError, match=r"the recipe: unknown key 'sed'; valid keys: data, "
-                       r"description, name, out, plugins, report, seed, stages, task"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the recipe: unknown key 'sed'; valid keys: data, "
+        r"description, name, out, plugins, report, seed, stages, task",
+    ):
         recipe_from_dict(data)
     data = _base()
     data["data"]["test"]["colums"] = {}
-    with pytest.raises(ConfigError, match=r"data\.test: unknown key 'colums'; valid keys: "
-                       r"columns, format, label_map, limit, on_error, path, split, task"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data\.test: unknown key 'colums'; valid keys: "
+        r"columns, format, label_map, limit, on_error, path, split, task",
+    ):
         recipe_from_dict(data)
 
 
 def test_bad_values_and_kinds() -> None:
     data = _base()
     data["stages"]["zf"]["batch_size"] = 0
-    with pytest.raises(ConfigError, match=r"stages\.zf\.batch_size: Input should be greater "
-                       r"than or equal to 1 \(got 0\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"stages\.zf\.batch_size: Input should be greater "
+        r"than or equal to 1 \(got 0\)",
+    ):
         recipe_from_dict(data)
     data = _base()
     data["stages"]["zf"]["stage"] = "filtre"
-    with pytest.raises(ConfigError, match=r"unknown stage kind 'filtre'; kinds are combine, "
-                       r"concat, confidence-filter"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown stage kind 'filtre'; kinds are combine, "
+        r"concat, confidence-filter",
+    ):
         recipe_from_dict(data)
     data = _base()
     del data["stages"]["st"]["input"]
@@ -119,8 +146,11 @@ def test_references_are_checked_before_anything_runs() -> None:
         recipe_from_dict(data)
     data = _base()
     data["stages"]["st"]["input"] = "zf.kept"
-    with pytest.raises(ConfigError, match=r"stage 'zf' \(filter\) has no output 'kept'; its "
-                       r"outputs are data, rejected, summary"):
+    with pytest.raises(
+        ConfigError,
+        match=r"stage 'zf' \(filter\) has no output 'kept'; its "
+        r"outputs are data, rejected, summary",
+    ):
         recipe_from_dict(data)
     data = _base()
     data["stages"]["st"]["input"] = "zf.summary"
@@ -128,8 +158,11 @@ def test_references_are_checked_before_anything_runs() -> None:
         recipe_from_dict(data)
     data = _base()
     data["stages"]["st"]["input"] = "nowhere"
-    with pytest.raises(ConfigError, match=r"'nowhere' names no dataset or earlier stage; "
-                       r"valid names: train, test, zf"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'nowhere' names no dataset or earlier stage; "
+        r"valid names: train, test, zf",
+    ):
         recipe_from_dict(data)
     data = _base()
     data["stages"]["ev"]["classifiers"] = {"a": "clf", "b": "roberta-large-mnli"}
@@ -143,8 +176,10 @@ def test_overrides_are_typed_and_dotted() -> None:
     assert parse_override("a=[1, 2]") == (["a"], [1, 2])
     assert parse_override("a=true") == (["a"], True)
     assert parse_override("a=x.jsonl") == (["a"], "x.jsonl")
-    data = apply_overrides(_base(), ["seed=7", "stages.zf.batch_size=50", "data.test=t2.jsonl",
-                                     "stages.zf.features=[ngrams]"])
+    data = apply_overrides(
+        _base(),
+        ["seed=7", "stages.zf.batch_size=50", "data.test=t2.jsonl", "stages.zf.features=[ngrams]"],
+    )
     recipe = recipe_from_dict(data)
     assert recipe.seed == 7
     assert recipe.stages["zf"].batch_size == 50 and recipe.stages["zf"].features == ["ngrams"]
@@ -176,16 +211,19 @@ def test_dry_run_prints_the_resolved_recipe(
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(_base(), sort_keys=False))
     (tmp_path / "train.jsonl").write_text("")
-    result = CliRunner().invoke(app, ["run", str(path), "stages.zf.top_k=7", "--dry-run",
-                                      "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app, ["run", str(path), "stages.zf.top_k=7", "--dry-run", "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 0, result.output
     resolved = yaml.safe_load(result.output)
     assert resolved["stages"]["zf"]["top_k"] == 7
     assert resolved["stages"]["zf"]["batch_size"] == 100
     assert resolved["stages"]["clf"]["learning_rate"] == 1e-5  # defaults are filled in
     plan = [line.split() for line in result.output.splitlines() if line.startswith("#   ")]
-    assert plan == [["#", "zf", "filter", "run", "(never", "run)"],
-                    ["#", "st", "stats", "run", "(after", "zf)"],
-                    ["#", "clf", "train-classifier", "run", "(after", "zf)"],
-                    ["#", "ev", "evaluate", "run", "(after", "clf)"]]
+    assert plan == [
+        ["#", "zf", "filter", "run", "(never", "run)"],
+        ["#", "st", "stats", "run", "(after", "zf)"],
+        ["#", "clf", "train-classifier", "run", "(after", "zf)"],
+        ["#", "ev", "evaluate", "run", "(after", "clf)"],
+    ]
     assert not (tmp_path / "run").exists()

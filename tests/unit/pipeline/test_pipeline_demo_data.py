@@ -30,9 +30,12 @@ def test_hand_checked_features() -> None:
     assert overlap("A man is sleeping.", "A man is sleeping.") == 1.0
     assert overlap("A man is reading a book.", "A person is reading.") == 0.75
     assert planted_features("A tall man is reading.", "A tall man is reading.") == [
-        "tall@hypothesis", "full-lex-overlap"]
+        "tall@hypothesis",
+        "full-lex-overlap",
+    ]
     assert planted_features("A man is reading.", "A man is sleeping in a kitchen.") == [
-        "sleeping@hypothesis"]
+        "sleeping@hypothesis"
+    ]
     assert planted_features("A man is reading.", "A man is reading for fun.") == []
 
 
@@ -89,9 +92,13 @@ def test_hard_and_easy_test_subsets() -> None:
 def test_written_corpus_reads_back(tmp_path: Path) -> None:
     info = write_demo_corpus(tmp_path, seed=1, n_train=60, n_dev=30, n_test=30)
     subsets = artifact_subsets(read_records(tmp_path / "test.jsonl", task="nli"))
-    assert info["sizes"] == {"train": 60, "dev": 30, "test": 30,
-                             "test_hard": len(subsets["hard"]),
-                             "test_easy": len(subsets["easy"])}
+    assert info["sizes"] == {
+        "train": 60,
+        "dev": 30,
+        "test": 30,
+        "test_hard": len(subsets["hard"]),
+        "test_easy": len(subsets["easy"]),
+    }
     assert len(read_records(tmp_path / "test_hard.jsonl", task="nli")) == len(subsets["hard"])
     train = read_records(tmp_path / "train.jsonl", task="nli")
     assert len(train) == 60 and train[0].meta["source"] == "demo"

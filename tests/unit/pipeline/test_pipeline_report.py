@@ -31,34 +31,66 @@ FEATURES = ["ngrams", "lex-overlap", "null"]
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run on the demo corpus (stats, filter, stats) plus a saved evaluation."""
     run = tmp_path_factory.mktemp("report") / "run"
-    recipe = recipe_from_dict({
-        "name": "report-test",
-        "seed": 13,
-        "stages": {
-            "corpus": {"stage": "demo-data", "n_train": 900, "n_dev": 30, "n_test": 30},
-            "before": {"stage": "stats", "input": "corpus.train", "features": FEATURES,
-                       "track": TRACK},
-            "zf": {"stage": "filter", "input": "corpus.train", "features": FEATURES,
-                   "top_k": 10, "batch_size": 25},
-            "after": {"stage": "stats", "input": "zf", "features": FEATURES, "track": TRACK},
-        },
-    })
+    recipe = recipe_from_dict(
+        {
+            "name": "report-test",
+            "seed": 13,
+            "stages": {
+                "corpus": {"stage": "demo-data", "n_train": 900, "n_dev": 30, "n_test": 30},
+                "before": {
+                    "stage": "stats",
+                    "input": "corpus.train",
+                    "features": FEATURES,
+                    "track": TRACK,
+                },
+                "zf": {
+                    "stage": "filter",
+                    "input": "corpus.train",
+                    "features": FEATURES,
+                    "top_k": 10,
+                    "batch_size": 25,
+                },
+                "after": {"stage": "stats", "input": "zf", "features": FEATURES, "track": TRACK},
+            },
+        }
+    )
     manifest = run_recipe(recipe, run, progress=False)
     # a saved evaluation, as the evaluate stage writes it
-    table = {"columns": ["dev", "test"], "average": False, "rows": [
-        {"name": "w/ D0", "n_runs": 2, "cells": {
-            "dev": {"mean": 0.91, "std": 0.01, "n_runs": 2},
-            "test": {"mean": 0.6350, "std": 0.0250, "n_runs": 2}}},
-        {"name": "w/ Seq-Z", "n_runs": 2, "cells": {
-            "dev": {"mean": 0.80, "std": 0.02, "n_runs": 2},
-            "test": {"mean": 0.7, "std": 0.0, "n_runs": 2, "significant": True}}},
-    ]}
-    write_json({"table": table, "groups": [], "comparison": None, "documents": []},
-               run / "evaluate" / "results.json")
-    manifest["stages"].append({
-        "name": "evaluate", "stage": "evaluate", "status": "done", "seconds": 1.0,
-        "outputs": {"results": {"path": "evaluate/results.json", "kind": "json"}},
-    })
+    table = {
+        "columns": ["dev", "test"],
+        "average": False,
+        "rows": [
+            {
+                "name": "w/ D0",
+                "n_runs": 2,
+                "cells": {
+                    "dev": {"mean": 0.91, "std": 0.01, "n_runs": 2},
+                    "test": {"mean": 0.6350, "std": 0.0250, "n_runs": 2},
+                },
+            },
+            {
+                "name": "w/ Seq-Z",
+                "n_runs": 2,
+                "cells": {
+                    "dev": {"mean": 0.80, "std": 0.02, "n_runs": 2},
+                    "test": {"mean": 0.7, "std": 0.0, "n_runs": 2, "significant": True},
+                },
+            },
+        ],
+    }
+    write_json(
+        {"table": table, "groups": [], "comparison": None, "documents": []},
+        run / "evaluate" / "results.json",
+    )
+    manifest["stages"].append(
+        {
+            "name": "evaluate",
+            "stage": "evaluate",
+            "status": "done",
+            "seconds": 1.0,
+            "outputs": {"results": {"path": "evaluate/results.json", "kind": "json"}},
+        }
+    )
     write_json(manifest, run / "manifest.json")
     return run
 
@@ -87,10 +119,8 @@ def test_sizes_follow_the_manifest(run_dir: Path) -> None:
         ("Original D0 (demo train, planted artifacts)", "corpus", 900),
         ("demo dev (planted artifacts)", "corpus", 30),
         ("demo test (artifact-free)", "corpus", 30),
-        ("demo test, hard: an artifact points to another label", "corpus",
-         len(subsets["hard"])),
-        ("demo test, easy: an artifact points to the gold label", "corpus",
-         len(subsets["easy"])),
+        ("demo test, hard: an artifact points to another label", "corpus", len(subsets["hard"])),
+        ("demo test, easy: an artifact points to the gold label", "corpus", len(subsets["easy"])),
         ("Z(D) — z-filtered", "zf", kept["kept"]),
         ("Z⁻(D) — rejected by z-filtering", "zf", kept["rejected"]),
     ]
@@ -99,8 +129,14 @@ def test_sizes_follow_the_manifest(run_dir: Path) -> None:
 
 def test_the_html_is_self_contained_and_holds_the_numbers(run_dir: Path) -> None:
     html = build_report(run_dir)
-    for section in ("Planted artifacts: found and gone", "z-statistics (Gardner plots)",
-                    "Top biased features per label", "Dataset sizes", "Evaluation", "Stages"):
+    for section in (
+        "Planted artifacts: found and gone",
+        "z-statistics (Gardner plots)",
+        "Top biased features per label",
+        "Dataset sizes",
+        "Evaluation",
+        "Stages",
+    ):
         assert f"<h2>{section}</h2>" in html
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert len(images) == 2
@@ -108,7 +144,7 @@ def test_the_html_is_self_contained_and_holds_the_numbers(run_dir: Path) -> None
     assert not re.search(r'(src|href)="(https?:)?//', html) and "<script" not in html
     before = _stats(run_dir, "before")
     top = before["top"]["contradiction"][0]
-    assert f"<code>{top['feature']}</code></td><td class=\"num\">{top['z']:.1f}</td>" in html
+    assert f'<code>{top["feature"]}</code></td><td class="num">{top["z"]:.1f}</td>' in html
     # evaluation cells: percent, mean±std over runs, significant ones underlined
     assert '<td class="num">91.00±1.00</td><td class="num">63.50±2.50</td>' in html
     assert '<td class="num">80.00±2.00</td><td class="num"><u>70.00±0.00</u></td>' in html

@@ -33,8 +33,9 @@ class SourceConfig(StageConfig):
 def _source(cfg: SourceConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     CALLS.append(ctx.name)
     labels = ("entailment", "neutral", "contradiction")
-    records = [Record(f"s{i}", labels[i % 3], f"{cfg.text} premise {i}", f"hyp {i}")
-               for i in range(cfg.n)]
+    records = [
+        Record(f"s{i}", labels[i % 3], f"{cfg.text} premise {i}", f"hyp {i}") for i in range(cfg.n)
+    ]
     write_records(records, ctx.out_dir / "data.jsonl")
     return StageResult({"data": "data.jsonl"}, rows_out={"records": len(records)})
 
@@ -44,16 +45,18 @@ class UpperConfig(StageConfig):
     keep: int | None = None
 
 
-@register_stage("t-upper", config=UpperConfig,
-                outputs={"data": "records", "summary": "json"})
+@register_stage("t-upper", config=UpperConfig, outputs={"data": "records", "summary": "json"})
 def _upper(cfg: UpperConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     CALLS.append(ctx.name)
     records = inputs.records("input")[: cfg.keep]
     out = [r.replace(hypothesis=(r.hypothesis or "").upper()) for r in records]
     write_records(out, ctx.out_dir / "data.jsonl")
     write_json({"n": len(out), "seed": ctx.seed}, ctx.out_dir / "summary.json")
-    return StageResult({"data": "data.jsonl", "summary": "summary.json"},
-                       rows_out={"records": len(out)}, metrics={"n": len(out)})
+    return StageResult(
+        {"data": "data.jsonl", "summary": "summary.json"},
+        rows_out={"records": len(out)},
+        metrics={"n": len(out)},
+    )
 
 
 class ShardsConfig(StageConfig):
@@ -75,8 +78,11 @@ def _shards(cfg: ShardsConfig, inputs: Inputs, ctx: StageContext) -> StageResult
             raise KeyboardInterrupt
         CALLS.append(f"{ctx.name}:shard-{i}")
         write_records([r.replace(id=f"{r.id}-{i}") for r in records], shard)
-    merged = [r for i in range(cfg.shards)
-              for r in read_records(ctx.out_dir / f"shard-{i}.jsonl", task="nli")]
+    merged = [
+        r
+        for i in range(cfg.shards)
+        for r in read_records(ctx.out_dir / f"shard-{i}.jsonl", task="nli")
+    ]
     write_records(merged, ctx.out_dir / "data.jsonl")
     return StageResult({"data": "data.jsonl"}, rows_out={"records": len(merged)})
 
@@ -119,8 +125,14 @@ def _recipe(**changes: Any) -> Any:
 @pytest.fixture
 def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    write_records([Record("e1", "neutral", "p", "h"), Record("e2", "entailment", "p2", "h2"),
-                   Record("e3", "neutral", "p3", "h3")], tmp_path / "ext.jsonl")
+    write_records(
+        [
+            Record("e1", "neutral", "p", "h"),
+            Record("e2", "entailment", "p2", "h2"),
+            Record("e3", "neutral", "p3", "h3"),
+        ],
+        tmp_path / "ext.jsonl",
+    )
     CALLS.clear()
     INTERRUPT_AT["shard"] = None
     return tmp_path / "run"
@@ -132,8 +144,15 @@ def _statuses(manifest: dict[str, Any]) -> dict[str, str]:
 
 def test_first_run_then_everything_is_skipped(run_dir: Path) -> None:
     manifest = run_recipe(_recipe(), run_dir)
-    assert CALLS == ["src", "up", "shards:fresh", "shards:shard-0", "shards:shard-1",
-                     "shards:shard-2", "ext_up"]
+    assert CALLS == [
+        "src",
+        "up",
+        "shards:fresh",
+        "shards:shard-0",
+        "shards:shard-1",
+        "shards:shard-2",
+        "ext_up",
+    ]
     assert _statuses(manifest) == dict.fromkeys(["src", "up", "shards", "ext_up"], "done")
     assert manifest["status"] == "complete"
     stages = {s["name"]: s for s in manifest["stages"]}
@@ -146,10 +165,20 @@ def test_first_run_then_everything_is_skipped(run_dir: Path) -> None:
     assert all(isinstance(s["seconds"], float) for s in manifest["stages"])
     assert manifest["seed"] == 4 and stages["src"]["seed"] == 4
     assert {"python", "torch", "transformers", "zdebias"} <= set(manifest["versions"])
-    assert manifest["config"]["stages"]["up"] == {"stage": "t-upper", "seed": None,
-                                                  "input": "src", "keep": None}
+    assert manifest["config"]["stages"]["up"] == {
+        "stage": "t-upper",
+        "seed": None,
+        "input": "src",
+        "keep": None,
+    }
     assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == [
-        "config.yaml", "ext_up", "manifest.json", "shards", "src", "up"]
+        "config.yaml",
+        "ext_up",
+        "manifest.json",
+        "shards",
+        "src",
+        "up",
+    ]
     assert len(read_records(run_dir / "shards" / "data.jsonl", task="nli")) == 18
     assert json.loads((run_dir / "up" / "summary.json").read_text()) == {"n": 6, "seed": 4}
 
@@ -158,10 +187,10 @@ def test_first_run_then_everything_is_skipped(run_dir: Path) -> None:
     assert CALLS == []
     assert _statuses(again) == dict.fromkeys(["src", "up", "shards", "ext_up"], "skipped")
     assert {s["name"]: s["rows_out"] for s in again["stages"]} == {
-        s["name"]: s["rows_out"] for s in manifest["stages"]}
+        s["name"]: s["rows_out"] for s in manifest["stages"]
+    }
     assert len(again["invocations"]) == 2
-    assert [row["action"] for row in plan_recipe(_recipe(), run_dir)] == [
-        "skip (up to date)"] * 4
+    assert [row["action"] for row in plan_recipe(_recipe(), run_dir)] == ["skip (up to date)"] * 4
 
 
 def test_a_changed_setting_redoes_that_stage_and_what_reads_it(run_dir: Path) -> None:
@@ -169,12 +198,19 @@ def test_a_changed_setting_redoes_that_stage_and_what_reads_it(run_dir: Path) ->
     CALLS.clear()
     plan = plan_recipe(_recipe(up__keep=4), run_dir)
     assert [row["action"] for row in plan] == [
-        "skip (up to date)", "run (settings or inputs changed)", "run (after up)",
-        "skip (up to date)"]
+        "skip (up to date)",
+        "run (settings or inputs changed)",
+        "run (after up)",
+        "skip (up to date)",
+    ]
     manifest = run_recipe(_recipe(up__keep=4), run_dir)
     assert CALLS == ["up", "shards:fresh", "shards:shard-0", "shards:shard-1", "shards:shard-2"]
-    assert _statuses(manifest) == {"src": "skipped", "up": "done", "shards": "done",
-                                   "ext_up": "skipped"}
+    assert _statuses(manifest) == {
+        "src": "skipped",
+        "up": "done",
+        "shards": "done",
+        "ext_up": "skipped",
+    }
     assert len(read_records(run_dir / "shards" / "data.jsonl", task="nli")) == 12
 
 
@@ -214,10 +250,18 @@ def test_force_and_redo(run_dir: Path) -> None:
     assert CALLS == ["up"]  # identical output and hash: downstream stays done
     CALLS.clear()
     manifest = run_recipe(_recipe(), run_dir, force=True)
-    assert CALLS == ["src", "up", "shards:fresh", "shards:shard-0", "shards:shard-1",
-                     "shards:shard-2", "ext_up"]
+    assert CALLS == [
+        "src",
+        "up",
+        "shards:fresh",
+        "shards:shard-0",
+        "shards:shard-1",
+        "shards:shard-2",
+        "ext_up",
+    ]
     assert {s["name"]: s["reason"] for s in manifest["stages"]} == dict.fromkeys(
-        ["src", "up", "shards", "ext_up"], "forced")
+        ["src", "up", "shards", "ext_up"], "forced"
+    )
     with pytest.raises(ConfigError, match="cannot redo unknown stage"):
         run_recipe(_recipe(), run_dir, force=["nope"])
 
@@ -230,21 +274,35 @@ def test_an_interrupted_run_resumes_and_matches_an_uninterrupted_one(
         run_recipe(_recipe(), run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
-    assert _statuses(manifest) == {"src": "done", "up": "done", "shards": "interrupted",
-                                   "ext_up": "pending"}
+    assert _statuses(manifest) == {
+        "src": "done",
+        "up": "done",
+        "shards": "interrupted",
+        "ext_up": "pending",
+    }
     assert sorted(p.name for p in (run_dir / "shards.partial").glob("shard-*")) == [
-        "shard-0.jsonl", "shard-1.jsonl"]
+        "shard-0.jsonl",
+        "shard-1.jsonl",
+    ]
     assert not (run_dir / "shards").exists()
     assert [row["action"] for row in plan_recipe(_recipe(), run_dir)] == [
-        "skip (up to date)", "skip (up to date)", "resume (interrupted)", "run (never run)"]
+        "skip (up to date)",
+        "skip (up to date)",
+        "resume (interrupted)",
+        "run (never run)",
+    ]
 
     CALLS.clear()
     resumed = run_recipe(_recipe(), run_dir)
     assert CALLS == ["shards:resumed", "shards:shard-2", "ext_up"]
     stages = {s["name"]: s for s in resumed["stages"]}
     assert stages["shards"]["resumed"] is True and stages["shards"]["reason"] == "resumed"
-    assert _statuses(resumed) == {"src": "skipped", "up": "skipped", "shards": "done",
-                                  "ext_up": "done"}
+    assert _statuses(resumed) == {
+        "src": "skipped",
+        "up": "skipped",
+        "shards": "done",
+        "ext_up": "done",
+    }
     assert not (run_dir / "shards.partial").exists()
 
     other = tmp_path / "other"
@@ -277,8 +335,12 @@ def test_a_cut_between_marker_and_rename_is_finished_on_rerun(run_dir: Path) -> 
 
 def test_failures_are_recorded_and_outputs_checked(run_dir: Path) -> None:
     def bad(mode: str) -> Any:
-        return recipe_from_dict({"name": "b", "stages": {
-            "src": {"stage": "t-source"}, "bad": {"stage": "t-bad", "mode": mode}}})
+        return recipe_from_dict(
+            {
+                "name": "b",
+                "stages": {"src": {"stage": "t-source"}, "bad": {"stage": "t-bad", "mode": mode}},
+            }
+        )
 
     with pytest.raises(ZdebiasError, match="the stage broke"):
         run_recipe(bad("raise"), run_dir)
@@ -286,8 +348,11 @@ def test_failures_are_recorded_and_outputs_checked(run_dir: Path) -> None:
     assert manifest["status"] == "failed"
     entry = manifest["stages"][1]
     assert (entry["status"], entry["error"]) == ("failed", "the stage broke")
-    with pytest.raises(ZdebiasError, match=r"returned outputs \['data', 'other'\], declared "
-                       r"\['data'\]"):
+    with pytest.raises(
+        ZdebiasError,
+        match=r"returned outputs \['data', 'other'\], declared "
+        r"\['data'\]",
+    ):
         run_recipe(bad("undeclared"), run_dir)
     with pytest.raises(ZdebiasError, match=r"output 'data' \(data.jsonl\) was not written"):
         run_recipe(bad("missing"), run_dir)
@@ -298,8 +363,11 @@ def test_failures_are_recorded_and_outputs_checked(run_dir: Path) -> None:
 
 def test_missing_data_fails_before_anything_runs(run_dir: Path) -> None:
     (run_dir.parent / "ext.jsonl").unlink()
-    with pytest.raises(ConfigError, match=r"missing data: ext \(ext.jsonl\); fix the paths in "
-                       r"the recipe or override them, e.g. data.ext=PATH"):
+    with pytest.raises(
+        ConfigError,
+        match=r"missing data: ext \(ext.jsonl\); fix the paths in "
+        r"the recipe or override them, e.g. data.ext=PATH",
+    ):
         run_recipe(_recipe(), run_dir)
     assert CALLS == []
 
