@@ -234,17 +234,23 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 # --------------------------------------------------------------------------- z-filter
 
 
-class FilterConfig(StageConfig):
+class _ZFilterSettings(StageConfig):
+    """The z-filtering settings shared by the filter and combine stages."""
+
+    top_k: int = Field(20, ge=1)
+    batch_size: int = Field(1000, ge=1)
+    shuffle_seed: int | None = None
+    min_z: float = 0.0
+    features: list[str] | None = None
+    feature_settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class FilterConfig(_ZFilterSettings):
     """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set."""
 
     input: RecordsRef
     seed_data: OptRecordsRef = None
-    top_k: int = Field(20, ge=1)
-    batch_size: int = Field(1000, ge=1)
     shuffle_seed: int | None = Field(None, description="default: the stage's seed")
-    min_z: float = 0.0
-    features: list[str] | None = None
-    feature_settings: dict[str, Any] = Field(default_factory=dict)
 
 
 @register_stage(
@@ -684,18 +690,12 @@ def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:
 # --------------------------------------------------------------------------- dataset recipes
 
 
-class CombineConfig(StageConfig):
+class CombineConfig(_ZFilterSettings):
     """Z-Aug, Par-Z or Seq-Z (SPEC §5) of the original and the generated data."""
 
     recipe: Literal["z-aug", "par-z", "seq-z"]
     original: RecordsRef
     generated: RecordsRef
-    top_k: int = Field(20, ge=1)
-    batch_size: int = Field(1000, ge=1)
-    shuffle_seed: int | None = None
-    min_z: float = 0.0
-    features: list[str] | None = None
-    feature_settings: dict[str, Any] = Field(default_factory=dict)
 
 
 @register_stage(
