@@ -83,6 +83,25 @@ def test_paper_configs_use_the_paper_models_and_settings() -> None:
     assert by_name["mnli-seq-z"].stages["samples"].n == 4_000_000
     poe = by_name["snli-poe-seq-z"].stages["clf_poe"]
     assert (poe.loss, poe.beta, poe.gamma) == ("poe", 2.0, 0.4)
+    # GD-NLI Table 10, MNLI rows: (β, γ) tuned per evaluation set, for MNLI and for Z-Aug MNLI
+    mnli = by_name["mnli-poe-z-aug"].stages
+    table_10 = {
+        "clf_poe_original_m_hard": ("train", "clf_hypo_original", 0.8, 1.0),
+        "clf_poe_original_mm_hard": ("train", "clf_hypo_original", 2.0, 0.4),
+        "clf_poe_original_hans": ("train", "clf_hypo_original", 2.0, 0.8),
+        "clf_poe_m_hard": ("z_aug", "clf_hypo_z_aug", 2.0, 0.4),
+        "clf_poe_mm_hard": ("z_aug", "clf_hypo_z_aug", 2.0, 0.8),
+        "clf_poe_hans": ("z_aug", "clf_hypo_z_aug", 2.0, 1.0),
+    }
+    for name, (train, bias, beta, gamma) in table_10.items():
+        stage = mnli[name]
+        assert (stage.loss, stage.train, stage.bias_model, stage.beta, stage.gamma) == (
+            "poe",
+            train,
+            bias,
+            beta,
+            gamma,
+        ), name
     cad = by_name["autocad-snli"].stages["infiller"]
     assert (cad.model, cad.alpha, cad.batch_size) == ("t5-large", 1.0, 8)
     assert by_name["autocad-sst2"].stages["infiller"].alpha == 0.3
