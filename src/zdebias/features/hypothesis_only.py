@@ -132,7 +132,9 @@ def cross_fitted_predictions(
     """Out-of-fold argmax predictions for ``fit_rows``, fold-averaged ones for other rows.
 
     ``x``: features [n, F]; ``y``: label index per row (used on ``fit_rows`` only).
-    Returns a label index per row of ``x``.
+    Returns a label index per row of ``x``. Only the columns seen in ``fit_rows`` are used:
+    naive Bayes smooths over every column, so n-grams that occur only in the other rows would
+    otherwise change the predictions for ``fit_rows``.
     """
     import warnings
 
@@ -141,6 +143,9 @@ def cross_fitted_predictions(
     fit_rows = np.asarray(fit_rows, dtype=np.int64)
     if len(fit_rows) == 0:
         raise ConfigError("the hypothesis-only model has no records to train on")
+    seen = (x[fit_rows] if len(fit_rows) < n else x).getnnz(axis=0) > 0
+    if not seen.all():
+        x = x[:, np.flatnonzero(seen)]
     folds = max(2, min(int(folds), len(fit_rows)))
     rng = np.random.default_rng(seed)
     fold_of = np.empty(len(fit_rows), dtype=np.int64)

@@ -114,3 +114,25 @@ def test_default_feature_is_deterministic_and_named_by_label() -> None:
     assert (a.matrix != b.matrix).nnz == 0
     # the words give the label away, so out-of-fold predictions are right
     assert all(a.features_of(i) == [f"hypo-only-pred={LABELS[i % 3]}"] for i in range(60))
+
+
+def test_rows_outside_the_fit_do_not_change_the_fit_rows_predictions() -> None:
+    # Naive Bayes smooths over every column it is given: columns that only unfit rows use
+    # (n-grams of generated data) must be left out, or they shift the fit rows' predictions.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(1)
+    n, n_extra = 300, 200
+    y = np.concatenate([np.arange(n) % 3, np.zeros(n_extra, dtype=np.int64)])
+    known = sp.random(n, 40, density=0.2, random_state=2, format="csr") * 3
+    known.data = np.ceil(known.data)
+    alone = cross_fitted_predictions(known, y[:n], np.arange(n), num_labels=3, seed=0)
+    novel = sp.csr_matrix(rng.integers(0, 3, (n_extra, 400)).astype(np.float64))
+    x = sp.vstack(
+        [
+            sp.hstack([known, sp.csr_matrix((n, 400))]),
+            sp.hstack([sp.csr_matrix((n_extra, 40)), novel]),
+        ]
+    )
+    both = cross_fitted_predictions(x.tocsr(), y, np.arange(n), num_labels=3, seed=0)
+    assert (both[:n] == alone).all()

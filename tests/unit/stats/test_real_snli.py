@@ -76,3 +76,17 @@ def test_filtering_removes_them(snli) -> None:
     assert np.all(n_after >= 0)
     sleeping = [r for r in result.rejected if "sleeping@hypothesis" in r.meta["rejected_by"]]
     assert sleeping and all(r.label == "contradiction" for r in sleeping)
+
+
+def test_recipes_filter_the_original_part_as_z_filter_does(data_dir: Path) -> None:
+    # SNLI test stands in for generated data: its n-grams must not change Z(dev) in Seq-Z/Par-Z
+    from zdebias.stats.recipes import par_z, seq_z
+
+    dev = read_records(data_dir / "snli_20k" / "dev.jsonl")
+    test = read_records(data_dir / "snli_20k" / "test.jsonl")
+    alone = [r.id for r in z_filter(dev).accepted]
+    assert len(dev) == 2_399 and len(test) == 4_801 and len(alone) == 1_444
+    for recipe in (seq_z, par_z):
+        res = recipe(dev, test)
+        assert [r.id for r in res.records if r.meta["type"] == "original"] == alone
+    assert len(res.records) == 1_444 + 2_193  # par-z: each part filtered on its own

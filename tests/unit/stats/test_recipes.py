@@ -9,7 +9,7 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.features.registry import extract_features
 from zdebias.stats.recipes import combine, par_z, seq_z, z_aug
-from zdebias.stats.zfilter import z_filter_matrix
+from zdebias.stats.zfilter import z_filter, z_filter_matrix
 
 LABELS = ("entailment", "neutral", "contradiction")
 FEATURES = ["unigrams", "null"]
@@ -140,3 +140,18 @@ def test_default_features_train_hypothesis_only_on_original() -> None:
     # a model fit on all data would have learned them (z = 4.47 per label).
     for row in res.summary["top_z_generated"].values():
         assert row["z"] == pytest.approx(0.0, abs=1e-9) and row["n"] == 30
+
+
+def test_seq_z_filters_the_original_as_z_filter_alone_does() -> None:
+    # Generated hypotheses bring n-grams the original data never has. With the default features
+    # (hypothesis-only prediction included), Z(D0) inside Seq-Z must be the very Z(D0) that
+    # `zdebias filter` gives: the generated rows must not shift the original rows' features.
+    words = [" ".join(f"x{(7 * i + j) % 97}" for j in range(6)) for i in range(len(GEN))]
+    gen = [
+        Record(r.id, r.label, r.premise, h, meta=r.meta) for r, h in zip(GEN, words, strict=True)
+    ]
+    alone = z_filter(ORIG, top_k=5, batch_size=40, labels=LABELS)
+    res = seq_z(ORIG, gen, top_k=5, batch_size=40, labels=LABELS)
+    kept_original = [r.id for r in res.records if r.meta["type"] == "original"]
+    assert kept_original == _ids(alone.accepted)
+    assert 0 < len(kept_original) < len(ORIG)
