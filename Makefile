@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/python -m pytest -q -ra
 
 demo: setup

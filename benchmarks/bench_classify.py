@@ -54,16 +54,29 @@ def main() -> None:
     train = [train_all[i] for i in rng.choice(len(train_all), args.n_train, replace=False)]
     infer = [dev_all[i % len(dev_all)] for i in rng.permutation(args.n_infer)]
 
-    results: dict[str, object] = {"model": args.model, "device": "cpu",
-                                  "threads": torch.get_num_threads()}
+    results: dict[str, object] = {
+        "model": args.model,
+        "device": "cpu",
+        "threads": torch.get_num_threads(),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        metrics = train_classifier(train, None, Path(tmp) / "clf", model=args.model,
-                                   learning_rate=1e-4, batch_size=32, epochs=1,
-                                   warmup_steps=0, progress=False, device="cpu")
+        metrics = train_classifier(
+            train,
+            None,
+            Path(tmp) / "clf",
+            model=args.model,
+            learning_rate=1e-4,
+            batch_size=32,
+            epochs=1,
+            warmup_steps=0,
+            progress=False,
+            device="cpu",
+        )
         wall = time.perf_counter() - start
         results["train"] = {
-            "examples": args.n_train, "steps": metrics["steps"],
+            "examples": args.n_train,
+            "steps": metrics["steps"],
             "trainer_examples_per_s": round(metrics["train_samples_per_second"], 2),
             "call_wall_s": round(wall, 2),
             "call_examples_per_s": round(args.n_train / wall, 2),
@@ -73,10 +86,15 @@ def main() -> None:
         start = time.perf_counter()
         predict_proba(clf, infer, batch_size=64)
         wall = time.perf_counter() - start
-        results["predict"] = {"examples": args.n_infer, "wall_s": round(wall, 2),
-                              "examples_per_s": round(args.n_infer / wall, 2)}
-    print(f"train   {args.model}: {results['train']['trainer_examples_per_s']:8.1f} examples/s "
-          f"(Trainer loop; {results['train']['call_examples_per_s']:.1f}/s for the whole call)")
+        results["predict"] = {
+            "examples": args.n_infer,
+            "wall_s": round(wall, 2),
+            "examples_per_s": round(args.n_infer / wall, 2),
+        }
+    print(
+        f"train   {args.model}: {results['train']['trainer_examples_per_s']:8.1f} examples/s "
+        f"(Trainer loop; {results['train']['call_examples_per_s']:.1f}/s for the whole call)"
+    )
     print(f"predict {args.model}: {results['predict']['examples_per_s']:8.1f} examples/s")
     print(json.dumps(results))
 

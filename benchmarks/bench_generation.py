@@ -64,14 +64,23 @@ def main() -> None:
         gen = Path(tmp) / "gen"
         start = time.perf_counter()
         summary = train_generator(
-            records, args.model, gen, max_steps=args.steps, learning_rate=2e-4,
-            per_device_train_batch_size=args.batch_size, max_length=64,
-            consistency_weight=args.consistency_weight, disable_tqdm=True, seed=0,
+            records,
+            args.model,
+            gen,
+            max_steps=args.steps,
+            learning_rate=2e-4,
+            per_device_train_batch_size=args.batch_size,
+            max_length=64,
+            consistency_weight=args.consistency_weight,
+            disable_tqdm=True,
+            seed=0,
         )
         result["train"] = {
-            "steps": summary["steps"], "batch_size": args.batch_size,
+            "steps": summary["steps"],
+            "batch_size": args.batch_size,
             "consistency_weight": args.consistency_weight,
-            "tokens": summary["train_tokens"], "train_seconds": summary["train_seconds"],
+            "tokens": summary["train_tokens"],
+            "train_seconds": summary["train_seconds"],
             "tokens_per_s": summary["train_tokens_per_s"],
             "wall_seconds": round(time.perf_counter() - start, 1),
         }
@@ -87,8 +96,11 @@ def main() -> None:
                 ok += parse_output(ids, tok, fmt).ok
         seconds = time.perf_counter() - start
         result["sample"] = {
-            "sequences": n, "max_new_tokens": fmt.max_length - 1, "seconds": round(seconds, 2),
-            "sequences_per_s": round(n / seconds, 2), "parseable_share": round(ok / n, 3),
+            "sequences": n,
+            "max_new_tokens": fmt.max_length - 1,
+            "seconds": round(seconds, 2),
+            "sequences_per_s": round(n / seconds, 2),
+            "parseable_share": round(ok / n, 3),
             "wellformed_per_s": round(ok / seconds, 2),
         }
     print(json.dumps(result, indent=2))

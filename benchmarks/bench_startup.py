@@ -24,8 +24,7 @@ def main(repeats: int = 5) -> None:
             times.append(time.perf_counter() - start)
         print(f"zdebias {' '.join(args):<16} median {statistics.median(times):.3f} s")
     probe = (
-        "import sys; from zdebias import cli; "
-        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+        f"import sys; from zdebias import cli; print([m for m in {HEAVY!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     print(f"heavy modules imported at start-up: {out.stdout.strip()}")

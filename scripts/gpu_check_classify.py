@@ -42,9 +42,17 @@ def raw_throughput(torch: Any, *, small: bool, device: str, bf16: bool) -> dict:
     """Training and inference examples/s of a randomly initialised BERT-base classifier."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(num_labels=3) if not small else BertConfig(
-        num_labels=3, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=256)
+    config = (
+        BertConfig(num_labels=3)
+        if not small
+        else BertConfig(
+            num_labels=3,
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=256,
+        )
+    )
     model = BertForSequenceClassification(config).to(device)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, eps=1e-6)
@@ -103,8 +111,15 @@ def _records(n: int, seed: int = 0) -> list:
     sentences = _corpus()
     labels = ("entailment", "neutral", "contradiction")
     rng = random.Random(seed)
-    return [Record(f"synthetic:{i}", labels[i % 3], " ".join(rng.sample(sentences, 2)),
-                   rng.choice(sentences)) for i in range(n)]
+    return [
+        Record(
+            f"synthetic:{i}",
+            labels[i % 3],
+            " ".join(rng.sample(sentences, 2)),
+            rng.choice(sentences),
+        )
+        for i in range(n)
+    ]
 
 
 def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
@@ -119,26 +134,49 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
     train = _records(n_train, seed=1)
     dev = _records(256, seed=2)
     pred = _records(n_pred, seed=3)
-    out: dict = {"n_train": n_train, "n_predict": n_pred,
-                 "data": "snli" if os.environ.get("ZDEBIAS_TEST_DATA") else "synthetic"}
+    out: dict = {
+        "n_train": n_train,
+        "n_predict": n_pred,
+        "data": "snli" if os.environ.get("ZDEBIAS_TEST_DATA") else "synthetic",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = tiny_tokenizer("bert")
-        sizes = {} if not small else dict(hidden_size=128, num_hidden_layers=2,
-                                          num_attention_heads=2, intermediate_size=256)
-        config = BertConfig(vocab_size=len(tokenizer), num_labels=3,
-                            pad_token_id=tokenizer.pad_token_id, **sizes)
+        sizes = (
+            {}
+            if not small
+            else dict(
+                hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256
+            )
+        )
+        config = BertConfig(
+            vocab_size=len(tokenizer), num_labels=3, pad_token_id=tokenizer.pad_token_id, **sizes
+        )
         base = Path(tmp) / "base"
         BertForSequenceClassification(config).save_pretrained(base)
         tokenizer.save_pretrained(base)
-        common = dict(model=base, learning_rate=5e-5, batch_size=32, epochs=1, warmup_steps=0,
-                      progress=False, device=None if device.startswith("cuda") else "cpu")
+        common = dict(
+            model=base,
+            learning_rate=5e-5,
+            batch_size=32,
+            epochs=1,
+            warmup_steps=0,
+            progress=False,
+            device=None if device.startswith("cuda") else "cpu",
+        )
         start = time.perf_counter()
-        hyp = train_classifier(train, dev, Path(tmp) / "hyp", input="hypothesis-only",
-                               **common)
+        hyp = train_classifier(train, dev, Path(tmp) / "hyp", input="hypothesis-only", **common)
         hyp_wall = time.perf_counter() - start
         start = time.perf_counter()
-        poe = train_classifier(train, dev, Path(tmp) / "poe", loss="poe",
-                               bias_model=Path(tmp) / "hyp", beta=2.0, gamma=0.4, **common)
+        poe = train_classifier(
+            train,
+            dev,
+            Path(tmp) / "poe",
+            loss="poe",
+            bias_model=Path(tmp) / "hyp",
+            beta=2.0,
+            gamma=0.4,
+            **common,
+        )
         poe_wall = time.perf_counter() - start
         clf = load_classifier(Path(tmp) / "poe")
         predict_proba(clf, pred[:256], batch_size=256)  # warm-up
@@ -147,18 +185,25 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
         probs = predict_proba(clf, pred, batch_size=256)
         _sync(torch)
         pred_s = time.perf_counter() - start
-        out.update({
-            "device_used": poe["settings"]["device"],
-            "precision": poe["settings"]["precision"],
-            "hypothesis_only": {"trainer_examples_per_s": round(
-                hyp["train_samples_per_second"], 1), "call_wall_s": round(hyp_wall, 1),
-                "dev_accuracy": hyp["best"]["dev_accuracy"]},
-            "poe": {"trainer_examples_per_s": round(poe["train_samples_per_second"], 1),
-                    "call_wall_s": round(poe_wall, 1), "train_loss": poe["train_loss"],
-                    "dev_accuracy": poe["best"]["dev_accuracy"]},
-            "predict_examples_per_s": round(n_pred / pred_s, 1),
-            "predict_rows_sum_to_one": bool(abs(float(probs.sum(1).mean()) - 1.0) < 1e-4),
-        })
+        out.update(
+            {
+                "device_used": poe["settings"]["device"],
+                "precision": poe["settings"]["precision"],
+                "hypothesis_only": {
+                    "trainer_examples_per_s": round(hyp["train_samples_per_second"], 1),
+                    "call_wall_s": round(hyp_wall, 1),
+                    "dev_accuracy": hyp["best"]["dev_accuracy"],
+                },
+                "poe": {
+                    "trainer_examples_per_s": round(poe["train_samples_per_second"], 1),
+                    "call_wall_s": round(poe_wall, 1),
+                    "train_loss": poe["train_loss"],
+                    "dev_accuracy": poe["best"]["dev_accuracy"],
+                },
+                "predict_examples_per_s": round(n_pred / pred_s, 1),
+                "predict_rows_sum_to_one": bool(abs(float(probs.sum(1).mean()) - 1.0) < 1e-4),
+            }
+        )
     return out
 
 
@@ -176,16 +221,19 @@ def main() -> None:
     device = "cuda" if cuda else "cpu"
     bf16 = cuda and torch.cuda.is_bf16_supported()
     result: dict = {
-        "torch": torch.__version__, "cuda": cuda,
-        "gpu": torch.cuda.get_device_name(0) if cuda else None, "small": args.small,
+        "torch": torch.__version__,
+        "cuda": cuda,
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "small": args.small,
     }
     import transformers
 
     result["transformers"] = transformers.__version__
     started = time.perf_counter()
-    for name, fn in (("raw", lambda: raw_throughput(torch, small=args.small, device=device,
-                                                      bf16=bf16)),
-                     ("zdebias", lambda: zdebias_path(torch, small=args.small, device=device))):
+    for name, fn in (
+        ("raw", lambda: raw_throughput(torch, small=args.small, device=device, bf16=bf16)),
+        ("zdebias", lambda: zdebias_path(torch, small=args.small, device=device)),
+    ):
         try:
             result[name] = fn()
         except Exception as err:  # report and carry on: one failing part must not hide the other
@@ -193,8 +241,9 @@ def main() -> None:
     result["total_s"] = round(time.perf_counter() - started, 1)
     text = json.dumps(result, indent=2)
     print(text)
-    target = args.out or (Path(os.environ["OUT"]) / "gpu_check_classify.json"
-                          if os.environ.get("OUT") else None)
+    target = args.out or (
+        Path(os.environ["OUT"]) / "gpu_check_classify.json" if os.environ.get("OUT") else None
+    )
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text + "\n")

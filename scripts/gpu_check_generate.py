@@ -39,10 +39,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-WORDS = ("a man woman child dog group people girl boy person team crowd musician is are "
-         "sleeping playing running standing sitting eating dancing reading riding talking "
-         "on in at near through outside the park bench snow water street table beach night "
-         "with red old broken guitar bike apple newspaper umbrella").split()
+WORDS = (
+    "a man woman child dog group people girl boy person team crowd musician is are "
+    "sleeping playing running standing sitting eating dancing reading riding talking "
+    "on in at near through outside the park bench snow water street table beach night "
+    "with red old broken guitar bike apple newspaper umbrella"
+).split()
 
 
 def _sentence(rng: random.Random, lo: int, hi: int) -> str:
@@ -55,8 +57,15 @@ def synthetic_records(n: int) -> list[Any]:
 
     rng = random.Random(0)
     labels = ("entailment", "neutral", "contradiction")
-    return [Record(id=f"syn:{i}", premise=_sentence(rng, 5, 9), hypothesis=_sentence(rng, 2, 5),
-                   label=labels[i % 3]) for i in range(n)]
+    return [
+        Record(
+            id=f"syn:{i}",
+            premise=_sentence(rng, 5, 9),
+            hypothesis=_sentence(rng, 2, 5),
+            label=labels[i % 3],
+        )
+        for i in range(n)
+    ]
 
 
 def _sync(torch: Any) -> None:
@@ -79,8 +88,10 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
     with torch.device(device):
         model = GPT2LMHeadModel(config)
     dtype = torch.bfloat16 if bf16 else torch.float32
-    out: dict = {"parameters": sum(p.numel() for p in model.parameters()),
-                 "dtype": str(dtype).replace("torch.", "")}
+    out: dict = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": str(dtype).replace("torch.", ""),
+    }
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, eps=1e-6)
     steps, warm = (2, 1) if small else (15, 3)
     kind = device.split(":")[0]
@@ -98,23 +109,30 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
             opt.zero_grad(set_to_none=True)
         _sync(torch)
         seconds = time.perf_counter() - start
-        out[f"train_{name}"] = {"steps_per_s": round(steps / seconds, 2),
-                                "tokens_per_s": round(steps * 24 * 48 / seconds)}
+        out[f"train_{name}"] = {
+            "steps_per_s": round(steps / seconds, 2),
+            "tokens_per_s": round(steps * 24 * 48 / seconds),
+        }
     del opt
     model.eval()
     if bf16:
         model.to(torch.bfloat16)
     for batch in (64, 256):
         start_ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
-        kwargs = {"do_sample": True, "top_p": 0.9, "top_k": 0, "max_new_tokens": 40,
-                  "min_new_tokens": 40, "pad_token_id": 0}
+        kwargs = {
+            "do_sample": True,
+            "top_p": 0.9,
+            "top_k": 0,
+            "max_new_tokens": 40,
+            "min_new_tokens": 40,
+            "pad_token_id": 0,
+        }
         model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids), **kwargs)
         _sync(torch)
         start = time.perf_counter()
         rounds = 1 if small else 3
         for _ in range(rounds):
-            model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids),
-                           **kwargs)
+            model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids), **kwargs)
         _sync(torch)
         seconds = time.perf_counter() - start
         out[f"generate_b{batch}_40tok"] = {"sequences_per_s": round(rounds * batch / seconds, 1)}
@@ -149,19 +167,34 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
         out["save_seconds"] = round(time.perf_counter() - start, 1)
         del model
         records = synthetic_records(960)
-        lengths = sorted(len(tok(r.premise)["input_ids"]) + len(tok(r.hypothesis)["input_ids"])
-                         + 3 for r in records)
+        lengths = sorted(
+            len(tok(r.premise)["input_ids"]) + len(tok(r.hypothesis)["input_ids"]) + 3
+            for r in records
+        )
         out["sequence_tokens_median"] = lengths[len(lengths) // 2]
         steps = 3 if small else 20
         start = time.perf_counter()
         summary = train_generator(
-            records, base, Path(tmp) / "gen", max_steps=steps, per_device_train_batch_size=24,
-            consistency_weight=0.5, bf16=bf16, disable_tqdm=True, max_length=64, seed=0,
+            records,
+            base,
+            Path(tmp) / "gen",
+            max_steps=steps,
+            per_device_train_batch_size=24,
+            consistency_weight=0.5,
+            bf16=bf16,
+            disable_tqdm=True,
+            max_length=64,
+            seed=0,
         )
-        out["train"] = {"steps": summary["steps"], "batch_size": 24, "consistency_weight": 0.5,
-                        "bf16": bf16, "train_seconds": summary["train_seconds"],
-                        "train_tokens_per_s": summary["train_tokens_per_s"],
-                        "wall_seconds_incl_load_save": round(time.perf_counter() - start, 1)}
+        out["train"] = {
+            "steps": summary["steps"],
+            "batch_size": 24,
+            "consistency_weight": 0.5,
+            "bf16": bf16,
+            "train_seconds": summary["train_seconds"],
+            "train_tokens_per_s": summary["train_tokens_per_s"],
+            "wall_seconds_incl_load_save": round(time.perf_counter() - start, 1),
+        }
         gen = Path(tmp) / "gen"
         from zdebias.generation.format import GeneratorFormat
 
@@ -176,8 +209,9 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
         for name, cls in backends:
             try:
                 settings = SampleSettings(batch_size=batch, backend=name)
-                engine = cls(gen, fmt, settings, device=device,
-                             dtype="bfloat16" if bf16 else "float32")
+                engine = cls(
+                    gen, fmt, settings, device=device, dtype="bfloat16" if bf16 else "float32"
+                )
                 engine.generate(batch, round_seed(0, 999))
                 _sync(torch)
                 start = time.perf_counter()
@@ -188,9 +222,12 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
                         n += 1
                         parsed_ok += parse_output(ids, tok, fmt).ok
                 seconds = time.perf_counter() - start
-                out[f"sample_{name}"] = {"batch": batch, "sequences": n,
-                                         "sequences_per_s_incl_parse": round(n / seconds, 1),
-                                         "parseable": parsed_ok}
+                out[f"sample_{name}"] = {
+                    "batch": batch,
+                    "sequences": n,
+                    "sequences_per_s_incl_parse": round(n / seconds, 1),
+                    "parseable": parsed_ok,
+                }
                 del engine
             except Exception as err:  # report and go on: the other numbers still count
                 out[f"sample_{name}"] = {"error": f"{type(err).__name__}: {err}"}
@@ -213,7 +250,8 @@ def main() -> None:
     started = time.perf_counter()
     result: dict = {
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "torch": torch.__version__, "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
         "small": args.small,
     }
     config = make_config(args.small)
@@ -225,8 +263,9 @@ def main() -> None:
     result["total_seconds"] = round(time.perf_counter() - started, 1)
     text = json.dumps(result, indent=2)
     print(text)
-    target = args.out or (Path(os.environ["OUT"]) / "gpu_check_generate.json"
-                          if os.environ.get("OUT") else None)
+    target = args.out or (
+        Path(os.environ["OUT"]) / "gpu_check_generate.json" if os.environ.get("OUT") else None
+    )
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text + "\n")

@@ -37,8 +37,6 @@ def _register() -> None:
         module.register(app)
 
 
-
-
 @app.callback()
 def _root() -> None:
     """zdebias: measure, filter, generate, counterfactuals, train and evaluate."""

@@ -14,7 +14,11 @@ class DataError(ZdebiasError):
     """
 
     def __init__(
-        self, message: str, *, path: str | None = None, line: int | None = None,
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
         field: str | None = None,
     ) -> None:
         self.message = message

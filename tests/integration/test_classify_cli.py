@@ -38,27 +38,70 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     base = tiny_model("bert", head="encoder")
     train = data_dir / "snli_20k" / "train.jsonl"
     dev = _subset(data_dir / "snli_20k" / "dev.jsonl", tmp_path / "dev.jsonl", 60)
-    hard = _subset(data_dir / "snli_hard" / "snli_1.0_test_hard.jsonl", tmp_path / "hard.jsonl",
-                   150)
-    common = ["--train", train, "--sample", 96, "--dev", dev, "--model", base, "--lr", "2e-3",
-              "--epochs", 1, "--warmup-steps", 0, "--batch-size", 16, "--quiet"]
+    hard = _subset(
+        data_dir / "snli_hard" / "snli_1.0_test_hard.jsonl", tmp_path / "hard.jsonl", 150
+    )
+    common = [
+        "--train",
+        train,
+        "--sample",
+        96,
+        "--dev",
+        dev,
+        "--model",
+        base,
+        "--lr",
+        "2e-3",
+        "--epochs",
+        1,
+        "--warmup-steps",
+        0,
+        "--batch-size",
+        16,
+        "--quiet",
+    ]
 
     hyp = tmp_path / "hyp"
-    summary = json.loads(cli("train-classifier", *common, "--out", hyp,
-                             "--input", "hypothesis-only", "--cross-fit", 2))
+    summary = json.loads(
+        cli(
+            "train-classifier",
+            *common,
+            "--out",
+            hyp,
+            "--input",
+            "hypothesis-only",
+            "--cross-fit",
+            2,
+        )
+    )
     assert summary["n_train"] == 96 and summary["n_dev"] == 60 and summary["steps"] == 6
     oof = read_records(summary["cross_fit"]["file"])
     assert len(oof) == 96 and {r.meta["hypo_only_fold"] for r in oof} == {0, 1}
     assert sum(r.meta["hypo_only_pred"] == r.label for r in oof) / 96 == pytest.approx(
-        summary["cross_fit"]["out_of_fold_accuracy"])
+        summary["cross_fit"]["out_of_fold_accuracy"]
+    )
 
     runs: dict[str, list[Path]] = {"ce": [], "poe": []}
     for seed in (1, 2):
         runs["ce"].append(tmp_path / f"ce-{seed}")
         cli("train-classifier", *common, "--out", runs["ce"][-1], "--seed", seed)
         runs["poe"].append(tmp_path / f"poe-{seed}")
-        cli("train-classifier", *common, "--out", runs["poe"][-1], "--seed", seed,
-            "--loss", "poe", "--bias-model", hyp, "--beta", 2, "--gamma", 0.4)
+        cli(
+            "train-classifier",
+            *common,
+            "--out",
+            runs["poe"][-1],
+            "--seed",
+            seed,
+            "--loss",
+            "poe",
+            "--bias-model",
+            hyp,
+            "--beta",
+            2,
+            "--gamma",
+            0.4,
+        )
     poe_metrics = json.loads((runs["poe"][0] / "metrics.json").read_text())
     assert poe_metrics["settings"]["beta"] == 2.0 and poe_metrics["settings"]["bias_model"]
 
@@ -75,8 +118,19 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     docs = {}
     for name, folders in runs.items():
         out = tmp_path / f"results-{name}.json"
-        text = cli("evaluate", *folders, "--suite", f"snli-dev={dev}",
-                   "--suite", f"snli-hard={hard}", "--name", name, "--out", out, "--quiet")
+        text = cli(
+            "evaluate",
+            *folders,
+            "--suite",
+            f"snli-dev={dev}",
+            "--suite",
+            f"snli-hard={hard}",
+            "--name",
+            name,
+            "--out",
+            out,
+            "--quiet",
+        )
         docs[name] = json.loads(out.read_text())
         assert f"| {name} |" in text and out.with_suffix(".md").read_text() in text + "\n"
     ce = docs["ce"]
@@ -90,8 +144,9 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     assert b == pytest.approx(n_correct / 60)
 
     cmp_file = tmp_path / "cmp.json"
-    text = cli("compare", tmp_path / "results-ce.json", tmp_path / "results-poe.json",
-               "--out", cmp_file)
+    text = cli(
+        "compare", tmp_path / "results-ce.json", tmp_path / "results-poe.json", "--out", cmp_file
+    )
     cmp = json.loads(cmp_file.read_text())
     assert cmp["baseline"] == "ce" and cmp["test"] == "student"
     tests = cmp["comparisons"][0]["tests"]
@@ -110,8 +165,19 @@ def test_hans_per_heuristic_and_label(tiny_model, tmp_path: Path, data_dir: Path
     model = tiny_model("bert")  # untrained 3-way NLI head on a 2-way set
     hans = data_dir / "hans" / "heuristics_evaluation_set.txt.gz"
     out = tmp_path / "hans.json"
-    text = cli("evaluate", model, "--suite", f"hans={hans}", "--out", out, "--quiet",
-               "--batch-size", 256, "--predictions", tmp_path / "preds")
+    text = cli(
+        "evaluate",
+        model,
+        "--suite",
+        f"hans={hans}",
+        "--out",
+        out,
+        "--quiet",
+        "--batch-size",
+        256,
+        "--predictions",
+        tmp_path / "preds",
+    )
     result = json.loads(out.read_text())["runs"][0]["results"]["hans"]
     assert result["mapping"] == "non-entailment-sum" and result["n"] == 30000
 
@@ -127,9 +193,11 @@ def test_hans_per_heuristic_and_label(tiny_model, tmp_path: Path, data_dir: Path
         cell = expected.setdefault((r.meta["heuristic"], r.label), [0, 0])
         cell[0] += 1
         cell[1] += int(pred == r.label)
-    assert sorted(expected) == [(h, lab) for h in ("constituent", "lexical_overlap",
-                                                   "subsequence")
-                                for lab in ("entailment", "non-entailment")]
+    assert sorted(expected) == [
+        (h, lab)
+        for h in ("constituent", "lexical_overlap", "subsequence")
+        for lab in ("entailment", "non-entailment")
+    ]
     for (heuristic, label), (n, correct) in expected.items():
         assert n == 5000
         cell = result["groups"][heuristic][label]
@@ -146,18 +214,39 @@ def test_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "other"}')
     good = tmp_path / "good.jsonl"
-    good.write_text('{"premise": "A man sleeps.", "hypothesis": "A man naps.", '
-                    '"label": "entailment"}\n')
+    good.write_text(
+        '{"premise": "A man sleeps.", "hypothesis": "A man naps.", "label": "entailment"}\n'
+    )
     for args, message in (
         (["compare", str(bad)], "compare needs at least two results files"),
         (["compare", str(bad), str(bad)], "not a zdebias evaluation results file"),
-        (["evaluate", str(tmp_path / "no-such-model"), "--suite", f"x={good}", "--out",
-          str(tmp_path / "r.json")], "no-such-model"),
-        (["train-classifier", "--train", str(bad), "--out", str(tmp_path / "o"), "--loss",
-          "focal"], "unknown loss 'focal'"),
+        (
+            [
+                "evaluate",
+                str(tmp_path / "no-such-model"),
+                "--suite",
+                f"x={good}",
+                "--out",
+                str(tmp_path / "r.json"),
+            ],
+            "no-such-model",
+        ),
+        (
+            [
+                "train-classifier",
+                "--train",
+                str(bad),
+                "--out",
+                str(tmp_path / "o"),
+                "--loss",
+                "focal",
+            ],
+            "unknown loss 'focal'",
+        ),
     ):
-        proc = subprocess.run([sys.executable, "-m", "zdebias.cli", *args], capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "zdebias.cli", *args], capture_output=True, text=True
+        )
         assert proc.returncode == 2
         assert proc.stderr.strip().startswith("error: ") and message in proc.stderr
         assert "Traceback" not in proc.stderr

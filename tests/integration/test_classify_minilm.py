@@ -25,13 +25,24 @@ def test_minilm_on_2000_snli_examples_beats_chance(tmp_path: Path, data_dir: Pat
     dev = _sample(read_records(data_dir / "snli_20k" / "dev.jsonl"), 300, seed=0)
     out = tmp_path / "minilm-snli"
     metrics = train_classifier(
-        train, dev, out, model="minilm", learning_rate=1e-4, batch_size=32, epochs=1,
-        warmup_steps=6, max_length=64, seed=0, progress=False,
+        train,
+        dev,
+        out,
+        model="minilm",
+        learning_rate=1e-4,
+        batch_size=32,
+        epochs=1,
+        warmup_steps=6,
+        max_length=64,
+        seed=0,
+        progress=False,
     )
     assert metrics["steps"] == 63 and metrics["n_train"] == 2000
     dev_acc = metrics["best"]["dev_accuracy"]
-    print(f"minilm, 2000 SNLI examples, 1 epoch: dev accuracy {dev_acc:.4f} "
-          f"({metrics['train_samples_per_second']:.1f} train examples/s)")
+    print(
+        f"minilm, 2000 SNLI examples, 1 epoch: dev accuracy {dev_acc:.4f} "
+        f"({metrics['train_samples_per_second']:.1f} train examples/s)"
+    )
     assert dev_acc > 0.5  # chance is 1/3 (the dev sample is near balanced)
     info = json.loads((out / CLASSIFIER_INFO).read_text())
     assert info["base_model"] == "minilm" and info["input"] == "pair"

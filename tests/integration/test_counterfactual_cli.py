@@ -64,13 +64,28 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
 
     clf_dir = tiny_model("bert")
     labels, n_correct = _labelled(
-        clf_dir, NLI_ROWS, lambda r, lab: Record("x", lab, premise=r[0], hypothesis=r[1]))
-    data = tmp_path / "train.tsv"              # CAD layout: sentence1 sentence2 gold_label
-    data.write_text("sentence1\tsentence2\tgold_label\n" + "".join(
-        f"{p}\t{h}\t{lab}\n" for (p, h), lab in zip(NLI_ROWS, labels, strict=True)))
+        clf_dir, NLI_ROWS, lambda r, lab: Record("x", lab, premise=r[0], hypothesis=r[1])
+    )
+    data = tmp_path / "train.tsv"  # CAD layout: sentence1 sentence2 gold_label
+    data.write_text(
+        "sentence1\tsentence2\tgold_label\n"
+        + "".join(f"{p}\t{h}\t{lab}\n" for (p, h), lab in zip(NLI_ROWS, labels, strict=True))
+    )
     rat = tmp_path / "rationales.jsonl"
-    s = _run("counterfactual", "rationales", "--classifier", clf_dir, "--data", data,
-             "--out", rat, "--min-confidence", "0.3", "--dropped", tmp_path / "dropped.jsonl")
+    s = _run(
+        "counterfactual",
+        "rationales",
+        "--classifier",
+        clf_dir,
+        "--data",
+        data,
+        "--out",
+        rat,
+        "--min-confidence",
+        "0.3",
+        "--dropped",
+        tmp_path / "dropped.jsonl",
+    )
     assert s["n_input"] == 6 and s["n_kept"] == n_correct == 3
     assert s["dropped_by"] == {"mispredicted": 3, "low-confidence": 0, "no-rationale": 0}
     kept = read_records(rat)
@@ -79,15 +94,41 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
     assert len(read_records(tmp_path / "dropped.jsonl")) == 3
 
     inf = tmp_path / "infiller"
-    s = _run("counterfactual", "train", "--rationales", rat, "--model", tiny_model("t5"),
-             "--out", inf, "--epochs", "2", "--lr", "1e-3", "--batch-size", "2")
+    s = _run(
+        "counterfactual",
+        "train",
+        "--rationales",
+        rat,
+        "--model",
+        tiny_model("t5"),
+        "--out",
+        inf,
+        "--epochs",
+        "2",
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        "2",
+    )
     assert s["arch"] == "seq2seq" and s["alpha"] == 1.0 and s["n_train"] == 3
     assert s["parameters_changed"] is True
     assert (inf / "zdebias_infiller.json").exists()
 
     out = tmp_path / "gen"
-    s = _run("counterfactual", "generate", "--infiller", inf, "--classifier", clf_dir,
-             "--data", rat, "--out", out, "--n", "2")
+    s = _run(
+        "counterfactual",
+        "generate",
+        "--infiller",
+        inf,
+        "--classifier",
+        clf_dir,
+        "--data",
+        rat,
+        "--out",
+        out,
+        "--n",
+        "2",
+    )
     assert s["n_outputs"] == 3 * 2 * 2 == s["n_parsed"]
     kept_rows, rej_rows = _lines(out / "kept.jsonl"), _lines(out / "rejected.jsonl")
     assert len(kept_rows) + len(rej_rows) == 12
@@ -100,8 +141,16 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         assert row["meta"]["rejected_by"] and row["meta"]["reason"]
     assert json.loads((out / "summary.json").read_text())["n_kept"] == s["n_kept"]
 
-    m = _run("counterfactual", "metrics", "--data", out, "--lm", tiny_model("gpt2"),
-             "--out", tmp_path / "metrics.json")
+    m = _run(
+        "counterfactual",
+        "metrics",
+        "--data",
+        out,
+        "--lm",
+        tiny_model("gpt2"),
+        "--out",
+        tmp_path / "metrics.json",
+    )
     assert m["n_outputs"] == 12 and m["n_kept"] == s["n_kept"]
     assert m["flip_rate"] == pytest.approx(s["flip_rate"], abs=1e-6)
     assert 0 < m["distinct_1"] <= 1 and m["perplexity"] > 1
@@ -109,12 +158,36 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
     assert m2["flip_rate"] == pytest.approx(s["flip_rate"], abs=1e-6)
 
     base = tmp_path / "random"
-    s = _run("counterfactual", "generate", "--infiller", inf, "--classifier", clf_dir,
-             "--data", data, "--out", base, "--spans", "random")
+    s = _run(
+        "counterfactual",
+        "generate",
+        "--infiller",
+        inf,
+        "--classifier",
+        clf_dir,
+        "--data",
+        data,
+        "--out",
+        base,
+        "--spans",
+        "random",
+    )
     assert s["n_outputs"] == 6 * 2 and s["spans"] == "random"
-    bad = runner.invoke(app, ["counterfactual", "generate", "--infiller", str(inf),
-                              "--classifier", str(clf_dir), "--data", str(data),
-                              "--out", str(tmp_path / "x")])
+    bad = runner.invoke(
+        app,
+        [
+            "counterfactual",
+            "generate",
+            "--infiller",
+            str(inf),
+            "--classifier",
+            str(clf_dir),
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert isinstance(bad.exception, DataError) and "no rationales" in str(bad.exception)
 
 
@@ -123,20 +196,60 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
 
     clf_dir = tiny_model("bert", labels=("negative", "positive"))
     labels, n_correct = _labelled(clf_dir, SA_ROWS, lambda r, lab: Record("x", lab, text=r))
-    data = tmp_path / "orig.tsv"                          # CAD sentiment layout
-    data.write_text("Sentiment\tText\n" + "".join(
-        f"{lab.capitalize()}\t{t}\n" for t, lab in zip(SA_ROWS, labels, strict=True)))
+    data = tmp_path / "orig.tsv"  # CAD sentiment layout
+    data.write_text(
+        "Sentiment\tText\n"
+        + "".join(f"{lab.capitalize()}\t{t}\n" for t, lab in zip(SA_ROWS, labels, strict=True))
+    )
     rat = tmp_path / "rationales.jsonl"
-    s = _run("counterfactual", "rationales", "--classifier", clf_dir, "--data", data,
-             "--out", rat, "--min-confidence", "0.0", "--min-score", "0.0")
+    s = _run(
+        "counterfactual",
+        "rationales",
+        "--classifier",
+        clf_dir,
+        "--data",
+        data,
+        "--out",
+        rat,
+        "--min-confidence",
+        "0.0",
+        "--min-score",
+        "0.0",
+    )
     assert s["n_kept"] == n_correct == 3
     inf = tmp_path / "infiller"
-    s = _run("counterfactual", "train", "--rationales", rat, "--model", tiny_model("gpt2"),
-             "--out", inf, "--epochs", "1", "--lr", "1e-3", "--batch-size", "2")
+    s = _run(
+        "counterfactual",
+        "train",
+        "--rationales",
+        rat,
+        "--model",
+        tiny_model("gpt2"),
+        "--out",
+        inf,
+        "--epochs",
+        "1",
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        "2",
+    )
     assert s["arch"] == "causal" and s["alpha"] == 0.3 and s["n_train"] == 3
     out = tmp_path / "gen"
-    s = _run("counterfactual", "generate", "--infiller", inf, "--classifier", clf_dir,
-             "--data", rat, "--out", out, "--n", "3")
+    s = _run(
+        "counterfactual",
+        "generate",
+        "--infiller",
+        inf,
+        "--classifier",
+        clf_dir,
+        "--data",
+        rat,
+        "--out",
+        out,
+        "--n",
+        "3",
+    )
     assert s["n_outputs"] == 3 * 1 * 3 == s["n_parsed"]
     rows = _lines(out / "kept.jsonl") + _lines(out / "rejected.jsonl")
     assert len(rows) == 9
@@ -151,17 +264,34 @@ def test_bert2bert_from_minilm(tiny_model, tmp_path: Path) -> None:
     from zdebias.counterfactual.select import generate_counterfactuals
     from zdebias.data.schema import Record
 
-    recs = [Record(f"r{i}", "entailment", premise=p, hypothesis=h,
-                   meta={"rationales": {"hypothesis": [[0, 3]]}})
-            for i, (p, h) in enumerate(NLI_ROWS[:2])]
+    recs = [
+        Record(
+            f"r{i}",
+            "entailment",
+            premise=p,
+            hypothesis=h,
+            meta={"rationales": {"hypothesis": [[0, 3]]}},
+        )
+        for i, (p, h) in enumerate(NLI_ROWS[:2])
+    ]
     spans = [{"hypothesis": [(0, 3)]}] * 2
-    s = train_infiller(recs, "minilm", tmp_path / "b2b", labels=["entailment", "neutral",
-                       "contradiction"], spans=spans, epochs=1, batch_size=2, lr=1e-4,
-                       max_source_length=64, progress=False)
+    s = train_infiller(
+        recs,
+        "minilm",
+        tmp_path / "b2b",
+        labels=["entailment", "neutral", "contradiction"],
+        spans=spans,
+        epochs=1,
+        batch_size=2,
+        lr=1e-4,
+        max_source_length=64,
+        progress=False,
+    )
     assert s["arch"] == "bert2bert" and s["parameters_changed"] is True
     inf = load_infiller(tmp_path / "b2b")
     kept, rejected, summary = generate_counterfactuals(
-        inf, load_classifier(tiny_model("bert")), recs, n=1)
+        inf, load_classifier(tiny_model("bert")), recs, n=1
+    )
     assert summary["n_outputs"] == 4 == summary["n_parsed"] == len(kept) + len(rejected)
 
 
@@ -172,13 +302,41 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
 
     clf_dir = tiny_model("bert", labels=("negative", "positive"))
     rat = tmp_path / "rationales.jsonl"
-    s = _run("counterfactual", "rationales", "--classifier", clf_dir, "--data",
-             data_dir / "cad/sentiment/orig/train.tsv", "--limit", "6", "--out", rat,
-             "--any-prediction", "--min-confidence", "0", "--min-score", "0")
+    s = _run(
+        "counterfactual",
+        "rationales",
+        "--classifier",
+        clf_dir,
+        "--data",
+        data_dir / "cad/sentiment/orig/train.tsv",
+        "--limit",
+        "6",
+        "--out",
+        rat,
+        "--any-prediction",
+        "--min-confidence",
+        "0",
+        "--min-score",
+        "0",
+    )
     assert s["n_input"] == 6 == s["n_kept"]
     inf = tmp_path / "inf"
-    s = _run("counterfactual", "train", "--rationales", rat, "--model", tiny_model("t5"),
-             "--out", inf, "--epochs", "1", "--max-source-length", "96", "--lr", "1e-3")
+    s = _run(
+        "counterfactual",
+        "train",
+        "--rationales",
+        rat,
+        "--model",
+        tiny_model("t5"),
+        "--out",
+        inf,
+        "--epochs",
+        "1",
+        "--max-source-length",
+        "96",
+        "--lr",
+        "1e-3",
+    )
     recs = read_records(rat)
     tok = load_infiller(inf).tokenizer
     fits = []
@@ -190,11 +348,21 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
         fits.append(ids is not None)
         if ids is not None:
             assert len(ids) == min(len(full), 96)
-    assert any(len(tok(r.text)["input_ids"]) > 96 for r in recs)      # really long texts
+    assert any(len(tok(r.text)["input_ids"]) > 96 for r in recs)  # really long texts
     assert s["n_train"] == sum(fits) and s["n_skipped"] == 6 - sum(fits)
     out = tmp_path / "gen"
-    g = _run("counterfactual", "generate", "--infiller", inf, "--classifier", clf_dir,
-             "--data", rat, "--out", out)
+    g = _run(
+        "counterfactual",
+        "generate",
+        "--infiller",
+        inf,
+        "--classifier",
+        clf_dir,
+        "--data",
+        rat,
+        "--out",
+        out,
+    )
     assert g["n_outputs"] == 6 and g["rejected_by"]["truncated"] == 6 - sum(fits)
     assert g["n_parsed"] == sum(fits)
-    assert 0 < sum(fits) < 6                  # both paths taken
+    assert 0 < sum(fits) < 6  # both paths taken

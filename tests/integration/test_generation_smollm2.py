@@ -25,18 +25,39 @@ def test_smollm2_short_finetune_gives_parseable_samples(data_dir: Path, tmp_path
     # emits one after the premise from the first step; 15 steps teach it where to stop (12 gave
     # 84 % parseable, 15 gave 92-98 % in three runs).
     summary = train_generator(
-        records, "smollm2", tmp_path / "gen", max_steps=15, learning_rate=2e-4,
-        per_device_train_batch_size=8, consistency_weight=0.0, max_length=64, seed=0,
-        disable_tqdm=True, logging_steps=5,
+        records,
+        "smollm2",
+        tmp_path / "gen",
+        max_steps=15,
+        learning_rate=2e-4,
+        per_device_train_batch_size=8,
+        consistency_weight=0.0,
+        max_length=64,
+        seed=0,
+        disable_tqdm=True,
+        logging_steps=5,
     )
     assert summary["steps"] == 15 and summary["n_dropped_too_long"] == 0
     losses = [h["loss_mle"] for h in summary["log_history"] if "loss_mle" in h]
     assert len(losses) == 3 and losses[-1] < losses[0]
 
-    result = sample_generator(tmp_path / "gen", tmp_path / "samples", 24, batch_size=32,
-                              seed=0, progress=False)
-    print(json.dumps({k: result[k] for k in (
-        "n_generated", "malformed", "n_duplicates", "parseable_share", "samples_per_s")}))
+    result = sample_generator(
+        tmp_path / "gen", tmp_path / "samples", 24, batch_size=32, seed=0, progress=False
+    )
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "n_generated",
+                    "malformed",
+                    "n_duplicates",
+                    "parseable_share",
+                    "samples_per_s",
+                )
+            }
+        )
+    )
     assert result["complete"] and result["n_written"] == 24
     assert result["parseable_share"] >= 0.8
     samples = read_samples(tmp_path / "samples")

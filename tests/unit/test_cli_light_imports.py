@@ -13,8 +13,7 @@ def test_cli_import_pulls_no_heavy_module() -> None:
         "import sys; from zdebias import cli; "
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
 

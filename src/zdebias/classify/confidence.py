@@ -79,8 +79,11 @@ def confidence_filter(
     gold = np.empty(len(records), dtype=np.int64)
     for i, r in enumerate(records):
         if r.label not in index:
-            raise DataError(f"record {r.id!r} has label {r.label!r}, which the classifier does "
-                            f"not predict ({', '.join(clf.labels)})", field="label")
+            raise DataError(
+                f"record {r.id!r} has label {r.label!r}, which the classifier does "
+                f"not predict ({', '.join(clf.labels)})",
+                field="label",
+            )
         gold[i] = index[r.label]
     probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
     keep = confidence_mask(probs, gold, tau)
@@ -93,24 +96,38 @@ def confidence_filter(
     n_kept = Counter(r.label for r in kept)
     summary = {
         "model": str(model) if not isinstance(model, LoadedClassifier) else None,
-        "tau": tau, "n_input": len(records), "n_kept": len(kept), "n_rejected": len(rejected),
+        "tau": tau,
+        "n_input": len(records),
+        "n_kept": len(kept),
+        "n_rejected": len(rejected),
         "kept_share": len(kept) / len(records) if records else 0.0,
-        "per_label": {name: {"n": n_label[name], "kept": n_kept[name],
-                             "rejected": n_label[name] - n_kept[name]}
-                      for name in clf.labels if n_label[name]},
+        "per_label": {
+            name: {
+                "n": n_label[name],
+                "kept": n_kept[name],
+                "rejected": n_label[name] - n_kept[name],
+            }
+            for name in clf.labels
+            if n_label[name]
+        },
         **confidence_profile(probs[np.arange(len(records)), gold]),
     }
     return kept, rejected, summary
 
 
 def write_partition(
-    kept: Sequence[Record], rejected: Sequence[Record], summary: dict[str, Any],
+    kept: Sequence[Record],
+    rejected: Sequence[Record],
+    summary: dict[str, Any],
     out_dir: str | Path,
 ) -> dict[str, Path]:
     """Write ``kept.jsonl``, ``rejected.jsonl`` and ``summary.json`` (each atomically)."""
     out = Path(out_dir)
-    paths = {"kept": out / "kept.jsonl", "rejected": out / "rejected.jsonl",
-             "summary": out / "summary.json"}
+    paths = {
+        "kept": out / "kept.jsonl",
+        "rejected": out / "rejected.jsonl",
+        "summary": out / "summary.json",
+    }
     write_records(kept, paths["kept"])
     write_records(rejected, paths["rejected"])
     write_json(summary, paths["summary"])

@@ -114,7 +114,11 @@ def learned_mixin_h(
 ) -> torch.Tensor:
     """Learned-Mixin+H: :func:`learned_mixin` with the entropy penalty on (default weight 0.03)."""
     return learned_mixin(
-        logits, labels, mask, bias_probs=bias_probs, gate_logits=gate_logits,
+        logits,
+        labels,
+        mask,
+        bias_probs=bias_probs,
+        gate_logits=gate_logits,
         entropy_weight=entropy_weight,
     )
 
@@ -164,7 +168,8 @@ def loss_needs(name: str) -> set[str]:
     ``gate_logits``."""
     params = inspect.signature(get_loss(name)).parameters
     return {
-        p for p, spec in params.items()
+        p
+        for p, spec in params.items()
         if spec.kind is inspect.Parameter.KEYWORD_ONLY and spec.default is inspect.Parameter.empty
     }
 

@@ -151,8 +151,10 @@ def with_predictions(
     ``hypo_only_probs``), the meta keys the ``hypo-only-pred`` feature reads.
     """
     if probs.shape != (len(records), len(labels)):
-        raise ValueError(f"probabilities of shape {probs.shape} for {len(records)} records "
-                         f"and {len(labels)} labels")
+        raise ValueError(
+            f"probabilities of shape {probs.shape} for {len(records)} records "
+            f"and {len(labels)} labels"
+        )
     out = []
     for record, row in zip(records, probs, strict=True):
         dist = {name: float(p) for name, p in zip(labels, row, strict=True)}

@@ -96,8 +96,11 @@ class ClassifierTrainer(Trainer):
                 first_token = outputs.hidden_states[-1][:, 0]
                 extras["gate_logits"] = gate(first_token.to(gate.weight.dtype)).squeeze(-1)
                 outputs.hidden_states = None
-            settings = {"beta": args.poe_beta, "gamma": args.poe_gamma,
-                        "entropy_weight": args.entropy_weight}
+            settings = {
+                "beta": args.poe_beta,
+                "gamma": args.poe_gamma,
+                "entropy_weight": args.entropy_weight,
+            }
             loss = call_loss(args.loss, outputs.logits, labels, None, **extras, **settings)
         return (loss, outputs) if return_outputs else loss
 
@@ -120,16 +123,21 @@ class BestEpochCallback(TrainerCallback):
         if not metrics or "eval_accuracy" not in metrics:
             return control
         acc = float(metrics["eval_accuracy"])
-        self.history.append({
-            "step": state.global_step, "epoch": round(float(state.epoch or 0.0), 4),
-            "dev_accuracy": acc, "dev_loss": float(metrics.get("eval_loss", float("nan"))),
-        })
+        self.history.append(
+            {
+                "step": state.global_step,
+                "epoch": round(float(state.epoch or 0.0), 4),
+                "dev_accuracy": acc,
+                "dev_loss": float(metrics.get("eval_loss", float("nan"))),
+            }
+        )
         if self.best_accuracy is None or acc > self.best_accuracy:
             self.best_accuracy = acc
             self.best_step = state.global_step
             self.best_epoch = round(float(state.epoch or 0.0), 4)
-            self.best_state = {k: v.detach().to("cpu", copy=True)
-                               for k, v in model.state_dict().items()}
+            self.best_state = {
+                k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+            }
             self.bad_evals = 0
         else:
             self.bad_evals += 1
@@ -152,8 +160,7 @@ class _Collator:
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         for key in _EXTRA_COLUMNS:
             if key in features[0]:
-                batch[key] = torch.tensor(np.stack([f[key] for f in features]),
-                                          dtype=torch.float32)
+                batch[key] = torch.tensor(np.stack([f[key] for f in features]), dtype=torch.float32)
         return batch
 
 
@@ -190,15 +197,21 @@ def label_ids(records: Sequence[Record], labels: Sequence[str], what: str) -> np
         if r.label not in index:
             raise DataError(
                 f"{what} record {r.id!r} has label {r.label!r}; the task's labels are "
-                f"{', '.join(labels)}", field="label",
+                f"{', '.join(labels)}",
+                field="label",
             )
         out[i] = index[r.label]
     return out
 
 
 def aligned_probs(
-    ref: str | Path, records: Sequence[Record], labels: Sequence[str], *, what: str,
-    batch_size: int = 128, progress: bool = False,
+    ref: str | Path,
+    records: Sequence[Record],
+    labels: Sequence[str],
+    *,
+    what: str,
+    batch_size: int = 128,
+    progress: bool = False,
 ) -> np.ndarray:
     """``[N, len(labels)]`` probabilities of the classifier ``ref``, columns in ``labels`` order."""
     clf = load_classifier(ref)
@@ -228,8 +241,12 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
 
 
 def _encode(
-    tokenizer: Any, records: Sequence[Record], kind: InputKind, ids: np.ndarray,
-    max_length: int, extras: dict[str, np.ndarray | None],
+    tokenizer: Any,
+    records: Sequence[Record],
+    kind: InputKind,
+    ids: np.ndarray,
+    max_length: int,
+    extras: dict[str, np.ndarray | None],
 ) -> _ListDataset:
     first, second = model_inputs(records, kind)
     enc = tokenizer(first, second, truncation=True, max_length=max_length)
@@ -349,8 +366,10 @@ def _train(
     if kind not in INPUT_KINDS:
         raise ConfigError(f"unknown input {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
     if kind in ("pair", "hypothesis-only") and not pair:
-        raise ConfigError(f"input {kind!r} needs premise/hypothesis records; these are single "
-                          "texts (use --input text)")
+        raise ConfigError(
+            f"input {kind!r} needs premise/hypothesis records; these are single "
+            "texts (use --input text)"
+        )
     if loss not in LOSSES:
         raise ConfigError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
     needs = loss_needs(loss)
@@ -363,11 +382,21 @@ def _train(
 
     bias_probs = teacher_probs = None
     if "bias_probs" in needs:
-        bias_probs = aligned_probs(bias_model, train, labels, what="bias model",  # type: ignore[arg-type]
-                                   progress=progress)
+        bias_probs = aligned_probs(
+            bias_model,
+            train,
+            labels,
+            what="bias model",  # type: ignore[arg-type]
+            progress=progress,
+        )
     if "teacher_probs" in needs:
-        teacher_probs = aligned_probs(teacher_model, train, labels, what="teacher model",  # type: ignore[arg-type]
-                                      progress=progress)
+        teacher_probs = aligned_probs(
+            teacher_model,
+            train,
+            labels,
+            what="teacher model",  # type: ignore[arg-type]
+            progress=progress,
+        )
 
     set_seed(seed)
     source = resolve_model(model)
@@ -376,8 +405,11 @@ def _train(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         net = AutoModelForSequenceClassification.from_pretrained(
-            source, num_labels=len(labels), id2label=dict(enumerate(labels)),
-            label2id={n: i for i, n in enumerate(labels)}, ignore_mismatched_sizes=True,
+            source,
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id={n: i for i, n in enumerate(labels)},
+            ignore_mismatched_sizes=True,
         )
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot load model {model!s}: {' '.join(str(err).split())}") from None
@@ -390,8 +422,14 @@ def _train(
     if "gate_logits" in needs:
         net.add_module(GATE_ATTR, torch.nn.Linear(_hidden_size(net.config), 1))
 
-    train_ds = _encode(tokenizer, train, kind, train_ids, max_length,
-                       {"bias_probs": bias_probs, "teacher_probs": teacher_probs})
+    train_ds = _encode(
+        tokenizer,
+        train,
+        kind,
+        train_ids,
+        max_length,
+        {"bias_probs": bias_probs, "teacher_probs": teacher_probs},
+    )
     dev_ds = None
     if dev:  # evaluation order is free: sorted by length, batches pad less
         dev_ds = _encode(tokenizer, dev, kind, dev_ids, max_length, {})
@@ -409,18 +447,33 @@ def _train(
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     args = ClassifierTrainingArguments(
         output_dir=str(work / "trainer"),
-        loss=loss, poe_beta=beta, poe_gamma=gamma, entropy_weight=entropy_weight,
-        seed=seed, data_seed=seed,
-        learning_rate=learning_rate, adam_epsilon=1e-6, adam_beta1=0.9, adam_beta2=0.999,
-        weight_decay=0.0, lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps,
-        per_device_train_batch_size=batch_size, per_device_eval_batch_size=eval_batch_size,
-        num_train_epochs=epochs, max_steps=max_steps,
+        loss=loss,
+        poe_beta=beta,
+        poe_gamma=gamma,
+        entropy_weight=entropy_weight,
+        seed=seed,
+        data_seed=seed,
+        learning_rate=learning_rate,
+        adam_epsilon=1e-6,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        weight_decay=0.0,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=warmup_steps,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=eval_batch_size,
+        num_train_epochs=epochs,
+        max_steps=max_steps,
         eval_strategy=("steps" if eval_steps else "epoch") if evaluate else "no",
         eval_steps=eval_steps,
-        save_strategy="no", logging_strategy="steps",
+        save_strategy="no",
+        logging_strategy="steps",
         logging_steps=max(1, min(50, steps_per_epoch)),
-        report_to="none", disable_tqdm=not progress, remove_unused_columns=False,
-        label_names=["labels"], dataloader_num_workers=0,
+        report_to="none",
+        disable_tqdm=not progress,
+        remove_unused_columns=False,
+        label_names=["labels"],
+        dataloader_num_workers=0,
         train_sampling_strategy="group_by_length" if group_by_length else "random",
         **_device_settings(device),
     )
@@ -431,8 +484,13 @@ def _train(
         return {"accuracy": float((np.argmax(logits, axis=-1) == pred.label_ids).mean())}
 
     trainer = ClassifierTrainer(
-        model=net, args=args, data_collator=_Collator(tokenizer), train_dataset=train_ds,
-        eval_dataset=dev_ds, processing_class=tokenizer, compute_metrics=accuracy,
+        model=net,
+        args=args,
+        data_collator=_Collator(tokenizer),
+        train_dataset=train_ds,
+        eval_dataset=dev_ds,
+        processing_class=tokenizer,
+        compute_metrics=accuracy,
         callbacks=[best],
     )
     if not progress:
@@ -447,34 +505,56 @@ def _train(
         net.save_pretrained(staged)
         tokenizer.save_pretrained(staged)
         info = {
-            "input": kind, "task": the_task.name, "labels": labels, "max_length": max_length,
-            "loss": loss, "base_model": str(model), "seed": seed,
+            "input": kind,
+            "task": the_task.name,
+            "labels": labels,
+            "max_length": max_length,
+            "loss": loss,
+            "base_model": str(model),
+            "seed": seed,
             "created_by": "zdebias train-classifier",
         }
         write_json(info, staged / CLASSIFIER_INFO)
         metrics = {
-            "model": str(model), "task": the_task.name, "labels": labels, "input": kind,
-            "loss": loss, "seed": seed,
+            "model": str(model),
+            "task": the_task.name,
+            "labels": labels,
+            "input": kind,
+            "loss": loss,
+            "seed": seed,
             "settings": {
-                "learning_rate": learning_rate, "batch_size": batch_size, "epochs": epochs,
-                "max_steps": max_steps, "warmup_steps": warmup_steps, "max_length": max_length,
-                "patience": patience, "eval_steps": eval_steps, "adam_epsilon": 1e-6,
+                "learning_rate": learning_rate,
+                "batch_size": batch_size,
+                "epochs": epochs,
+                "max_steps": max_steps,
+                "warmup_steps": warmup_steps,
+                "max_length": max_length,
+                "patience": patience,
+                "eval_steps": eval_steps,
+                "adam_epsilon": 1e-6,
                 "group_by_length": group_by_length,
-                "scheduler": "constant_with_warmup", "beta": beta, "gamma": gamma,
+                "scheduler": "constant_with_warmup",
+                "beta": beta,
+                "gamma": gamma,
                 "entropy_weight": entropy_weight,
                 "bias_model": str(bias_model) if bias_model else None,
                 "teacher_model": str(teacher_model) if teacher_model else None,
                 "device": "cpu" if args.use_cpu else "cuda",
                 "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
             },
-            "n_train": len(train), "n_dev": len(dev) if dev else 0,
+            "n_train": len(train),
+            "n_dev": len(dev) if dev else 0,
             "train_label_counts": dict(Counter(r.label for r in train)),
-            "steps": int(result.global_step), "train_loss": float(result.training_loss),
+            "steps": int(result.global_step),
+            "train_loss": float(result.training_loss),
             "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
             "train_samples_per_second": float(result.metrics.get("train_samples_per_second", 0)),
             "history": best.history,
-            "best": {"step": best.best_step, "epoch": best.best_epoch,
-                     "dev_accuracy": best.best_accuracy},
+            "best": {
+                "step": best.best_step,
+                "epoch": best.best_epoch,
+                "dev_accuracy": best.best_accuracy,
+            },
             "stopped_early": best.stopped_early,
             "wall_time_s": round(time.time() - started, 3),
         }
@@ -534,15 +614,27 @@ def cross_fit_predictions(
             held = [i for i in range(len(records)) if folds[i] == fold]
             fit = [records[i] for i in range(len(records)) if folds[i] != fold]
             fold_dir = base / f"fold-{fold}"
-            train_classifier(fit, dev, fold_dir, task=task, input="hypothesis-only", seed=seed,
-                             progress=progress, **train_options)
+            train_classifier(
+                fit,
+                dev,
+                fold_dir,
+                task=task,
+                input="hypothesis-only",
+                seed=seed,
+                progress=progress,
+                **train_options,
+            )
             probs = predict_proba(fold_dir, [records[i] for i in held])
             clf_labels = load_labels(fold_dir)
             for row, i in enumerate(held):
                 dist = {name: float(probs[row, j]) for j, name in enumerate(clf_labels)}
                 best_label = clf_labels[int(np.argmax(probs[row]))]
-                meta = {**records[i].meta, "hypo_only_pred": best_label,
-                        "hypo_only_probs": {n: dist[n] for n in labels}, "hypo_only_fold": fold}
+                meta = {
+                    **records[i].meta,
+                    "hypo_only_pred": best_label,
+                    "hypo_only_probs": {n: dist[n] for n in labels},
+                    "hypo_only_fold": fold,
+                }
                 result[i] = records[i].replace(meta=meta)
             if not keep:
                 shutil.rmtree(fold_dir, ignore_errors=True)

@@ -12,15 +12,17 @@ from zdebias.data.readers import Dataset, parse_mapping
 FormatOpt = Annotated[
     str | None,
     typer.Option(
-        "--format", help="Input format (jsonl, json, csv, tsv, parquet, triplets, hans, hf); "
-        "detected from the file when omitted."
+        "--format",
+        help="Input format (jsonl, json, csv, tsv, parquet, triplets, hans, hf); "
+        "detected from the file when omitted.",
     ),
 ]
 TaskOpt = Annotated[
     str | None,
     typer.Option(
-        "--task", help="Label set: nli, nli-binary, sentiment, or labels:a,b,c. "
-        "Detected from the columns when omitted."
+        "--task",
+        help="Label set: nli, nli-binary, sentiment, or labels:a,b,c. "
+        "Detected from the columns when omitted.",
     ),
 ]
 ColumnsOpt = Annotated[
@@ -39,8 +41,9 @@ SplitOpt = Annotated[
 OnErrorOpt = Annotated[
     str,
     typer.Option(
-        "--on-error", help="raise: stop at the first bad row (exit 2); skip: skip bad rows "
-        "and report how many and where."
+        "--on-error",
+        help="raise: stop at the first bad row (exit 2); skip: skip bad rows "
+        "and report how many and where.",
     ),
 ]
 
@@ -71,9 +74,7 @@ def report_skips(ds: Dataset) -> None:
     """Tell the user (on stderr) what a read skipped, so nothing is dropped silently."""
     rep = ds.report
     if rep.n_unlabelled:
-        sys.stderr.write(
-            f"{rep.path}: skipped {rep.n_unlabelled} rows without a gold label\n"
-        )
+        sys.stderr.write(f"{rep.path}: skipped {rep.n_unlabelled} rows without a gold label\n")
     if rep.n_errors:
         lines = ", ".join(str(e.line) for e in rep.errors[:10] if e.line is not None)
         more = " ..." if rep.n_errors > 10 else ""

@@ -34,8 +34,11 @@ LimitOpt = Annotated[
 ]
 FieldsOpt = Annotated[
     str,
-    typer.Option("--fields", help="Pair tasks: rationale words from both fields (AutoCAD), "
-                 "premise only, or hypothesis only."),
+    typer.Option(
+        "--fields",
+        help="Pair tasks: rationale words from both fields (AutoCAD), "
+        "premise only, or hypothesis only.",
+    ),
 ]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Batch size.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
@@ -77,16 +80,23 @@ def rationales(
         float, typer.Option("--min-confidence", help="Keep examples with p(gold) above this.")
     ] = 0.8,
     require_correct: Annotated[
-        bool, typer.Option("--correct-only/--any-prediction",
-                           help="Keep only examples the classifier predicts correctly.")
+        bool,
+        typer.Option(
+            "--correct-only/--any-prediction",
+            help="Keep only examples the classifier predicts correctly.",
+        ),
     ] = True,
     method: Annotated[
         str, typer.Option("--method", help="Saliency: gradient-norm or gradient-x-input.")
     ] = "gradient-norm",
     fields: FieldsOpt = "both",
     normalize: Annotated[
-        str, typer.Option("--normalize", help="Divide scores by the max over the text's tokens "
-                          "(text) or over all input tokens incl. [CLS]/[SEP] (all).")
+        str,
+        typer.Option(
+            "--normalize",
+            help="Divide scores by the max over the text's tokens "
+            "(text) or over all input tokens incl. [CLS]/[SEP] (all).",
+        ),
     ] = "text",
     dropped: Annotated[
         Path | None, typer.Option("--dropped", help="Also write the dropped records here.")
@@ -105,37 +115,67 @@ def rationales(
     from zdebias.counterfactual.rationales import extract_rationales
     from zdebias.data.writers import write_records
 
-    records, ds = _read(data, limit, format=format, task=task, columns=columns,
-                        label_map=label_map, split=split, on_error=on_error)
+    records, ds = _read(
+        data,
+        limit,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     clf = load_classifier(classifier)
     with contextlib.redirect_stdout(sys.stderr):
         kept, drop = extract_rationales(
-            clf, records, method=method, ratio=ratio, min_score=min_score,
-            min_confidence=min_confidence, require_correct=require_correct,
+            clf,
+            records,
+            method=method,
+            ratio=ratio,
+            min_score=min_score,
+            min_confidence=min_confidence,
+            require_correct=require_correct,
             fields=_check_fields(fields),  # type: ignore[arg-type]
-            normalize=normalize, batch_size=batch_size, progress=True,
+            normalize=normalize,
+            batch_size=batch_size,
+            progress=True,
         )
     write_records(kept, out)
     if dropped is not None:
         write_records(drop, dropped)
-    reasons = {code: sum(r.meta["dropped_by"] == code for r in drop)
-               for code in ("mispredicted", "low-confidence", "no-rationale")}
+    reasons = {
+        code: sum(r.meta["dropped_by"] == code for r in drop)
+        for code in ("mispredicted", "low-confidence", "no-rationale")
+    }
     n_spans = sum(len(v) for r in kept for v in r.meta["rationales"].values())
-    n_words = sum(len(s.split()) for r in kept for v in r.meta["rationale_text"].values()
-                  for s in v)
-    echo_json({
-        "data": data, "out": str(out), "n_input": len(records),
-        "n_skipped_unlabelled": ds.report.n_unlabelled, "n_skipped_errors": ds.report.n_errors,
-        "n_kept": len(kept), "n_dropped": len(drop), "dropped_by": reasons,
-        "mean_spans": round(n_spans / len(kept), 3) if kept else 0.0,
-        "mean_rationale_words": round(n_words / len(kept), 3) if kept else 0.0,
-        "method": method, "ratio": ratio, "min_score": min_score,
-        "min_confidence": min_confidence, "fields": fields, "normalize": normalize,
-    })
+    n_words = sum(
+        len(s.split()) for r in kept for v in r.meta["rationale_text"].values() for s in v
+    )
+    echo_json(
+        {
+            "data": data,
+            "out": str(out),
+            "n_input": len(records),
+            "n_skipped_unlabelled": ds.report.n_unlabelled,
+            "n_skipped_errors": ds.report.n_errors,
+            "n_kept": len(kept),
+            "n_dropped": len(drop),
+            "dropped_by": reasons,
+            "mean_spans": round(n_spans / len(kept), 3) if kept else 0.0,
+            "mean_rationale_words": round(n_words / len(kept), 3) if kept else 0.0,
+            "method": method,
+            "ratio": ratio,
+            "min_score": min_score,
+            "min_confidence": min_confidence,
+            "fields": fields,
+            "normalize": normalize,
+        }
+    )
 
 
-def _spans_for(records: list[Any], spans: str, fields: str, density: float, seed: int,
-               path: str) -> list[dict[str, list[tuple[int, int]]]]:
+def _spans_for(
+    records: list[Any], spans: str, fields: str, density: float, seed: int, path: str
+) -> list[dict[str, list[tuple[int, int]]]]:
     import numpy as np
 
     from zdebias.counterfactual.rationales import random_rationales, read_spans
@@ -143,8 +183,10 @@ def _spans_for(records: list[Any], spans: str, fields: str, density: float, seed
     rng = np.random.default_rng(seed)
     if spans == "rationale":
         return [read_spans(r, path=path) for r in records]
-    return [random_rationales(r, fields=fields, density=density, rng=rng)  # type: ignore[arg-type]
-            for r in records]
+    return [
+        random_rationales(r, fields=fields, density=density, rng=rng)  # type: ignore[arg-type]
+        for r in records
+    ]
 
 
 @cf_app.command("train")
@@ -153,13 +195,20 @@ def train(
         str, typer.Option("--rationales", help="Rationale records from `rationales`.")
     ],
     model: Annotated[
-        str, typer.Option("--model", help="Base model: T5 family, a BERT encoder (bert2bert, "
-                          "e.g. minilm) or a causal LM (e.g. smollm2); alias, folder or hub name.")
+        str,
+        typer.Option(
+            "--model",
+            help="Base model: T5 family, a BERT encoder (bert2bert, "
+            "e.g. minilm) or a causal LM (e.g. smollm2); alias, folder or hub name.",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Output folder for the infiller.")],
     alpha: Annotated[
-        float | None, typer.Option("--alpha", help="Unlikelihood weight α (default 1.0 for "
-                                   "pair tasks, 0.3 for single text).")
+        float | None,
+        typer.Option(
+            "--alpha",
+            help="Unlikelihood weight α (default 1.0 for pair tasks, 0.3 for single text).",
+        ),
     ] = None,
     arch: Annotated[
         str, typer.Option("--arch", help="auto, seq2seq, bert2bert or causal.")
@@ -170,8 +219,10 @@ def train(
     ratio: Annotated[float, typer.Option("--ratio", help="Random spans: share of words.")] = 0.3,
     fields: FieldsOpt = "both",
     dev: Annotated[
-        str | None, typer.Option("--dev", help="Dev rationale records: best epoch by dev loss, "
-                                 "early stopping.")
+        str | None,
+        typer.Option(
+            "--dev", help="Dev rationale records: best epoch by dev loss, early stopping."
+        ),
     ] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Training epochs.")] = 10,
     batch_size: BatchOpt = 8,
@@ -198,9 +249,21 @@ def train(
         dev_pair = (dev_records, _spans_for(dev_records, spans, fields, ratio, seed + 1, dev))
     with contextlib.redirect_stdout(sys.stderr):
         summary = train_infiller(
-            records, model, out, labels=labels, spans=sp, alpha=alpha, arch=arch, dev=dev_pair,
-            epochs=epochs, batch_size=batch_size, lr=lr, patience=patience, seed=seed,
-            max_source_length=max_source_length, max_target_length=max_target_length,
+            records,
+            model,
+            out,
+            labels=labels,
+            spans=sp,
+            alpha=alpha,
+            arch=arch,
+            dev=dev_pair,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            patience=patience,
+            seed=seed,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
             extra_info={"spans": spans, "fields": fields},
         )
     summary.pop("history", None)
@@ -210,15 +273,18 @@ def train(
 @cf_app.command("generate")
 def generate(
     infiller: Annotated[
-        str, typer.Option("--infiller", help="Trained infiller folder (or a base model: the "
-                          "untrained baseline).")
+        str,
+        typer.Option(
+            "--infiller", help="Trained infiller folder (or a base model: the untrained baseline)."
+        ),
     ],
     classifier: Annotated[str, typer.Option("--classifier", help="Classifier for selection.")],
     data: Annotated[
         str, typer.Option("--data", help="Rationale records (or any dataset with --spans random).")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Output folder: kept.jsonl, rejected.jsonl, "
-                                      "summary.json.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Output folder: kept.jsonl, rejected.jsonl, summary.json.")
+    ],
     n: Annotated[int, typer.Option("--n", min=1, help="Samples per example and target.")] = 1,
     top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling p.")] = 0.9,
     temperature: Annotated[float, typer.Option("--temperature")] = 0.7,
@@ -231,8 +297,12 @@ def generate(
         int, typer.Option("--max-filler-tokens", min=1, help="Longest filler (tokens).")
     ] = 8,
     constrained: Annotated[
-        bool, typer.Option("--constrained/--free", help="Force the sentinel structure while "
-                           "decoding (every sample parses), or leave the model free.")
+        bool,
+        typer.Option(
+            "--constrained/--free",
+            help="Force the sentinel structure while "
+            "decoding (every sample parses), or leave the model free.",
+        ),
     ] = True,
     min_prob: Annotated[
         float, typer.Option("--min-prob", help="Also require p(target) >= this.")
@@ -254,17 +324,36 @@ def generate(
     from zdebias.data.writers import write_json, write_records
 
     _check_spans(spans)
-    records, _ = _read(data, limit, format=format, task=task, columns=columns,
-                       label_map=label_map, split=split, on_error=on_error)
+    records, _ = _read(
+        data,
+        limit,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     inf = load_infiller(infiller)
     clf = load_classifier(classifier)
     with contextlib.redirect_stdout(sys.stderr):
         kept, rejected, summary = generate_counterfactuals(
-            inf, clf, records, spans=spans, n=n, top_p=top_p,  # type: ignore[arg-type]
-            temperature=temperature, seed=seed, density=ratio,
+            inf,
+            clf,
+            records,
+            spans=spans,
+            n=n,
+            top_p=top_p,  # type: ignore[arg-type]
+            temperature=temperature,
+            seed=seed,
+            density=ratio,
             fields=_check_fields(fields),  # type: ignore[arg-type]
-            max_filler_tokens=max_filler_tokens, constrained=constrained, min_prob=min_prob,
-            batch_size=batch_size, path=data, progress=True,
+            max_filler_tokens=max_filler_tokens,
+            constrained=constrained,
+            min_prob=min_prob,
+            batch_size=batch_size,
+            path=data,
+            progress=True,
         )
     out.mkdir(parents=True, exist_ok=True)
     write_records(kept, out / "kept.jsonl")
@@ -277,19 +366,25 @@ def generate(
 @cf_app.command("metrics")
 def metrics(
     data: Annotated[
-        str | None, typer.Option("--data", help="Generated counterfactuals: a `generate` "
-                                 "folder (all parsed outputs) or a JSONL file.")
+        str | None,
+        typer.Option(
+            "--data",
+            help="Generated counterfactuals: a `generate` "
+            "folder (all parsed outputs) or a JSONL file.",
+        ),
     ] = None,
     classifier: Annotated[
-        str | None, typer.Option("--classifier", help="Classifier for the flip rate (default: "
-                                 "the predictions stored at generation).")
+        str | None,
+        typer.Option(
+            "--classifier",
+            help="Classifier for the flip rate (default: the predictions stored at generation).",
+        ),
     ] = None,
     lm: Annotated[
         str | None, typer.Option("--lm", help="Causal LM for perplexity (smollm2, folder, hub).")
     ] = None,
     rationales_file: Annotated[
-        str | None, typer.Option("--rationales", help="Rationale records to score against "
-                                 "--human.")
+        str | None, typer.Option("--rationales", help="Rationale records to score against --human.")
     ] = None,
     human: Annotated[
         str | None, typer.Option("--human", help="Human highlights: e-SNLI CSV or JSONL.")
@@ -325,8 +420,11 @@ def metrics(
 
             clf = load_classifier(classifier)
         with contextlib.redirect_stdout(sys.stderr):
-            result.update(counterfactual_metrics(records, classifier=clf, lm=lm,
-                                                 batch_size=batch_size, progress=True))
+            result.update(
+                counterfactual_metrics(
+                    records, classifier=clf, lm=lm, batch_size=batch_size, progress=True
+                )
+            )
         result["n_kept"] = sum(1 for r in records if "rejected_by" not in r.meta)
         result["data"] = data
     if rationales_file is not None and human is not None:

@@ -75,8 +75,15 @@ def inspect(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """Show a dataset's format, size, label counts, skipped rows and text lengths."""
-    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
-                    split=split, on_error=on_error)
+    ds = open_input(
+        path,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     info = inspect_dataset(ds)
     if json_out:
         echo_json(info)
@@ -117,8 +124,15 @@ def convert(
     """Convert any supported input into zdebias JSONL or parquet (written atomically)."""
     from zdebias.data.writers import write_records
 
-    ds = open_input(path, format=format, task=task, columns=columns, label_map=label_map,
-                    split=split, on_error=on_error)
+    ds = open_input(
+        path,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     n = write_records(ds, out)
     report_skips(ds)
     typer.echo(f"wrote {n:,} records to {out}")

@@ -34,14 +34,20 @@ MaxStepsOpt = Annotated[
     int, typer.Option("--max-steps", help="Stop after this many steps (-1: run all epochs).")
 ]
 LimitOpt = Annotated[
-    int | None, typer.Option("--limit", help="Train on N records drawn at random (seeded by "
-                             "--seed), e.g. for a quick run.")
+    int | None,
+    typer.Option(
+        "--limit",
+        help="Train on N records drawn at random (seeded by --seed), e.g. for a quick run.",
+    ),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Any TrainingArguments field, KEY=VALUE (repeatable), e.g. "
-                 "--set bf16=true --set gradient_accumulation_steps=4."),
+    typer.Option(
+        "--set",
+        help="Any TrainingArguments field, KEY=VALUE (repeatable), e.g. "
+        "--set bf16=true --set gradient_accumulation_steps=4.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 
@@ -103,12 +109,23 @@ def _print_train(summary: dict[str, Any], json_out: bool) -> None:
 
 
 def _overrides(
-    epochs: float, lr: float, batch_size: int, max_length: int, max_steps: int, seed: int,
-    sets: list[str] | None, **more: Any,
+    epochs: float,
+    lr: float,
+    batch_size: int,
+    max_length: int,
+    max_steps: int,
+    seed: int,
+    sets: list[str] | None,
+    **more: Any,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "num_train_epochs": epochs, "learning_rate": lr, "per_device_train_batch_size": batch_size,
-        "max_length": max_length, "max_steps": max_steps, "seed": seed, **more,
+        "num_train_epochs": epochs,
+        "learning_rate": lr,
+        "per_device_train_batch_size": batch_size,
+        "max_length": max_length,
+        "max_steps": max_steps,
+        "seed": seed,
+        **more,
     }
     values.update(_parse_sets(sets))
     return values
@@ -116,11 +133,18 @@ def _overrides(
 
 def train_generator_cmd(
     data: DataOpt,
-    model: Annotated[str, typer.Option("--model", help="Causal LM: packaged alias (smollm2), "
-                                       "local folder or hub name.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", help="Causal LM: packaged alias (smollm2), local folder or hub name."
+        ),
+    ],
     out: OutOpt,
-    consistency_weight: Annotated[float, typer.Option(
-        "--consistency-weight", help="λ of the label-consistency unlikelihood (0: MLE only).")
+    consistency_weight: Annotated[
+        float,
+        typer.Option(
+            "--consistency-weight", help="λ of the label-consistency unlikelihood (0: MLE only)."
+        ),
     ] = 0.5,
     epochs: EpochsOpt = 5.0,
     lr: LrOpt = 1e-5,
@@ -139,15 +163,35 @@ def train_generator_cmd(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """Fine-tune a causal LM into a P → label → H data generator (L_MLE + λ·L_consistency)."""
-    records, task_name = _read(data, limit, seed, format=format, task=task, columns=columns,
-                               label_map=label_map, split=split, on_error=on_error)
+    records, task_name = _read(
+        data,
+        limit,
+        seed,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     from zdebias.generation.trainer import train_generator
 
     with _chatter_to_stderr():
         summary = train_generator(
-            records, model, out, task=task_name,
-            **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
-                         consistency_weight=consistency_weight),
+            records,
+            model,
+            out,
+            task=task_name,
+            **_overrides(
+                epochs,
+                lr,
+                batch_size,
+                max_length,
+                max_steps,
+                seed,
+                sets,
+                consistency_weight=consistency_weight,
+            ),
         )
     _print_train(summary, json_out)
 
@@ -156,19 +200,30 @@ def debias_generator_cmd(
     generator: Annotated[str, typer.Option("--generator", help="A trained generator folder.")],
     data: DataOpt,
     out: OutOpt,
-    alpha: Annotated[float, typer.Option(
-        "--alpha", help="α of the masked unlikelihood loss on Z⁻.")] = 1.0,
-    top_k: Annotated[int, typer.Option(
-        "--top-k", help="Biased features per label for z-filtering (Table 8: 20).")] = 20,
-    zfilter_batch_size: Annotated[int | None, typer.Option(
-        "--zfilter-batch-size", help="z-filter batch size (default: the filter's).")] = None,
-    features: Annotated[str | None, typer.Option(
-        "--features", help="Comma-separated feature groups for z-filtering: ngrams, "
-        "hypo-len, len-ratio, lex-overlap, hypo-only, null (default: all).")] = None,
-    shuffle_seed: Annotated[int, typer.Option("--shuffle-seed",
-                                              help="z-filter order seed.")] = 0,
-    consistency_weight: Annotated[float, typer.Option(
-        "--consistency-weight", help="λ during debiasing (SPEC §6: not used, 0).")] = 0.0,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="α of the masked unlikelihood loss on Z⁻.")
+    ] = 1.0,
+    top_k: Annotated[
+        int,
+        typer.Option("--top-k", help="Biased features per label for z-filtering (Table 8: 20)."),
+    ] = 20,
+    zfilter_batch_size: Annotated[
+        int | None,
+        typer.Option("--zfilter-batch-size", help="z-filter batch size (default: the filter's)."),
+    ] = None,
+    features: Annotated[
+        str | None,
+        typer.Option(
+            "--features",
+            help="Comma-separated feature groups for z-filtering: ngrams, "
+            "hypo-len, len-ratio, lex-overlap, hypo-only, null (default: all).",
+        ),
+    ] = None,
+    shuffle_seed: Annotated[int, typer.Option("--shuffle-seed", help="z-filter order seed.")] = 0,
+    consistency_weight: Annotated[
+        float,
+        typer.Option("--consistency-weight", help="λ during debiasing (SPEC §6: not used, 0)."),
+    ] = 0.0,
     epochs: EpochsOpt = 5.0,
     lr: LrOpt = 1e-5,
     batch_size: BatchOpt = 24,
@@ -186,17 +241,40 @@ def debias_generator_cmd(
     on_error: OnErrorOpt = "raise",
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
-    records, _ = _read(data, limit, seed, format=format, task=task, columns=columns,
-                       label_map=label_map, split=split, on_error=on_error)
+    records, _ = _read(
+        data,
+        limit,
+        seed,
+        format=format,
+        task=task,
+        columns=columns,
+        label_map=label_map,
+        split=split,
+        on_error=on_error,
+    )
     from zdebias.generation.trainer import debias_generator
 
     names = [f.strip() for f in features.split(",") if f.strip()] if features else None
     with _chatter_to_stderr():
         summary = debias_generator(
-            generator, records, out, alpha=alpha, top_k=top_k,
-            zfilter_batch_size=zfilter_batch_size, shuffle_seed=shuffle_seed, features=names,
-            **_overrides(epochs, lr, batch_size, max_length, max_steps, seed, sets,
-                         consistency_weight=consistency_weight),
+            generator,
+            records,
+            out,
+            alpha=alpha,
+            top_k=top_k,
+            zfilter_batch_size=zfilter_batch_size,
+            shuffle_seed=shuffle_seed,
+            features=names,
+            **_overrides(
+                epochs,
+                lr,
+                batch_size,
+                max_length,
+                max_steps,
+                seed,
+                sets,
+                consistency_weight=consistency_weight,
+            ),
         )
     _print_train(summary, json_out)
 
@@ -207,22 +285,35 @@ def sample_cmd(
     out: OutOpt,
     top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1: off).")] = 0.9,
     top_k: Annotated[int, typer.Option("--top-k", help="Top-k sampling (0: off).")] = 0,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")
-                           ] = 1.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", help="Sampling temperature.")
+    ] = 1.0,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per round.")] = 64,
-    shard_size: Annotated[int, typer.Option("--shard-size", help="Samples per shard file.")
-                          ] = 10_000,
+    shard_size: Annotated[
+        int, typer.Option("--shard-size", help="Samples per shard file.")
+    ] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed.")] = 0,
-    backend: Annotated[str, typer.Option("--backend", help="hf, or vllm (needs vLLM and a "
-                                         "GPU).")] = "hf",
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1 ... "
-                                               "(default: cuda when available).")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16 "
-                                              "(default: bfloat16 on GPU).")] = None,
-    max_shards: Annotated[int | None, typer.Option(
-        "--max-shards", help="Stop after writing this many shards (resume later).")] = None,
-    merge: Annotated[bool, typer.Option("--merge/--no-merge", help="Also write samples.jsonl "
-                                        "(all shards) when complete.")] = True,
+    backend: Annotated[
+        str, typer.Option("--backend", help="hf, or vllm (needs vLLM and a GPU).")
+    ] = "hf",
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)."),
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="float32, bfloat16, float16 (default: bfloat16 on GPU)."),
+    ] = None,
+    max_shards: Annotated[
+        int | None,
+        typer.Option("--max-shards", help="Stop after writing this many shards (resume later)."),
+    ] = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge/--no-merge", help="Also write samples.jsonl (all shards) when complete."
+        ),
+    ] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Sample N unique (premise, label, hypothesis) records into resumable shards."""
@@ -230,10 +321,20 @@ def sample_cmd(
 
     with _chatter_to_stderr():
         summary = sample_generator(
-            generator, out, n, batch_size=batch_size, top_p=top_p, top_k=top_k,
-            temperature=temperature, seed=seed, shard_size=shard_size,
+            generator,
+            out,
+            n,
+            batch_size=batch_size,
+            top_p=top_p,
+            top_k=top_k,
+            temperature=temperature,
+            seed=seed,
+            shard_size=shard_size,
             backend=backend,  # type: ignore[arg-type]
-            device=device, dtype=dtype, max_shards=max_shards, merge=merge,
+            device=device,
+            dtype=dtype,
+            max_shards=max_shards,
+            merge=merge,
         )
     if json_out:
         echo_json(summary)

@@ -13,5 +13,6 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
     from rich.console import Console
     from rich.progress import track as rich_track
 
-    yield from rich_track(items, description=description, total=total,
-                          console=Console(stderr=True), transient=True)
+    yield from rich_track(
+        items, description=description, total=total, console=Console(stderr=True), transient=True
+    )

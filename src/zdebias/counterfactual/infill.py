@@ -56,6 +56,7 @@ DEFAULT_ALPHA = {True: 1.0, False: 0.3}
 
 # --------------------------------------------------------------------------- text format
 
+
 def field_order(record: Record) -> tuple[str, ...]:
     """Fields in source order: hypothesis then premise (AutoCAD's format), or text."""
     return PAIR_ORDER if record.is_pair else ("text",)
@@ -109,7 +110,7 @@ def rebuild(record: Record, spans: dict[str, Sequence[Span]], fillers: Sequence[
             filler = fillers[k].strip()
             k += 1
             if not filler:
-                right = text[end:end + 1]
+                right = text[end : end + 1]
                 if left.endswith(" ") and not right.isalnum():
                     left = left[:-1]
             out += left + filler
@@ -122,6 +123,7 @@ def rebuild(record: Record, spans: dict[str, Sequence[Span]], fillers: Sequence[
 
 
 # --------------------------------------------------------------------------- tokens
+
 
 def eos_id(tokenizer: Any) -> int:
     """The id that ends a target: EOS, or ``[SEP]`` for BERT vocabularies."""
@@ -203,8 +205,14 @@ def encode_source(
 
 
 def encode_variant(
-    tokenizer: Any, arch: Arch, source: str, n_spans: int, target_ids: list[int],
-    target_mask: list[int], *, max_source_length: int,
+    tokenizer: Any,
+    arch: Arch,
+    source: str,
+    n_spans: int,
+    target_ids: list[int],
+    target_mask: list[int],
+    *,
+    max_source_length: int,
 ) -> Encoded | None:
     """One training row; ``None`` when truncating the source would lose a sentinel."""
     ids = encode_source(tokenizer, arch, source, n_spans, max_length=max_source_length)
@@ -212,7 +220,9 @@ def encode_variant(
         return None
     if arch == "causal":
         return Encoded(
-            [*ids, *target_ids], [-100] * len(ids) + target_ids, [0] * len(ids) + target_mask,
+            [*ids, *target_ids],
+            [-100] * len(ids) + target_ids,
+            [0] * len(ids) + target_mask,
         )
     return Encoded(ids, list(target_ids), list(target_mask))
 
@@ -248,7 +258,12 @@ def encode_example(
     out = []
     for lab in order:
         enc = encode_variant(
-            tokenizer, arch, source_text(lab, masked), len(fillers), target_ids, target_mask,
+            tokenizer,
+            arch,
+            source_text(lab, masked),
+            len(fillers),
+            target_ids,
+            target_mask,
             max_source_length=max_source_length,
         )
         if enc is None:
@@ -258,6 +273,7 @@ def encode_example(
 
 
 # --------------------------------------------------------------------------- losses
+
 
 def _log1mexp(logp: Any) -> Any:
     """``log(1 − exp(logp))`` for ``logp <= 0``, accurate at both ends, clamped finite."""
@@ -297,8 +313,13 @@ LOSSES: dict[str, LossFn] = {"mle": token_nll, "unlikelihood": token_unlikelihoo
 
 
 def infill_loss(
-    model: Any, batch: dict[str, Any], *, arch: Arch, alpha: float,
-    mle: str = "mle", ul: str = "unlikelihood",
+    model: Any,
+    batch: dict[str, Any],
+    *,
+    arch: Arch,
+    alpha: float,
+    mle: str = "mle",
+    ul: str = "unlikelihood",
 ) -> tuple[Any, Any, Any, Any]:
     """``(loss, mle, ul, outputs)`` for a collated batch (see :class:`InfillCollator`).
 
@@ -356,6 +377,7 @@ class InfillCollator:
 
 
 # --------------------------------------------------------------------------- models
+
 
 def detect_arch(config: Any) -> Arch:
     """seq2seq for encoder-decoders, bert2bert for masked-LM encoders, else causal."""
@@ -464,6 +486,7 @@ def load_infiller(
 
 # --------------------------------------------------------------------------- training
 
+
 def encode_records(
     tokenizer: Any,
     arch: Arch,
@@ -480,8 +503,14 @@ def encode_records(
     skipped: Counter[str] = Counter()
     for record, sp in zip(records, spans, strict=True):
         enc = encode_example(
-            tokenizer, arch, record, sp, labels, wrong_labels=wrong_labels,
-            max_source_length=max_source_length, max_target_length=max_target_length,
+            tokenizer,
+            arch,
+            record,
+            sp,
+            labels,
+            wrong_labels=wrong_labels,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
         )
         if isinstance(enc, str):
             skipped[enc] += 1
@@ -529,8 +558,14 @@ def train_infiller(
     set_seed(seed)
     model, tok, arch_ = load_base_infiller(model_ref, arch)
     feats, skipped = encode_records(
-        tok, arch_, records, spans, labels, wrong_labels=alpha > 0,
-        max_source_length=max_source_length, max_target_length=max_target_length,
+        tok,
+        arch_,
+        records,
+        spans,
+        labels,
+        wrong_labels=alpha > 0,
+        max_source_length=max_source_length,
+        max_target_length=max_target_length,
     )
     if not feats:
         raise DataError(f"no usable training example: skipped {dict(skipped)}")
@@ -538,8 +573,14 @@ def train_infiller(
     dev_skipped: Counter[str] = Counter()
     if dev is not None:
         dev_feats, dev_skipped = encode_records(
-            tok, arch_, dev[0], dev[1], labels, wrong_labels=alpha > 0,
-            max_source_length=max_source_length, max_target_length=max_target_length,
+            tok,
+            arch_,
+            dev[0],
+            dev[1],
+            labels,
+            wrong_labels=alpha > 0,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
         )
     out = Path(out_dir)
     work = out / "checkpoints"
@@ -588,7 +629,8 @@ def train_infiller(
     eval_loss = trainer.evaluate()["eval_loss"] if has_dev else None
     changed = any(
         not bool((p.detach().cpu() == before[n].cpu()).all())
-        for n, p in trainer.model.named_parameters() if n in before
+        for n, p in trainer.model.named_parameters()
+        if n in before
     )
     trainer.model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -627,4 +669,3 @@ def train_infiller(
     }
     write_json(summary, out / "train_summary.json")
     return summary
-

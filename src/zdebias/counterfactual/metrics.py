@@ -30,7 +30,7 @@ _WS = re.compile(r"\S+")
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     """All n-grams of a token list, in order."""
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def distinct_n(segments: Iterable[Sequence[str]], n: int) -> float:
@@ -65,7 +65,11 @@ def text_fields(record: Record) -> list[str]:
 
 
 def perplexity(
-    lm: str | Path, texts: Sequence[str], *, batch_size: int = 8, max_length: int = 256,
+    lm: str | Path,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 8,
+    max_length: int = 256,
     progress: bool = False,
 ) -> dict[str, float]:
     """Corpus perplexity of ``texts`` under causal LM ``lm`` (each text starts after BOS/EOS).
@@ -95,7 +99,7 @@ def perplexity(
         starts = track(starts, description="perplexity", total=len(starts))
     for b in starts:
         seqs = []
-        for text in texts[b:b + batch_size]:
+        for text in texts[b : b + batch_size]:
             ids = tok(text, add_special_tokens=False)["input_ids"][: max_length - 1]
             seqs.append(([start] if start is not None else []) + ids)
         width = max(len(s) for s in seqs)
@@ -118,6 +122,7 @@ def perplexity(
 
 
 # --------------------------------------------------------------------------- rationales
+
 
 def whitespace_tokens(text: str) -> list[tuple[int, int]]:
     """Character spans of the whitespace-separated tokens (the e-SNLI highlight unit)."""
@@ -172,11 +177,14 @@ def read_human_rationales(path: str | Path) -> dict[Any, dict[str, set[int]]]:
                 raise DataError(f"missing e-SNLI columns {missing}", path=str(path), line=1)
             for line, row in enumerate(reader, start=2):
                 try:
-                    hl = {"premise": _parse_indices(row["Sentence1_Highlighted_1"]),
-                          "hypothesis": _parse_indices(row["Sentence2_Highlighted_1"])}
+                    hl = {
+                        "premise": _parse_indices(row["Sentence1_Highlighted_1"]),
+                        "hypothesis": _parse_indices(row["Sentence2_Highlighted_1"]),
+                    }
                 except ValueError:
-                    raise DataError("highlight indices must be integers", path=str(path),
-                                    line=line) from None
+                    raise DataError(
+                        "highlight indices must be integers", path=str(path), line=line
+                    ) from None
                 if row.get("pairID"):
                     out[row["pairID"]] = hl
                 out[(row["Sentence1"].strip(), row["Sentence2"].strip(), None)] = hl
@@ -189,8 +197,11 @@ def read_human_rationales(path: str | Path) -> dict[Any, dict[str, set[int]]]:
                 row = json.loads(raw)
                 hl = {k: _parse_indices(v) for k, v in row["highlights"].items()}
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-                raise DataError(f"expected {{'id', 'highlights': {{field: [indices]}}}}: {err}",
-                                path=str(path), line=line) from None
+                raise DataError(
+                    f"expected {{'id', 'highlights': {{field: [indices]}}}}: {err}",
+                    path=str(path),
+                    line=line,
+                ) from None
             if row.get("id") is not None:
                 out[str(row["id"])] = hl
             key = (row.get("premise"), row.get("hypothesis"), row.get("text"))
@@ -216,7 +227,8 @@ def rationale_agreement(
             continue
         spans = record.meta.get("rationales") or {}
         pred = {
-            (f, i) for f, sp in spans.items()
+            (f, i)
+            for f, sp in spans.items()
             for i in highlighted_tokens(getattr(record, f) or "", sp)
         }
         scores.append(token_f1(pred, gold))
@@ -229,6 +241,7 @@ def rationale_agreement(
 
 
 # --------------------------------------------------------------------------- all together
+
 
 def counterfactual_metrics(
     records: Sequence[Record],
@@ -253,8 +266,10 @@ def counterfactual_metrics(
     else:
         predicted = [r.meta.get("classifier_label") for r in outputs]
         if any(p is None for p in predicted):
-            raise DataError("records carry no classifier_label; pass --classifier",
-                            field="meta.classifier_label")
+            raise DataError(
+                "records carry no classifier_label; pass --classifier",
+                field="meta.classifier_label",
+            )
     segments = [tokenize(t) for r in outputs for t in text_fields(r)]
     filler_segments = [tokenize(f) for r in outputs for f in r.meta.get("fillers", [])]
     result: dict[str, Any] = {

@@ -117,8 +117,11 @@ def random_spans(
     n_spans = min(n_spans, n_noise, n_words - n_noise + 1)
 
     def segment(total: int, parts: int) -> list[int]:
-        cuts = sorted(rng.choice(np.arange(1, total), size=parts - 1, replace=False).tolist()) \
-            if parts > 1 else []
+        cuts = (
+            sorted(rng.choice(np.arange(1, total), size=parts - 1, replace=False).tolist())
+            if parts > 1
+            else []
+        )
         bounds = [0, *cuts, total]
         return [bounds[i + 1] - bounds[i] for i in range(parts)]
 
@@ -142,7 +145,11 @@ def random_spans(
 
 
 def random_rationales(
-    record: Record, *, fields: Fields = "both", density: float = 0.3, mean_span: float = 2.0,
+    record: Record,
+    *,
+    fields: Fields = "both",
+    density: float = 0.3,
+    mean_span: float = 2.0,
     rng: np.random.Generator,
 ) -> dict[str, list[Span]]:
     """Random character spans per field (the random-span baseline)."""
@@ -161,7 +168,8 @@ def read_spans(record: Record, *, path: str | None = None) -> dict[str, list[Spa
         raise DataError(
             f"record {record.id!r} has no rationales; make them with "
             "`zdebias counterfactual rationales` or use --spans random",
-            path=path, field="meta.rationales",
+            path=path,
+            field="meta.rationales",
         )
     allowed = ("premise", "hypothesis") if record.is_pair else ("text",)
     out: dict[str, list[Span]] = {}
@@ -169,19 +177,26 @@ def read_spans(record: Record, *, path: str | None = None) -> dict[str, list[Spa
         if name not in allowed:
             raise DataError(
                 f"record {record.id!r}: rationale field {name!r} is not one of "
-                f"{', '.join(allowed)}", path=path, field="meta.rationales",
+                f"{', '.join(allowed)}",
+                path=path,
+                field="meta.rationales",
             )
         text = getattr(record, name) or ""
         clean: list[Span] = []
         last = 0
         for span in spans:
-            ok = (isinstance(span, list | tuple) and len(span) == 2
-                  and all(isinstance(v, int) for v in span))
+            ok = (
+                isinstance(span, list | tuple)
+                and len(span) == 2
+                and all(isinstance(v, int) for v in span)
+            )
             if not ok or not (last <= span[0] < span[1] <= len(text)):
                 raise DataError(
                     f"record {record.id!r}: bad span {span!r} in {name!r} (spans must be "
                     f"sorted, disjoint [start, end] character offsets inside a "
-                    f"{len(text)}-character text)", path=path, field="meta.rationales",
+                    f"{len(text)}-character text)",
+                    path=path,
+                    field="meta.rationales",
                 )
             clean.append((span[0], span[1]))
             last = span[1]
@@ -221,8 +236,9 @@ def extract_rationales(
                 f"the classifier (input={clf.input}) does not see {', '.join(missing)}; "
                 f"choose --fields among {', '.join(sorted(seen))}"
             )
-    sal = compute_saliency(clf, records, method=method, normalize=normalize,
-                           batch_size=batch_size, progress=progress)
+    sal = compute_saliency(
+        clf, records, method=method, normalize=normalize, batch_size=batch_size, progress=progress
+    )
     kept: list[Record] = []
     dropped: list[Record] = []
     for record, ex in zip(records, sal, strict=True):
@@ -242,18 +258,14 @@ def extract_rationales(
         spans = pick_rationales(words, ratio=ratio, min_score=min_score)
         if reason is None and not any(spans.values()):
             code, reason = "no-rationale", f"no word with saliency >= {min_score}"
-        meta["saliency"] = {
-            n: [[w.text, round(w.score, 4)] for w in ex.words[n]] for n in names
-        }
+        meta["saliency"] = {n: [[w.text, round(w.score, 4)] for w in ex.words[n]] for n in names}
         if reason is not None:
             meta["dropped_by"] = code
             meta["dropped_reason"] = reason
             dropped.append(record.replace(meta={**record.meta, **meta}))
             continue
         meta["rationales"] = {n: [list(s) for s in spans[n]] for n in names}
-        meta["rationale_text"] = {
-            n: [getattr(record, n)[s:e] for s, e in spans[n]] for n in names
-        }
+        meta["rationale_text"] = {n: [getattr(record, n)[s:e] for s, e in spans[n]] for n in names}
         meta["saliency_method"] = method
         kept.append(record.replace(meta={**record.meta, **meta}))
     return kept, dropped

@@ -162,7 +162,8 @@ def compute_saliency(
         if record.label not in index:
             raise DataError(
                 f"label {record.label!r} of record {record.id!r} is not a label of the "
-                f"classifier ({', '.join(clf.labels)})", field="label",
+                f"classifier ({', '.join(clf.labels)})",
+                field="label",
             )
     embedding = clf.model.get_input_embeddings()
     out: list[ExampleSaliency] = []
@@ -172,11 +173,16 @@ def compute_saliency(
 
         starts = track(starts, description="saliency", total=len(starts))
     for start in starts:
-        batch = list(records[start:start + batch_size])
+        batch = list(records[start : start + batch_size])
         first, second = model_inputs(batch, clf.input)
         enc = clf.tokenizer(
-            first, second, truncation=True, max_length=clf.max_length, padding=True,
-            return_offsets_mapping=True, return_tensors="pt",
+            first,
+            second,
+            truncation=True,
+            max_length=clf.max_length,
+            padding=True,
+            return_offsets_mapping=True,
+            return_tensors="pt",
         )
         offsets = enc.pop("offset_mapping").tolist()
         seq_ids = [enc.sequence_ids(i) for i in range(len(batch))]

@@ -57,8 +57,14 @@ class SentinelConstraint:
     """
 
     def __init__(
-        self, *, sentinels: Sequence[int], n_spans: Sequence[int], eos: int,
-        banned: Sequence[int], prompt_len: int, max_filler_tokens: int,
+        self,
+        *,
+        sentinels: Sequence[int],
+        n_spans: Sequence[int],
+        eos: int,
+        banned: Sequence[int],
+        prompt_len: int,
+        max_filler_tokens: int,
     ) -> None:
         import torch
 
@@ -73,7 +79,7 @@ class SentinelConstraint:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        gen = input_ids[:, self.prompt_len:]
+        gen = input_ids[:, self.prompt_len :]
         is_sent = torch.isin(gen, self.sent_t.to(gen.device))
         counts = is_sent.sum(dim=1).tolist()
         length = gen.shape[1]
@@ -104,7 +110,12 @@ class SentinelConstraint:
 
 
 def parse_fillers(
-    ids: Sequence[int], *, tokenizer: Any, n_spans: int, sentinels: Sequence[int], eos: int,
+    ids: Sequence[int],
+    *,
+    tokenizer: Any,
+    n_spans: int,
+    sentinels: Sequence[int],
+    eos: int,
 ) -> list[str] | str:
     """Fillers from generated ids (after any prompt / decoder start), or why they don't parse.
 
@@ -137,10 +148,7 @@ def parse_fillers(
             segments[-1].append(t)
     if len(segments) != n_spans:
         return f"{len(segments)} fillers for {n_spans} spans"
-    return [
-        tokenizer.decode(seg, skip_special_tokens=True).strip()
-        for seg in segments
-    ]
+    return [tokenizer.decode(seg, skip_special_tokens=True).strip() for seg in segments]
 
 
 def _placeholder_ids(tokenizer: Any) -> set[int]:
@@ -197,10 +205,10 @@ def sample_fillers(
 
         starts = track(starts, description="generating", total=len(starts))
     for start in starts:
-        batch = [list(ids) for ids in sources[start:start + batch_size]]
-        spans = list(n_spans[start:start + batch_size])
+        batch = [list(ids) for ids in sources[start : start + batch_size]]
+        spans = list(n_spans[start : start + batch_size])
         width = max(len(ids) for ids in batch)
-        if causal:   # left padding: every prompt ends where generation starts
+        if causal:  # left padding: every prompt ends where generation starts
             input_ids = [[pad] * (width - len(ids)) + ids for ids in batch]
             mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in batch]
             prompt_len = width
@@ -208,34 +216,59 @@ def sample_fillers(
             input_ids = [ids + [pad] * (width - len(ids)) for ids in batch]
             mask = [[1] * len(ids) + [0] * (width - len(ids)) for ids in batch]
             prompt_len = 1
-        enc = {"input_ids": torch.tensor(input_ids, device=infiller.device),
-               "attention_mask": torch.tensor(mask, device=infiller.device)}
-        max_new = max(spans) * (max_filler_tokens + 1) + 1 if constrained else int(
-            infiller.info.get("max_target_length", 64))
+        enc = {
+            "input_ids": torch.tensor(input_ids, device=infiller.device),
+            "attention_mask": torch.tensor(mask, device=infiller.device),
+        }
+        max_new = (
+            max(spans) * (max_filler_tokens + 1) + 1
+            if constrained
+            else int(infiller.info.get("max_target_length", 64))
+        )
         processors = LogitsProcessorList()
         if constrained:
-            processors.append(SentinelConstraint(
-                sentinels=sentinels, n_spans=[k for k in spans for _ in range(n)], eos=eos,
-                banned=banned, prompt_len=prompt_len, max_filler_tokens=max_filler_tokens,
-            ))
+            processors.append(
+                SentinelConstraint(
+                    sentinels=sentinels,
+                    n_spans=[k for k in spans for _ in range(n)],
+                    eos=eos,
+                    banned=banned,
+                    prompt_len=prompt_len,
+                    max_filler_tokens=max_filler_tokens,
+                )
+            )
         with torch.inference_mode():
             gen = model.generate(
-                **enc, do_sample=True, top_p=top_p, temperature=temperature, top_k=0,
-                num_return_sequences=n, max_new_tokens=max_new, logits_processor=processors,
-                bad_words_ids=bad_words, pad_token_id=pad, eos_token_id=eos,
+                **enc,
+                do_sample=True,
+                top_p=top_p,
+                temperature=temperature,
+                top_k=0,
+                num_return_sequences=n,
+                max_new_tokens=max_new,
+                logits_processor=processors,
+                bad_words_ids=bad_words,
+                pad_token_id=pad,
+                eos_token_id=eos,
             )
         gen = gen[:, prompt_len:].tolist()
         for i, k in enumerate(spans):
-            results.append([
-                parse_fillers(gen[i * n + j], tokenizer=tok, n_spans=k, sentinels=sentinels,
-                              eos=eos)
-                for j in range(n)
-            ])
+            results.append(
+                [
+                    parse_fillers(
+                        gen[i * n + j], tokenizer=tok, n_spans=k, sentinels=sentinels, eos=eos
+                    )
+                    for j in range(n)
+                ]
+            )
     return results
 
 
 def post_select(
-    candidates: Sequence[Record], probs: np.ndarray, labels: Sequence[str], *,
+    candidates: Sequence[Record],
+    probs: np.ndarray,
+    labels: Sequence[str],
+    *,
     min_prob: float = 0.0,
 ) -> tuple[list[Record], list[Record]]:
     """Keep candidates whose classifier argmax is their (target) label with ``p >= min_prob``.
@@ -314,37 +347,54 @@ def generate_counterfactuals(
     if max_source_length is None:
         max_source_length = int(infiller.info.get("max_source_length", 256))
     rng = np.random.default_rng(seed)
-    jobs: list[tuple[Record, dict[str, list[tuple[int, int]]], str, list[int] | None,
-                     list[str]]] = []
+    jobs: list[
+        tuple[Record, dict[str, list[tuple[int, int]]], str, list[int] | None, list[str]]
+    ] = []
     n_without_spans = 0
     for record in records:
         if spans == "rationale":
             sp = read_spans(record, path=path)
         else:
-            sp = random_rationales(record, fields=fields, density=density, mean_span=mean_span,
-                                   rng=rng)
+            sp = random_rationales(
+                record, fields=fields, density=density, mean_span=mean_span, rng=rng
+            )
         masked, fillers = mask_record(record, sp)
         if not fillers:
             n_without_spans += 1
             continue
         for target in labels:
             if target != record.label:
-                ids = encode_source(infiller.tokenizer, infiller.arch,
-                                    source_text(target, masked), len(fillers),
-                                    max_length=max_source_length)
+                ids = encode_source(
+                    infiller.tokenizer,
+                    infiller.arch,
+                    source_text(target, masked),
+                    len(fillers),
+                    max_length=max_source_length,
+                )
                 jobs.append((record, sp, target, ids, fillers))
     todo = [j for j in jobs if j[3] is not None]
-    samples = iter(sample_fillers(
-        infiller, [j[3] for j in todo], [len(j[4]) for j in todo], n=n, top_p=top_p,
-        temperature=temperature, max_filler_tokens=max_filler_tokens, constrained=constrained,
-        ban_words=labels if ban_label_words else (), batch_size=batch_size, seed=seed,
-        progress=progress,
-    ))
+    samples = iter(
+        sample_fillers(
+            infiller,
+            [j[3] for j in todo],
+            [len(j[4]) for j in todo],
+            n=n,
+            top_p=top_p,
+            temperature=temperature,
+            max_filler_tokens=max_filler_tokens,
+            constrained=constrained,
+            ban_words=labels if ban_label_words else (),
+            batch_size=batch_size,
+            seed=seed,
+            progress=progress,
+        )
+    )
     parsed: list[Record] = []
     rejected: list[Record] = []
     for record, sp, target, ids, orig_fillers in jobs:
         outs: list[list[str] | str] = (
-            next(samples) if ids is not None
+            next(samples)
+            if ids is not None
             else ["truncated: a span lies beyond max_source_length"] * n
         )
         for j, out in enumerate(outs):
@@ -358,17 +408,25 @@ def generate_counterfactuals(
                 "original_fillers": orig_fillers,
                 "sample": j,
             }
-            base = Record(id=f"{record.id}:cf:{target}:{j}", label=target,
-                          premise=record.premise, hypothesis=record.hypothesis, text=record.text,
-                          meta=meta)
+            base = Record(
+                id=f"{record.id}:cf:{target}:{j}",
+                label=target,
+                premise=record.premise,
+                hypothesis=record.hypothesis,
+                text=record.text,
+                meta=meta,
+            )
             if isinstance(out, str):
                 code = "truncated" if ids is None else "malformed"
                 rejected.append(_reject(base, code, out))
                 continue
             base.meta["fillers"] = out
             parsed.append(rebuild(base, sp, out))
-    probs = (predict_proba(classifier, parsed, progress=progress) if parsed
-             else np.zeros((0, len(classifier.labels))))
+    probs = (
+        predict_proba(classifier, parsed, progress=progress)
+        if parsed
+        else np.zeros((0, len(classifier.labels)))
+    )
     selectable: list[Record] = []
     selectable_probs: list[np.ndarray] = []
     seen: set[tuple[Any, ...]] = set()
@@ -378,29 +436,44 @@ def generate_counterfactuals(
         key = (meta["source_id"], record.label, *_key(record))
         fields_now = [v for v in _key(record) if v is not None]
         pred = classifier.labels[int(np.argmax(p))]
-        info = {"classifier_label": pred,
-                "classifier_probs": {lab: round(float(v), 6)
-                                     for lab, v in zip(classifier.labels, p, strict=True)}}
+        info = {
+            "classifier_label": pred,
+            "classifier_probs": {
+                lab: round(float(v), 6) for lab, v in zip(classifier.labels, p, strict=True)
+            },
+        }
         if any(not v.strip() for v in fields_now):
-            rejected.append(_reject(record.replace(meta={**meta, **info}), "empty",
-                                    "a rebuilt field is empty"))
+            rejected.append(
+                _reject(record.replace(meta={**meta, **info}), "empty", "a rebuilt field is empty")
+            )
         elif _key(record) == originals[meta["source_id"]]:
-            rejected.append(_reject(record.replace(meta={**meta, **info}), "unchanged",
-                                    "the fillers reproduce the original text"))
+            rejected.append(
+                _reject(
+                    record.replace(meta={**meta, **info}),
+                    "unchanged",
+                    "the fillers reproduce the original text",
+                )
+            )
         elif key in seen:
-            rejected.append(_reject(record.replace(meta={**meta, **info}), "duplicate",
-                                    "same counterfactual as an earlier sample"))
+            rejected.append(
+                _reject(
+                    record.replace(meta={**meta, **info}),
+                    "duplicate",
+                    "same counterfactual as an earlier sample",
+                )
+            )
         else:
             seen.add(key)
             selectable.append(record)
             selectable_probs.append(p)
     kept, rej = post_select(
-        selectable, np.array(selectable_probs).reshape(-1, len(classifier.labels)),
-        classifier.labels, min_prob=min_prob,
+        selectable,
+        np.array(selectable_probs).reshape(-1, len(classifier.labels)),
+        classifier.labels,
+        min_prob=min_prob,
     )
     rejected.extend(rej)
-    order = {f"{r.id}:cf:{t}:{j}": i for i, (r, _, t, _, _) in enumerate(jobs)
-             for j in range(n)}
+    order = {f"{r.id}:cf:{t}:{j}": i for i, (r, _, t, _, _) in enumerate(jobs) for j in range(n)}
     rejected.sort(key=lambda r: order[r.id])
     reasons = Counter(r.meta["rejected_by"] for r in rejected)
     flips = sum(

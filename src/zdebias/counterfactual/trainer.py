@@ -28,7 +28,10 @@ class InfillTrainer(Trainer):
         self._parts: dict[str, list[float]] = {"mle": [], "ul": []}
 
     def compute_loss(
-        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+        self,
+        model: Any,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
         loss, mle, ul, outputs = infill_loss(

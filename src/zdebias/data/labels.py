@@ -69,8 +69,9 @@ TASKS: dict[str, Task] = {
         "nli-binary",
         _BINARY_NLI,
         pair=True,
-        aliases=_aliases(_BINARY_NLI, {"non_entailment": "non-entailment",
-                                       "not_entailment": "non-entailment"}),
+        aliases=_aliases(
+            _BINARY_NLI, {"non_entailment": "non-entailment", "not_entailment": "non-entailment"}
+        ),
     ),
     "sentiment": Task(
         "sentiment",
@@ -92,10 +93,8 @@ def get_task(name: str | Task) -> Task:
         return TASKS[name]
     for prefix, pair in (("labels:", True), ("text-labels:", False)):
         if name.startswith(prefix):
-            labels = tuple(x.strip() for x in name[len(prefix):].split(",") if x.strip())
+            labels = tuple(x.strip() for x in name[len(prefix) :].split(",") if x.strip())
             if len(labels) < 2:
                 raise ConfigError(f"custom task {name!r} needs at least two labels")
             return Task(name, labels, pair=pair, aliases=_aliases(labels))
-    raise ConfigError(
-        f"unknown task {name!r}; expected one of {', '.join(TASKS)} or labels:a,b,c"
-    )
+    raise ConfigError(f"unknown task {name!r}; expected one of {', '.join(TASKS)} or labels:a,b,c")

@@ -106,8 +106,9 @@ def _decoded_lines(fh: BinaryIO, path: str) -> Iterator[tuple[int, str]]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 bad = raw[err.start]
-                yield lineno, _BadLine(
-                    f"not valid UTF-8: byte 0x{bad:02x} at column {err.start + 1}"
+                yield (
+                    lineno,
+                    _BadLine(f"not valid UTF-8: byte 0x{bad:02x} at column {err.start + 1}"),
                 )  # type: ignore[misc]
                 continue
             if lineno == 1 and text.startswith("\ufeff"):
@@ -230,8 +231,7 @@ class _RowMapper:
         self.text_fields = ("premise", "hypothesis") if task.pair else ("text",)
         used = {mapping[f] for f in (*needed, "id") if f in mapping}
         self.extra = [
-            k for k in keys
-            if k not in used and k != "meta" and not k.endswith(_DROPPED_SUFFIXES)
+            k for k in keys if k not in used and k != "meta" and not k.endswith(_DROPPED_SUFFIXES)
         ]
         self.label_map = {str(k).strip().lower(): v for k, v in (label_map or {}).items()}
         self.label_names = label_names
@@ -251,9 +251,7 @@ class _RowMapper:
             value = row[col]
             if not isinstance(value, str):
                 kind = "null" if value is None else type(value).__name__
-                raise DataError(
-                    f"expected text, got {kind}", path=self.path, line=line, field=col
-                )
+                raise DataError(f"expected text, got {kind}", path=self.path, line=line, field=col)
             value = value.strip()
             if not value:
                 raise DataError("empty text", path=self.path, line=line, field=col)
@@ -262,8 +260,10 @@ class _RowMapper:
         if label_col not in row:
             raise DataError("missing field", path=self.path, line=line, field=label_col)
         raw = row[label_col]
-        if self.label_names is not None and isinstance(raw, int) and 0 <= raw < len(
-            self.label_names
+        if (
+            self.label_names is not None
+            and isinstance(raw, int)
+            and 0 <= raw < len(self.label_names)
         ):
             raw = self.label_names[raw]
         if raw is not None and str(raw).strip().lower() in self.label_map:
@@ -310,8 +310,13 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, json.loads(text)
             except json.JSONDecodeError as err:
-                yield lineno, DataError(
-                    f"invalid JSON: {err.msg} at column {err.colno}", path=str(path), line=lineno
+                yield (
+                    lineno,
+                    DataError(
+                        f"invalid JSON: {err.msg} at column {err.colno}",
+                        path=str(path),
+                        line=lineno,
+                    ),
                 )
 
 
@@ -373,8 +378,9 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
             except StopIteration:
                 return
             except csv.Error as err:
-                yield reader.line_num, DataError(
-                    f"bad CSV/TSV row: {err}", path=str(path), line=reader.line_num
+                yield (
+                    reader.line_num,
+                    DataError(f"bad CSV/TSV row: {err}", path=str(path), line=reader.line_num),
                 )
                 continue
             line = reader.line_num
@@ -385,10 +391,13 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
             if not cells or cells == [""]:
                 continue
             if len(cells) != len(header):
-                yield line, DataError(
-                    f"expected {len(header)} columns ({', '.join(header)}), found {len(cells)}",
-                    path=str(path),
-                    line=line,
+                yield (
+                    line,
+                    DataError(
+                        f"expected {len(header)} columns ({', '.join(header)}), found {len(cells)}",
+                        path=str(path),
+                        line=line,
+                    ),
                 )
                 continue
             yield line, dict(zip(header, cells, strict=True))
@@ -453,18 +462,24 @@ def _triplet_rows(path: Path, split: str | None) -> Iterator[tuple[int, Any]]:
                 )
             line = a[0]
             bad = next(
-                ((p, x) for p, x in zip((s1, s2, labels), (a, b, c), strict=True)
-                 if isinstance(x[1], _BadLine)),
+                (
+                    (p, x)
+                    for p, x in zip((s1, s2, labels), (a, b, c), strict=True)
+                    if isinstance(x[1], _BadLine)
+                ),
                 None,
             )
             if bad is not None:
                 yield line, DataError(str(bad[1][1]), path=str(bad[0]), line=line)
                 continue
-            yield line, {
-                "premise": a[1].rstrip("\r\n"),
-                "hypothesis": b[1].rstrip("\r\n"),
-                "label": c[1].strip(),
-            }
+            yield (
+                line,
+                {
+                    "premise": a[1].rstrip("\r\n"),
+                    "hypothesis": b[1].rstrip("\r\n"),
+                    "label": c[1].strip(),
+                },
+            )
 
 
 def _hf_rows(spec: str) -> tuple[Iterator[tuple[int, Any]], list[str] | None]:
@@ -506,7 +521,9 @@ def _default_task_for(row: Mapping[str, Any], default: str) -> str:
     for key in ("label", "gold_label"):
         value = row.get(key)
         if isinstance(value, str) and value.strip().lower() in (
-            "non-entailment", "non_entailment", "not_entailment"
+            "non-entailment",
+            "non_entailment",
+            "not_entailment",
         ):
             return "nli-binary"
     return default
@@ -531,11 +548,15 @@ class Dataset:
         if on_error not in ("raise", "skip"):
             raise ConfigError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         self.spec = str(path)
-        self.path, path_split = split_path_and_split(path) if not self.spec.startswith(
-            "hf:") else (Path(self.spec), None)
+        self.path, path_split = (
+            split_path_and_split(path)
+            if not self.spec.startswith("hf:")
+            else (Path(self.spec), None)
+        )
         self.split = split or path_split
-        self.format = format or detect_format(self.spec if self.split is None
-                                              else f"{self.path}::{self.split}")
+        self.format = format or detect_format(
+            self.spec if self.split is None else f"{self.path}::{self.split}"
+        )
         self.task = get_task(task) if task is not None else None
         self.columns = dict(columns or {})
         self.label_map = dict(label_map or {})
@@ -580,7 +601,8 @@ class Dataset:
                     if not isinstance(row, Mapping):
                         raise DataError(
                             f"expected a JSON object, got {type(row).__name__}",
-                            path=str(self.path), line=line,
+                            path=str(self.path),
+                            line=line,
                         )
                     mapper = self._mapper(
                         list(row), _default_task_for(row, default_task), id_prefix, label_names
@@ -640,4 +662,3 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
             raise ConfigError(f"bad {what} {part!r}: expected KEY=VALUE[,KEY=VALUE...]")
         out[key.strip()] = value.strip()
     return out
-

@@ -59,8 +59,12 @@ class Record:
     def replace(self, **changes: Any) -> Record:
         """A copy with some fields changed (``meta`` is copied, never shared)."""
         values = {
-            "id": self.id, "label": self.label, "premise": self.premise,
-            "hypothesis": self.hypothesis, "text": self.text, "meta": dict(self.meta),
+            "id": self.id,
+            "label": self.label,
+            "premise": self.premise,
+            "hypothesis": self.hypothesis,
+            "text": self.text,
+            "meta": dict(self.meta),
         }
         values.update(changes)
         return Record(**values)

@@ -31,8 +31,13 @@ def ttest(
     """
     from scipy import stats
 
-    out: dict[str, Any] = {"t": None, "p": None, "significant": False, "alpha": alpha,
-                           "test": "student" if equal_var else "welch"}
+    out: dict[str, Any] = {
+        "t": None,
+        "p": None,
+        "significant": False,
+        "alpha": alpha,
+        "test": "student" if equal_var else "welch",
+    }
     if len(a) < 2 or len(b) < 2:
         out["reason"] = "a t-test needs at least two runs on each side"
         return out
@@ -102,24 +107,34 @@ def compare_results(
                 **ttest(a, b, equal_var=equal_var, alpha=alpha),
             }
         comparisons.append({"name": doc.get("name"), "tests": tests})
-    return {"baseline": base.get("name"), "alpha": alpha,
-            "test": "student" if equal_var else "welch", "comparisons": comparisons}
+    return {
+        "baseline": base.get("name"),
+        "alpha": alpha,
+        "test": "student" if equal_var else "welch",
+        "comparisons": comparisons,
+    }
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:
     """One line per (method, suite): difference in points, t, p, significant or not."""
-    lines = ["| method | suite | baseline | method | Δ (points) | t | p | significant |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| method | suite | baseline | method | Δ (points) | t | p | significant |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
     for item in comparison["comparisons"]:
         for key, test in item["tests"].items():
+
             def pct(side: dict[str, Any]) -> str:
                 text = f"{100 * side['mean']:.2f}"
                 return text + (f"±{100 * side['std']:.2f}" if side["n_runs"] > 1 else "")
 
             t = "–" if test["t"] is None else f"{test['t']:.3f}"
             p = "–" if test["p"] is None else f"{test['p']:.4f}"
-            sig = "yes" if test["significant"] else ("no" if test["p"] is not None
-                                                     else test.get("reason", "–"))
+            sig = (
+                "yes"
+                if test["significant"]
+                else ("no" if test["p"] is not None else test.get("reason", "–"))
+            )
             lines.append(
                 f"| {item['name']} | {key} | {pct(test['baseline'])} | {pct(test['other'])} | "
                 f"{100 * test['difference']:+.2f} | {t} | {p} | {sig} |"

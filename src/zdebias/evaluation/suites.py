@@ -66,13 +66,18 @@ def parse_suite(spec: str, **options: Any) -> Suite:
 
 def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
     """The suite's records and a description (path, format, task, counts, skipped rows)."""
-    ds = Dataset(suite.path, format=suite.format, task=suite.task, split=suite.split,
-                 on_error=suite.on_error)  # type: ignore[arg-type]
+    ds = Dataset(
+        suite.path, format=suite.format, task=suite.task, split=suite.split, on_error=suite.on_error
+    )  # type: ignore[arg-type]
     records = list(ds)
     rep = ds.report
     info = {
-        "name": suite.name, "path": suite.path, "format": rep.format, "task": rep.task,
-        "n": len(records), "n_skipped_unlabelled": rep.n_unlabelled,
+        "name": suite.name,
+        "path": suite.path,
+        "format": rep.format,
+        "task": rep.task,
+        "n": len(records),
+        "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,
     }
     if not records:
@@ -98,9 +103,9 @@ def map_predictions(
         ent = model_labels.index("entailment")
         p_ent = probs[:, ent]
         p_non = probs.sum(axis=1) - p_ent
-        return ["entailment" if e > n else NON_ENTAILMENT for e, n in zip(p_ent, p_non,
-                                                                         strict=True)], \
-            "non-entailment-sum"
+        return [
+            "entailment" if e > n else NON_ENTAILMENT for e, n in zip(p_ent, p_non, strict=True)
+        ], "non-entailment-sum"
     raise ConfigError(
         f"the set's labels ({', '.join(sorted(gold_labels))}) cannot be read off a model that "
         f"predicts {', '.join(model_labels)}"
@@ -129,16 +134,22 @@ def score_predictions(
     n_correct = sum(correct)
     labels_seen = list(dict.fromkeys(sorted(set(gold), key=_label_order(model_labels))))
     per_label = {
-        lab: _cell(sum(1 for g in gold if g == lab),
-                   sum(1 for g, c in zip(gold, correct, strict=True) if g == lab and c))
+        lab: _cell(
+            sum(1 for g in gold if g == lab),
+            sum(1 for g, c in zip(gold, correct, strict=True) if g == lab and c),
+        )
         for lab in labels_seen
     }
     confusion: dict[str, dict[str, int]] = {lab: {} for lab in labels_seen}
     for g, p in zip(gold, preds, strict=True):
         confusion[g][p] = confusion[g].get(p, 0) + 1
     out: dict[str, Any] = {
-        "accuracy": n_correct / len(records), "n": len(records), "n_correct": n_correct,
-        "mapping": mapping, "per_label": per_label, "confusion": confusion,
+        "accuracy": n_correct / len(records),
+        "n": len(records),
+        "n_correct": n_correct,
+        "mapping": mapping,
+        "per_label": per_label,
+        "confusion": confusion,
     }
     if any(GROUP_KEY in r.meta for r in records):
         groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -179,8 +190,12 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
     """Mean and sample standard deviation (ddof 1; 0 for a single run) of per-run values."""
     arr = np.asarray(values, dtype=np.float64)
     std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-    return {"mean": float(arr.mean()), "std": std, "n_runs": len(arr),
-            "values": [float(v) for v in arr]}
+    return {
+        "mean": float(arr.mean()),
+        "std": std,
+        "n_runs": len(arr),
+        "values": [float(v) for v in arr],
+    }
 
 
 def _run_info(model: str) -> dict[str, Any]:
@@ -240,22 +255,41 @@ def evaluate_models(
             results[suite.name] = score_predictions(probs, clf.labels, records)
             if predictions_dir is not None:
                 preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})
-                rows = (r.replace(meta={**r.meta, "pred": p, "probs": dict(zip(
-                    clf.labels, map(float, row), strict=True))})
-                        for r, p, row in zip(records, preds, probs, strict=True))
+                rows = (
+                    r.replace(
+                        meta={
+                            **r.meta,
+                            "pred": p,
+                            "probs": dict(zip(clf.labels, map(float, row), strict=True)),
+                        }
+                    )
+                    for r, p, row in zip(records, preds, probs, strict=True)
+                )
                 write_records(rows, Path(predictions_dir) / f"run{run_index}-{suite.name}.jsonl")
             metrics.update(flat_metrics(suite.name, results[suite.name]))
-        runs.append({"model": str(model), **_run_info(str(model)), "labels": clf.labels,
-                     "results": results, "metrics": metrics})
+        runs.append(
+            {
+                "model": str(model),
+                **_run_info(str(model)),
+                "labels": clf.labels,
+                "results": results,
+                "metrics": metrics,
+            }
+        )
         del clf
     keys = list(runs[0]["metrics"])
-    summary = {k: summarize([r["metrics"][k] for r in runs]) for k in keys
-               if all(k in r["metrics"] for r in runs)}
+    summary = {
+        k: summarize([r["metrics"][k] for r in runs])
+        for k in keys
+        if all(k in r["metrics"] for r in runs)
+    }
     return {
-        "kind": FORMAT_NAME, "version": FORMAT_VERSION,
+        "kind": FORMAT_NAME,
+        "version": FORMAT_VERSION,
         "name": name or Path(str(models[0])).name,
         "suites": [{**asdict(s), **info} for s, (_r, info) in zip(suites, loaded, strict=True)],
-        "runs": runs, "summary": summary,
+        "runs": runs,
+        "summary": summary,
     }
 
 
@@ -271,7 +305,8 @@ def read_results(path: str | Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") != FORMAT_NAME:
         raise ConfigError(f"{p}: not a zdebias evaluation results file (run zdebias evaluate)")
     for key, summary in doc.get("summary", {}).items():
-        if any(v is None or (isinstance(v, float) and math.isnan(v))
-               for v in summary.get("values", [])):
+        if any(
+            v is None or (isinstance(v, float) and math.isnan(v)) for v in summary.get("values", [])
+        ):
             raise ConfigError(f"{p}: summary {key!r} holds missing values")
     return doc

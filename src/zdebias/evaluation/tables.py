@@ -59,8 +59,11 @@ def summary_table(
             if cell is not None and col in tests.get(i, {}):
                 cell["significant"] = bool(tests[i][col].get("significant"))
             cells[col] = cell
-        row: dict[str, Any] = {"name": doc.get("name", f"run {i}"),
-                               "n_runs": len(doc.get("runs", [])), "cells": cells}
+        row: dict[str, Any] = {
+            "name": doc.get("name", f"run {i}"),
+            "n_runs": len(doc.get("runs", [])),
+            "cells": cells,
+        }
         if average:
             per_run = [_run_values(doc, col) for col in cols]
             if cols and all(v is not None for v in per_run):
@@ -88,8 +91,10 @@ def format_cell(cell: dict[str, Any] | None, *, digits: int = 2) -> str:
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -125,10 +130,14 @@ def group_table(doc: dict[str, Any], suite: str) -> dict[str, Any] | None:
         cells = {}
         for col in columns:
             values = [g[heuristic][col]["accuracy"] for g in groups if col in g.get(heuristic, {})]
-            counts = [{"n": g[heuristic][col]["n"], "n_correct": g[heuristic][col]["n_correct"]}
-                      for g in groups if col in g.get(heuristic, {})]
-            cells[col] = ({**summarize(values), "counts": counts}
-                          if len(values) == len(groups) else None)
+            counts = [
+                {"n": g[heuristic][col]["n"], "n_correct": g[heuristic][col]["n_correct"]}
+                for g in groups
+                if col in g.get(heuristic, {})
+            ]
+            cells[col] = (
+                {**summarize(values), "counts": counts} if len(values) == len(groups) else None
+            )
         rows.append({"name": heuristic, "cells": cells})
     overall = summarize([run["metrics"][suite] for run in runs])
     return {"suite": suite, "columns": columns, "rows": rows, "overall": overall}
@@ -147,8 +156,13 @@ def group_markdown(table: dict[str, Any]) -> str:
                 text += f" ({count['n_correct']}/{count['n']})"
             cells.append(text)
         body.append([row["name"], *cells])
-    body.append([f"**{table['suite']} overall**", *[""] * (len(table["columns"]) - 1),
-                 format_cell(table["overall"])])
+    body.append(
+        [
+            f"**{table['suite']} overall**",
+            *[""] * (len(table["columns"]) - 1),
+            format_cell(table["overall"]),
+        ]
+    )
     return _markdown(["heuristic", *table["columns"]], body)
 
 
@@ -158,16 +172,24 @@ def runs_markdown(doc: dict[str, Any]) -> str:
     body = []
     for run in doc.get("runs", []):
         seed = run.get("seed")
-        body.append([str(run["model"]), "" if seed is None else str(seed),
-                     *[f"{100 * run['metrics'][c]:.2f}" if c in run["metrics"] else "–"
-                       for c in cols]])
+        body.append(
+            [
+                str(run["model"]),
+                "" if seed is None else str(seed),
+                *[f"{100 * run['metrics'][c]:.2f}" if c in run["metrics"] else "–" for c in cols],
+            ]
+        )
     return _markdown(["model", "seed", *cols], body)
 
 
 def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
     """The Markdown report of one results document: summary, heuristic tables, runs."""
-    parts = [f"## {doc.get('name', 'results')}", "",
-             table_markdown(summary_table([doc], average=average)), ""]
+    parts = [
+        f"## {doc.get('name', 'results')}",
+        "",
+        table_markdown(summary_table([doc], average=average)),
+        "",
+    ]
     for suite in suite_names([doc]):
         table = group_table(doc, suite)
         if table is not None:

@@ -99,7 +99,9 @@ class GeneratorFormat:
         if data.get("version") != FORMAT_VERSION:
             raise DataError(
                 f"format version {data.get('version')!r} is not supported (expected "
-                f"{FORMAT_VERSION})", path=str(path), field="version",
+                f"{FORMAT_VERSION})",
+                path=str(path),
+                field="version",
             )
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
@@ -140,7 +142,11 @@ def _init_label_embeddings(tokenizer: Any, model: Any, new_ids: list[int], how: 
 
 
 def add_format_tokens(
-    tokenizer: Any, model: Any, task: str | Task, *, max_length: int = 128,
+    tokenizer: Any,
+    model: Any,
+    task: str | Task,
+    *,
+    max_length: int = 128,
     label_init: str = "auto",
 ) -> GeneratorFormat:
     """Add the label tokens (special) to ``tokenizer``, resize ``model``'s embeddings to match,
@@ -223,20 +229,26 @@ def encode_record(
     if name not in fmt.label_token_ids:
         raise DataError(
             f"label {name!r} is not one of the generator's labels ({', '.join(fmt.labels)})",
-            path=record.id, field="label",
+            path=record.id,
+            field="label",
         )
     lab = fmt.label_token_ids[name]
     if fmt.pair:
         if not record.is_pair or not record.premise or not record.hypothesis:
-            raise DataError("the generator needs premise and hypothesis", path=record.id,
-                            field="premise")
+            raise DataError(
+                "the generator needs premise and hypothesis", path=record.id, field="premise"
+            )
         p_ids, p_off = _pieces(tokenizer, record.premise)
         h_ids, h_off = _pieces(tokenizer, record.hypothesis)
         ids = [fmt.bos_token_id, *p_ids, lab, *h_ids, fmt.eos_token_id]
         label_index = 1 + len(p_ids)
         return EncodedExample(
-            ids, label_index, (1, label_index), (label_index + 1, label_index + 1 + len(h_ids)),
-            p_off, h_off,
+            ids,
+            label_index,
+            (1, label_index),
+            (label_index + 1, label_index + 1 + len(h_ids)),
+            p_off,
+            h_off,
         )
     text = record.text if record.text is not None else record.main_text
     if not text:
@@ -264,7 +276,10 @@ _SPACES = re.compile(r"\s+")
 
 
 def parse_output(
-    ids: Sequence[int], tokenizer: Any, fmt: GeneratorFormat, *,
+    ids: Sequence[int],
+    tokenizer: Any,
+    fmt: GeneratorFormat,
+    *,
     special_ids: frozenset[int] | None = None,
 ) -> ParsedSample:
     """Parse generated ids (everything after the start token) into a :class:`ParsedSample`.
@@ -294,7 +309,7 @@ def parse_output(
     if any(t in special_ids for t in body):
         return ParsedSample(None, label, None, "special_token")
     premise = tokenizer.decode(body[:pos]).strip() if fmt.pair else None
-    main = tokenizer.decode(body[pos + 1:]).strip()
+    main = tokenizer.decode(body[pos + 1 :]).strip()
     if fmt.pair and not premise:
         return ParsedSample(premise, label, main, "empty_premise")
     if not main:

@@ -55,7 +55,9 @@ def log1m_exp(logp: torch.Tensor, *, eps: float = UL_EPS) -> torch.Tensor:
 
 
 def _reduce(
-    values: torch.Tensor, counted: torch.Tensor, weights: torch.Tensor | None,
+    values: torch.Tensor,
+    counted: torch.Tensor,
+    weights: torch.Tensor | None,
     reduction: Reduction,
 ) -> torch.Tensor:
     if weights is not None:
@@ -71,7 +73,10 @@ def _reduce(
 
 
 def mle_loss(
-    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None, *,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
     reduction: Reduction = "mean",
 ) -> torch.Tensor:
     """Token negative log-likelihood −log p(y_t); ``mask`` weights tokens (optional)."""
@@ -80,8 +85,12 @@ def mle_loss(
 
 
 def unlikelihood_loss(
-    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None, *,
-    reduction: Reduction = "mean", eps: float = UL_EPS,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    reduction: Reduction = "mean",
+    eps: float = UL_EPS,
 ) -> torch.Tensor:
     """Token unlikelihood −log(1 − p(y_t)); ``mask`` weights tokens (optional)."""
     logp = token_logprobs(logits, labels)
@@ -89,8 +98,12 @@ def unlikelihood_loss(
 
 
 def masked_unlikelihood_loss(
-    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None, *,
-    reduction: Reduction = "mean", eps: float = UL_EPS,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    reduction: Reduction = "mean",
+    eps: float = UL_EPS,
 ) -> torch.Tensor:
     """−log(m_t·p + (1 − m_t)·(1 − p)) for a 0/1 mask m (1 = likelihood, 0 = unlikelihood).
 
@@ -121,4 +134,3 @@ def get_loss(name: str) -> LossFn:
         return LOSSES[name]
     except KeyError:
         raise ValueError(f"unknown loss {name!r}; expected one of {', '.join(LOSSES)}") from None
-

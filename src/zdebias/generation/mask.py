@@ -47,7 +47,8 @@ def _token_overlaps(
     """Indices of tokens whose character range overlaps any of ``spans``."""
     spans = list(spans)
     return [
-        i for i, (s, e) in enumerate(offsets)
+        i
+        for i, (s, e) in enumerate(offsets)
         if e > s and any(s < we and e > ws for ws, we in spans)
     ]
 
@@ -58,7 +59,7 @@ def _ngram_spans(text: str, target: list[str]) -> list[tuple[int, int]]:
     n = len(target)
     out = []
     for i in range(len(words) - n + 1):
-        if [w for w, _, _ in words[i:i + n]] == target:
+        if [w for w, _, _ in words[i : i + n]] == target:
             out.append((words[i][1], words[i + n - 1][2]))
     return out
 

@@ -109,16 +109,20 @@ class HFBackend:
     """Batched sampling with ``model.generate`` (any device torch has)."""
 
     def __init__(
-        self, generator: Path, fmt: GeneratorFormat, settings: SampleSettings, *,
-        device: str | None = None, dtype: str | None = None,
+        self,
+        generator: Path,
+        fmt: GeneratorFormat,
+        settings: SampleSettings,
+        *,
+        device: str | None = None,
+        dtype: str | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
 
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                  "float16": torch.float16}
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
         if dtype is None:
             dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
         if dtype not in dtypes:
@@ -127,9 +131,13 @@ class HFBackend:
         self.model.to(self.device).eval()
         self.fmt = fmt
         self.config = GenerationConfig(
-            do_sample=True, top_p=settings.top_p, top_k=settings.top_k,
-            temperature=settings.temperature, max_new_tokens=fmt.max_length - 1,
-            bos_token_id=fmt.bos_token_id, eos_token_id=fmt.eos_token_id,
+            do_sample=True,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            temperature=settings.temperature,
+            max_new_tokens=fmt.max_length - 1,
+            bos_token_id=fmt.bos_token_id,
+            eos_token_id=fmt.eos_token_id,
             pad_token_id=fmt.pad_token_id,
         )
 
@@ -140,7 +148,8 @@ class HFBackend:
         start = torch.full((batch_size, 1), self.fmt.bos_token_id, device=self.device)
         with torch.inference_mode():
             out = self.model.generate(
-                input_ids=start, attention_mask=torch.ones_like(start),
+                input_ids=start,
+                attention_mask=torch.ones_like(start),
                 generation_config=self.config,
             )
         return [row[1:].tolist() for row in out.cpu()]
@@ -149,8 +158,9 @@ class HFBackend:
 class VllmBackend:
     """Sampling with vLLM (``pip install zdebias[vllm]``; needs a CUDA GPU)."""
 
-    def __init__(self, generator: Path, fmt: GeneratorFormat, settings: SampleSettings,
-                 **_: Any) -> None:
+    def __init__(
+        self, generator: Path, fmt: GeneratorFormat, settings: SampleSettings, **_: Any
+    ) -> None:
         check_vllm()
         from vllm import LLM
 
@@ -163,9 +173,15 @@ class VllmBackend:
 
         s = self.settings
         params = SamplingParams(
-            n=batch_size, seed=seed, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
-            temperature=s.temperature, max_tokens=self.fmt.max_length - 1,
-            stop_token_ids=[self.fmt.eos_token_id], skip_special_tokens=False, detokenize=False,
+            n=batch_size,
+            seed=seed,
+            top_p=s.top_p,
+            top_k=s.top_k if s.top_k > 0 else -1,
+            temperature=s.temperature,
+            max_tokens=self.fmt.max_length - 1,
+            stop_token_ids=[self.fmt.eos_token_id],
+            skip_special_tokens=False,
+            detokenize=False,
         )
         (request,) = self.llm.generate(
             [{"prompt_token_ids": [self.fmt.bos_token_id]}], params, use_tqdm=False
@@ -182,8 +198,9 @@ class VllmBackend:
 def check_vllm() -> None:
     """Fail clearly unless vLLM is installed and a CUDA GPU is present."""
     if importlib.util.find_spec("vllm") is None:
-        raise ConfigError("--backend vllm needs vLLM: pip install 'zdebias[vllm]' "
-                          "(or use --backend hf)")
+        raise ConfigError(
+            "--backend vllm needs vLLM: pip install 'zdebias[vllm]' (or use --backend hf)"
+        )
     import torch
 
     if not torch.cuda.is_available():
@@ -227,15 +244,22 @@ def _load_state(
         state = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
-    diff = {k: (v, state["settings"].get(k)) for k, v in settings.__dict__.items()
-            if state["settings"].get(k) != v}
+    diff = {
+        k: (v, state["settings"].get(k))
+        for k, v in settings.__dict__.items()
+        if state["settings"].get(k) != v
+    }
     if diff:
         shown = ", ".join(f"{k}={new!r} (run has {old!r})" for k, (new, old) in diff.items())
-        raise ConfigError(f"{out}: holds a sampling run with other settings: {shown}; "
-                          "use another --out or the same settings to resume")
+        raise ConfigError(
+            f"{out}: holds a sampling run with other settings: {shown}; "
+            "use another --out or the same settings to resume"
+        )
     if state["generator_fingerprint"] != fingerprint:
-        raise ConfigError(f"{out}: was sampled from another (or a changed) generator "
-                          f"({state['generator']}); use another --out")
+        raise ConfigError(
+            f"{out}: was sampled from another (or a changed) generator "
+            f"({state['generator']}); use another --out"
+        )
     return state
 
 
@@ -245,11 +269,15 @@ def _read_shard(path: Path) -> Iterator[Record]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataError(f"invalid JSON ({err.msg})", path=str(path),
-                                line=line_no) from err
-            yield Record(id=row["id"], label=row["label"], premise=row.get("premise"),
-                         hypothesis=row.get("hypothesis"), text=row.get("text"),
-                         meta=row.get("meta", {}))
+                raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=line_no) from err
+            yield Record(
+                id=row["id"],
+                label=row["label"],
+                premise=row.get("premise"),
+                hypothesis=row.get("hypothesis"),
+                text=row.get("text"),
+                meta=row.get("meta", {}),
+            )
 
 
 def read_samples(out_dir: str | Path) -> list[Record]:
@@ -267,8 +295,10 @@ def _seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
     for shard in state["shards"]:
         path = out / shard["file"]
         if not path.exists():
-            raise DataError(f"shard listed in {STATE} is missing; remove the folder to start "
-                            "over", path=str(path))
+            raise DataError(
+                f"shard listed in {STATE} is missing; remove the folder to start over",
+                path=str(path),
+            )
         n = 0
         for record in _read_shard(path):
             seen.add(_key_hash(sample_key(record)))
@@ -291,13 +321,24 @@ def _clean_leftovers(out: Path, state: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- main loop
 
 
-def _record(sample: ParsedSample, index: int, fmt: GeneratorFormat, seed: int, round_index: int,
-            generator: str) -> Record:
+def _record(
+    sample: ParsedSample,
+    index: int,
+    fmt: GeneratorFormat,
+    seed: int,
+    round_index: int,
+    generator: str,
+) -> Record:
     meta = {"type": "generated", "generator": generator, "round": round_index}
     rid = f"gen-s{seed}:{index}"
     if fmt.pair:
-        return Record(id=rid, label=sample.label or "", premise=sample.premise,
-                      hypothesis=sample.hypothesis, meta=meta)
+        return Record(
+            id=rid,
+            label=sample.label or "",
+            premise=sample.premise,
+            hypothesis=sample.hypothesis,
+            meta=meta,
+        )
     return Record(id=rid, label=sample.label or "", text=sample.hypothesis, meta=meta)
 
 
@@ -354,8 +395,10 @@ def sample_generator(
     gen_name = gen_path.name
     state = _load_state(out, settings, fingerprint, str(gen_path))
     if state["n_written"] > n:
-        raise ConfigError(f"{out}: already holds {state['n_written']} samples, more than "
-                          f"--n {n}; use another --out")
+        raise ConfigError(
+            f"{out}: already holds {state['n_written']} samples, more than "
+            f"--n {n}; use another --out"
+        )
     _clean_leftovers(out, state)
     seen = _seen_from_shards(out, state)
 
@@ -387,8 +430,9 @@ def sample_generator(
             for row in dropped:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         now = time.perf_counter()
-        state["shards"].append({"file": name, "dropped": dropped_name, "n": len(buffer),
-                                "next_round": round_index})
+        state["shards"].append(
+            {"file": name, "dropped": dropped_name, "n": len(buffer), "next_round": round_index}
+        )
         state["next_round"] = round_index
         state["n_written"] += len(buffer)
         state["n_generated"] += counts["n_generated"]
@@ -404,10 +448,17 @@ def sample_generator(
             malformed[reason] = 0
         shards_written += 1
 
-    columns = (TextColumn("[bold]sampling"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=not progress, transient=False,
-                  console=Console(stderr=True)) as bar:
+    columns = (
+        TextColumn("[bold]sampling"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(
+        *columns, disable=not progress, transient=False, console=Console(stderr=True)
+    ) as bar:
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
         while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
             assert engine is not None
@@ -419,16 +470,27 @@ def sample_generator(
                 if not parsed.ok:
                     malformed[parsed.error or "?"] = malformed.get(parsed.error or "?", 0) + 1
                     if keep_dropped:
-                        dropped.append({"round": round_index, "reason": parsed.error,
-                                        "text": tokenizer.decode(ids)})
+                        dropped.append(
+                            {
+                                "round": round_index,
+                                "reason": parsed.error,
+                                "text": tokenizer.decode(ids),
+                            }
+                        )
                     continue
                 key = _key_hash(sample_key(parsed))
                 if key in seen:
                     counts["n_duplicates"] += 1
                     if keep_dropped:
-                        dropped.append({"round": round_index, "reason": "duplicate",
-                                        "premise": parsed.premise, "label": parsed.label,
-                                        "hypothesis": parsed.hypothesis})
+                        dropped.append(
+                            {
+                                "round": round_index,
+                                "reason": "duplicate",
+                                "premise": parsed.premise,
+                                "label": parsed.label,
+                                "hypothesis": parsed.hypothesis,
+                            }
+                        )
                     continue
                 seen.add(key)
                 index = state["n_written"] + len(buffer)
@@ -444,16 +506,21 @@ def sample_generator(
                     f"(malformed so far: {_nonzero(malformed)}); is it trained?"
                 )
             if state["n_written"] + len(buffer) >= n:
-                surplus = buffer[n - state["n_written"]:]
+                surplus = buffer[n - state["n_written"] :]
                 state["n_surplus"] = state.get("n_surplus", 0) + len(surplus)
-                del buffer[n - state["n_written"]:]
+                del buffer[n - state["n_written"] :]
                 flush()
             elif len(buffer) >= shard_size:
                 flush()
             done = state["n_written"] + len(buffer)
-            bar.update(task_id, completed=min(done, n), info=(
-                f"ok {call_accepted}/{call_generated}  malformed "
-                f"{sum(malformed.values()) + sum(state['malformed'].values())}"))
+            bar.update(
+                task_id,
+                completed=min(done, n),
+                info=(
+                    f"ok {call_accepted}/{call_generated}  malformed "
+                    f"{sum(malformed.values()) + sum(state['malformed'].values())}"
+                ),
+            )
 
     complete = state["n_written"] == n
     if complete and merge:
@@ -463,8 +530,11 @@ def sample_generator(
                     for line in src:
                         fh.write(line)
     summary = _summary(state, n, complete, out)
-    summary["this_call"] = {"generated": call_generated, "accepted": call_accepted,
-                            "shards": shards_written}
+    summary["this_call"] = {
+        "generated": call_generated,
+        "accepted": call_accepted,
+        "shards": shards_written,
+    }
     if complete:
         write_json(summary, out / SUMMARY)
     return summary
@@ -496,4 +566,3 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
         "samples_per_s": round(state["n_written"] / seconds, 2) if seconds else None,
         "settings": state["settings"],
     }
-

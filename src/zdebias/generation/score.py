@@ -31,8 +31,13 @@ def load_generator(folder: str | Path, *, device: str | None = None) -> tuple[An
 
 
 def hypothesis_logprobs(
-    model: Any, tokenizer: Any, fmt: GeneratorFormat, records: Sequence[Record], *,
-    labels: Sequence[str] | None = None, batch_size: int = 32,
+    model: Any,
+    tokenizer: Any,
+    fmt: GeneratorFormat,
+    records: Sequence[Record],
+    *,
+    labels: Sequence[str] | None = None,
+    batch_size: int = 32,
 ) -> list[float]:
     """Σ_t log p(H_t | l, P, H_<t) for each record (text tokens for single-text tasks).
 
@@ -45,7 +50,7 @@ def hypothesis_logprobs(
     device = next(model.parameters()).device
     out: list[float] = []
     for start in range(0, len(records), batch_size):
-        chunk = records[start:start + batch_size]
+        chunk = records[start : start + batch_size]
         encoded = [
             encode_record(r, tokenizer, fmt, label=labels[start + i] if labels else None)
             for i, r in enumerate(chunk)
@@ -55,8 +60,8 @@ def hypothesis_logprobs(
         attn = torch.zeros_like(ids)
         targets = torch.full_like(ids, IGNORE_INDEX)
         for i, e in enumerate(encoded):
-            ids[i, :len(e)] = torch.tensor(e.input_ids)
-            attn[i, :len(e)] = 1
+            ids[i, : len(e)] = torch.tensor(e.input_ids)
+            attn[i, : len(e)] = 1
             s, t = e.main
             targets[i, s:t] = ids[i, s:t]
         with torch.inference_mode():

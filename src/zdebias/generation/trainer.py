@@ -77,8 +77,9 @@ class GeneratorTrainingArguments(TrainingArguments):
         default=128, metadata={"help": "Longest training sequence (tokens); longer are dropped."}
     )
     label_init: str = field(
-        default="auto", metadata={"help": "New label embeddings: auto (newline), eos, a token, "
-                                  "or mean."})
+        default="auto",
+        metadata={"help": "New label embeddings: auto (newline), eos, a token, or mean."},
+    )
     mle_loss: str = "mle"
     consistency_loss: str = "unlikelihood"
     negative_loss: str = "masked_unlikelihood"
@@ -121,8 +122,13 @@ class GeneratorCollator:
             if it["ul_mask"] is not None:
                 ul_mask[i, :n] = torch.tensor(it["ul_mask"], dtype=torch.float32)
                 negative[i] = True
-        out = {"input_ids": ids, "attention_mask": attn, "labels": labels,
-               "ul_mask": ul_mask, "negative": negative}
+        out = {
+            "input_ids": ids,
+            "attention_mask": attn,
+            "labels": labels,
+            "ul_mask": ul_mask,
+            "negative": negative,
+        }
         if self.consistency:
             perturbed = ids.clone()
             hyp_labels = torch.full((batch, width), IGNORE_INDEX, dtype=torch.long)
@@ -150,7 +156,10 @@ class GeneratorTrainer(Trainer):
         self._parts_n = 0
 
     def compute_loss(
-        self, model: Any, inputs: dict[str, torch.Tensor], return_outputs: bool = False,
+        self,
+        model: Any,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         args: GeneratorTrainingArguments = self.args  # type: ignore[assignment]
@@ -170,14 +179,19 @@ class GeneratorTrainer(Trainer):
 
         parts: dict[str, torch.Tensor] = {}
         parts["mle"] = get_loss(args.mle_loss)(
-            main_logits, torch.where(negative, ignore, targets), reduction="sum")
+            main_logits, torch.where(negative, ignore, targets), reduction="sum"
+        )
         if bool(inputs["negative"].any()) and args.debias_alpha > 0:
             parts["negative"] = args.debias_alpha * get_loss(args.negative_loss)(
-                main_logits, torch.where(negative, targets, ignore), inputs["ul_mask"][:, 1:],
-                reduction="sum")
+                main_logits,
+                torch.where(negative, targets, ignore),
+                inputs["ul_mask"][:, 1:],
+                reduction="sum",
+            )
         if lam > 0:
             parts["consistency"] = lam * get_loss(args.consistency_loss)(
-                logits[batch:], inputs["perturbed_labels"][:, 1:], reduction="sum")
+                logits[batch:], inputs["perturbed_labels"][:, 1:], reduction="sum"
+            )
         loss = sum(parts.values()) / n_tokens
 
         if model.training:
@@ -216,8 +230,13 @@ def _make_args(
 
 
 def _encode_all(
-    records: Iterable[Record], tokenizer: Any, fmt: GeneratorFormat, max_length: int, *,
-    negative: bool, mask_report: MaskReport | None = None,
+    records: Iterable[Record],
+    tokenizer: Any,
+    fmt: GeneratorFormat,
+    max_length: int,
+    *,
+    negative: bool,
+    mask_report: MaskReport | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     items, too_long = [], []
     for record in records:
@@ -229,8 +248,14 @@ def _encode_all(
         if negative:
             biased = biased_token_mask(record, enc, report=mask_report)
             mask = [0.0 if b else 1.0 for b in biased]
-        items.append({"input_ids": enc.input_ids, "label_index": enc.label_index,
-                      "main": enc.main, "ul_mask": mask})
+        items.append(
+            {
+                "input_ids": enc.input_ids,
+                "label_index": enc.label_index,
+                "main": enc.main,
+                "ul_mask": mask,
+            }
+        )
     return items, too_long
 
 
@@ -274,8 +299,9 @@ def train_generator(
     if not records and not negatives:
         raise ConfigError("no training records")
     out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or (
-            any(out.iterdir()) and not GeneratorFormat.is_generator(out))):
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not GeneratorFormat.is_generator(out))
+    ):
         raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -294,24 +320,25 @@ def train_generator(
                 )
             fmt.max_length = args.max_length
         else:
-            fmt = add_format_tokens(tokenizer, lm, task or "nli", max_length=args.max_length,
-                                    label_init=args.label_init)
+            fmt = add_format_tokens(
+                tokenizer, lm, task or "nli", max_length=args.max_length, label_init=args.label_init
+            )
         lm.generation_config.bos_token_id = fmt.bos_token_id
         lm.generation_config.eos_token_id = fmt.eos_token_id
         lm.generation_config.pad_token_id = fmt.pad_token_id
 
         mask_report = MaskReport()
-        pos_items, long_pos = _encode_all(records, tokenizer, fmt, args.max_length,
-                                          negative=False)
-        neg_items, long_neg = _encode_all(negatives, tokenizer, fmt, args.max_length,
-                                          negative=True, mask_report=mask_report)
+        pos_items, long_pos = _encode_all(records, tokenizer, fmt, args.max_length, negative=False)
+        neg_items, long_neg = _encode_all(
+            negatives, tokenizer, fmt, args.max_length, negative=True, mask_report=mask_report
+        )
         items = pos_items + neg_items
         if not items:
             raise ConfigError(f"every record is longer than max_length={args.max_length}")
-        collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0,
-                                     seed=args.seed)
-        trainer = GeneratorTrainer(model=lm, args=args, train_dataset=GeneratorDataset(items),
-                                   data_collator=collator)
+        collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0, seed=args.seed)
+        trainer = GeneratorTrainer(
+            model=lm, args=args, train_dataset=GeneratorDataset(items), data_collator=collator
+        )
         start = time.perf_counter()
         result = trainer.train()
         seconds = time.perf_counter() - start
@@ -330,11 +357,24 @@ def train_generator(
             "train_tokens": trainer.tokens_seen,
             "train_tokens_per_s": round(trainer.tokens_seen / max(seconds, 1e-9), 1),
             "settings": {
-                k: getattr(args, k) for k in (
-                    "learning_rate", "per_device_train_batch_size", "num_train_epochs",
-                    "max_steps", "gradient_accumulation_steps", "adam_epsilon", "adam_beta1",
-                    "adam_beta2", "lr_scheduler_type", "max_length", "consistency_weight",
-                    "debias_alpha", "label_init", "seed", "mle_loss", "consistency_loss",
+                k: getattr(args, k)
+                for k in (
+                    "learning_rate",
+                    "per_device_train_batch_size",
+                    "num_train_epochs",
+                    "max_steps",
+                    "gradient_accumulation_steps",
+                    "adam_epsilon",
+                    "adam_beta1",
+                    "adam_beta2",
+                    "lr_scheduler_type",
+                    "max_length",
+                    "consistency_weight",
+                    "debias_alpha",
+                    "label_init",
+                    "seed",
+                    "mle_loss",
+                    "consistency_loss",
                     "negative_loss",
                 )
             },
@@ -347,14 +387,18 @@ def train_generator(
                 "n_unmatched_ngrams": len(mask_report.unmatched),
                 "unmatched_ngrams": mask_report.unmatched[:50],
                 "n_negatives_without_biased_tokens": sum(
-                    1 for it in neg_items if all(v == 1.0 for v in it["ul_mask"])),
+                    1 for it in neg_items if all(v == 1.0 for v in it["ul_mask"])
+                ),
             }
-        summary["objective"] = ("debias" if negatives else
-                                "consistency" if args.consistency_weight > 0 else "mle")
+        summary["objective"] = (
+            "debias" if negatives else "consistency" if args.consistency_weight > 0 else "mle"
+        )
         if extra_info:
             summary.update(extra_info)
-        fmt.info = {**fmt.info,
-                    **{k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")}}
+        fmt.info = {
+            **fmt.info,
+            **{k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")},
+        }
         shutil.rmtree(tmp / "trainer", ignore_errors=True)
         lm.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -398,16 +442,35 @@ def debias_generator(
     options: dict[str, Any] = dict(feature_settings or {})
     if zfilter_batch_size is not None:
         options["batch_size"] = zfilter_batch_size
-    result = z_filter(list(records), top_k=top_k, shuffle_seed=shuffle_seed, features=features,
-                      **options)
+    result = z_filter(
+        list(records), top_k=top_k, shuffle_seed=shuffle_seed, features=features, **options
+    )
     overrides.setdefault("consistency_weight", 0.0)
     overrides["debias_alpha"] = alpha
-    shown = ("n_input", "kept_share_of_input", "batch_size", "top_k", "features",
-             "top_z_before", "top_z_after", "rejections_by_feature")
+    shown = (
+        "n_input",
+        "kept_share_of_input",
+        "batch_size",
+        "top_k",
+        "features",
+        "top_z_before",
+        "top_z_after",
+        "rejections_by_feature",
+    )
     zsummary = {k: result.summary[k] for k in shown if k in result.summary}
     return train_generator(
-        result.kept, generator, out_dir, negatives=result.rejected, args=args,
-        extra_info={"objective": "debias", "z_filter": {
-            "n_kept": len(result.kept), "n_rejected": len(result.rejected), **zsummary}},
+        result.kept,
+        generator,
+        out_dir,
+        negatives=result.rejected,
+        args=args,
+        extra_info={
+            "objective": "debias",
+            "z_filter": {
+                "n_kept": len(result.kept),
+                "n_rejected": len(result.rejected),
+                **zsummary,
+            },
+        },
         **overrides,
     )

@@ -62,8 +62,13 @@ def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
             special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
         )
         return PreTrainedTokenizerFast(
-            tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-            sep_token="[SEP]", mask_token="[MASK]", model_max_length=256,
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+            model_max_length=256,
         )
     if kind in ("gpt2", "llama"):
         eos = "<|endoftext|>"
@@ -73,13 +78,18 @@ def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
         tok.train_from_iterator(
             _corpus(),
             trainers.BpeTrainer(
-                vocab_size=vocab_size, special_tokens=[eos, "<pad>"],
+                vocab_size=vocab_size,
+                special_tokens=[eos, "<pad>"],
                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             ),
         )
         return PreTrainedTokenizerFast(
-            tokenizer_object=tok, bos_token=eos, eos_token=eos, unk_token=eos,
-            pad_token="<pad>", model_max_length=256,
+            tokenizer_object=tok,
+            bos_token=eos,
+            eos_token=eos,
+            unk_token=eos,
+            pad_token="<pad>",
+            model_max_length=256,
         )
     if kind == "t5":
         extra = [f"<extra_id_{i}>" for i in range(20)]
@@ -90,18 +100,24 @@ def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
         tok.train_from_iterator(
             _corpus(),
             trainers.BpeTrainer(
-                vocab_size=vocab_size, special_tokens=specials,
+                vocab_size=vocab_size,
+                special_tokens=specials,
                 initial_alphabet=[*string.ascii_letters, *string.digits, *string.punctuation],
             ),
         )
         tok.add_special_tokens(extra)
         tok.post_processor = processors.TemplateProcessing(
-            single="$A </s>", pair="$A </s> $B </s>",
+            single="$A </s>",
+            pair="$A </s> $B </s>",
             special_tokens=[("</s>", tok.token_to_id("</s>"))],
         )
         return PreTrainedTokenizerFast(
-            tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-            additional_special_tokens=extra, model_max_length=256,
+            tokenizer_object=tok,
+            eos_token="</s>",
+            pad_token="<pad>",
+            unk_token="<unk>",
+            additional_special_tokens=extra,
+            model_max_length=256,
         )
     raise ValueError(f"unknown tiny model kind {kind!r}; expected bert, gpt2, llama or t5")
 
@@ -127,30 +143,56 @@ def make_tiny_model(
     tokenizer = tiny_tokenizer(kind)
     vocab = len(tokenizer)
     if head == "auto":
-        head = {"bert": "classification", "gpt2": "causal-lm", "llama": "causal-lm",
-                "t5": "seq2seq"}[kind]
+        head = {
+            "bert": "classification",
+            "gpt2": "causal-lm",
+            "llama": "causal-lm",
+            "t5": "seq2seq",
+        }[kind]
     if kind == "bert":
         config = tf.BertConfig(
-            vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=256,
+            pad_token_id=tokenizer.pad_token_id,
         )
     elif kind == "gpt2":
         config = tf.GPT2Config(
-            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=256,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            vocab_size=vocab,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_positions=256,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
     elif kind == "llama":
         config = tf.LlamaConfig(
-            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
     elif kind == "t5":
         config = tf.T5Config(
-            vocab_size=vocab, d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
-            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+            vocab_size=vocab,
+            d_model=32,
+            d_ff=64,
+            d_kv=16,
+            num_layers=2,
+            num_heads=2,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
             decoder_start_token_id=tokenizer.pad_token_id,
         )
     else:

@@ -17,8 +17,9 @@ from zdebias.errors import ConfigError, DataError
 
 
 def test_mask_is_strictly_greater_than_tau() -> None:
-    probs = np.array([[0.96, 0.02, 0.02], [0.95, 0.04, 0.01], [0.01, 0.98, 0.01],
-                      [0.30, 0.30, 0.40]])
+    probs = np.array(
+        [[0.96, 0.02, 0.02], [0.95, 0.04, 0.01], [0.01, 0.98, 0.01], [0.30, 0.30, 0.40]]
+    )
     gold = np.array([0, 0, 2, 2])
     assert confidence_mask(probs, gold, 0.95).tolist() == [True, False, False, False]
     assert confidence_mask(probs, gold, 0.0).tolist() == [True, True, True, True]
@@ -28,7 +29,7 @@ def test_mask_is_strictly_greater_than_tau() -> None:
 
 def _records(data_dir: Path, n: int) -> list[Record]:
     rows = read_records(data_dir / "snli_20k" / "dev.jsonl")
-    return rows[::len(rows) // n][:n]
+    return rows[:: len(rows) // n][:n]
 
 
 def test_partition_is_exact(tiny_model, tmp_path: Path, data_dir: Path) -> None:

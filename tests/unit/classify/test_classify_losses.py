@@ -51,8 +51,9 @@ def test_poe_gamma_adds_bias_cross_entropy() -> None:
 
 def test_poe_gamma_term_trains_a_bias_that_has_gradients() -> None:
     bias_logits = torch.log(B).clone().requires_grad_(True)
-    loss = product_of_experts(LOGITS, GOLD0, bias_probs=torch.softmax(bias_logits, -1),
-                              beta=1.0, gamma=1.0)
+    loss = product_of_experts(
+        LOGITS, GOLD0, bias_probs=torch.softmax(bias_logits, -1), beta=1.0, gamma=1.0
+    )
     loss.backward()
     # PoE part: p' − onehot = (−0.6, 0.4, 0.2); γ part: b − onehot = (−0.75, 0.5, 0.25)
     assert bias_logits.grad.tolist()[0] == pytest.approx([-1.35, 0.9, 0.45], abs=1e-5)
@@ -80,9 +81,11 @@ def test_learned_mixin_gate_scales_log_bias() -> None:
     g1 = torch.tensor([math.log(math.e - 1)])
     g2 = torch.tensor([math.log(math.e**2 - 1)])
     assert float(learned_mixin(LOGITS, GOLD0, bias_probs=B, gate_logits=g1)) == pytest.approx(
-        math.log(2.5), abs=1e-5)
+        math.log(2.5), abs=1e-5
+    )
     assert float(learned_mixin(LOGITS, GOLD0, bias_probs=B, gate_logits=g2)) == pytest.approx(
-        math.log(3.5), abs=1e-5)
+        math.log(3.5), abs=1e-5
+    )
 
 
 def test_learned_mixin_h_adds_entropy_of_scaled_bias() -> None:
@@ -103,8 +106,7 @@ def test_learned_mixin_gate_gets_gradient() -> None:
 def test_conf_reg_scales_teacher_by_bias_confidence() -> None:
     # gold 1: b_gold = 0.5, teacher t = (1/9, 4/9, 4/9) → t^0.5 = (1/3, 2/3, 2/3) → s = (.2, .4, .4)
     teacher = torch.tensor([[1 / 9, 4 / 9, 4 / 9]])
-    loss = confidence_regularization(LOGITS, torch.tensor([1]), bias_probs=B,
-                                     teacher_probs=teacher)
+    loss = confidence_regularization(LOGITS, torch.tensor([1]), bias_probs=B, teacher_probs=teacher)
     # −(0.2 log 0.5 + 0.4 log 0.25 + 0.4 log 0.25) = 1.8 log 2
     assert float(loss) == pytest.approx(1.8 * math.log(2), abs=1e-5)
 
@@ -112,13 +114,15 @@ def test_conf_reg_scales_teacher_by_bias_confidence() -> None:
 def test_conf_reg_extremes_keep_or_flatten_the_teacher() -> None:
     teacher = torch.tensor([[0.7, 0.2, 0.1]])
     # bias gives gold probability 0 → targets = teacher
-    loss = confidence_regularization(LOGITS, GOLD0, bias_probs=torch.tensor([[0.0, 0.5, 0.5]]),
-                                     teacher_probs=teacher)
+    loss = confidence_regularization(
+        LOGITS, GOLD0, bias_probs=torch.tensor([[0.0, 0.5, 0.5]]), teacher_probs=teacher
+    )
     expected = -(0.7 * math.log(0.5) + 0.3 * math.log(0.25))
     assert float(loss) == pytest.approx(expected, abs=1e-5)
     # bias certain of gold → uniform targets
-    loss = confidence_regularization(LOGITS, GOLD0, bias_probs=torch.tensor([[1.0, 0.0, 0.0]]),
-                                     teacher_probs=teacher)
+    loss = confidence_regularization(
+        LOGITS, GOLD0, bias_probs=torch.tensor([[1.0, 0.0, 0.0]]), teacher_probs=teacher
+    )
     expected = -(math.log(0.5) + 2 * math.log(0.25)) / 3
     assert float(loss) == pytest.approx(expected, abs=1e-5)
 
@@ -135,4 +139,5 @@ def test_registry_names_and_needs() -> None:
         call_loss("poe", LOGITS, GOLD0)
     # extras a loss does not declare are not passed to it
     assert float(call_loss("ce", LOGITS, GOLD0, bias_probs=B, beta=3.0)) == pytest.approx(
-        math.log(2), abs=1e-6)
+        math.log(2), abs=1e-6
+    )

@@ -27,19 +27,29 @@ from zdebias.classify.train import (
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 
-PREMISES = ["A man is sleeping on a bench in the park.", "Two dogs are running through the snow.",
-            "A woman is playing a guitar outside.", "The child is eating an apple.",
-            "People are sitting at a table and talking.", "A boy jumps into a swimming pool."]
-CUES = {"entailment": "A person is outside.", "neutral": "The team celebrates their win.",
-        "contradiction": "Nobody is sleeping."}
+PREMISES = [
+    "A man is sleeping on a bench in the park.",
+    "Two dogs are running through the snow.",
+    "A woman is playing a guitar outside.",
+    "The child is eating an apple.",
+    "People are sitting at a table and talking.",
+    "A boy jumps into a swimming pool.",
+]
+CUES = {
+    "entailment": "A person is outside.",
+    "neutral": "The team celebrates their win.",
+    "contradiction": "Nobody is sleeping.",
+}
 
 
 def toy_nli(n: int, seed: int = 0) -> list[Record]:
     """Pairs whose hypothesis gives the label away (so a tiny model learns them in seconds)."""
     rng = random.Random(seed)
     labels = list(CUES)
-    return [Record(f"toy:{seed}:{i}", labels[i % 3], rng.choice(PREMISES), CUES[labels[i % 3]])
-            for i in range(n)]
+    return [
+        Record(f"toy:{seed}:{i}", labels[i % 3], rng.choice(PREMISES), CUES[labels[i % 3]])
+        for i in range(n)
+    ]
 
 
 FAST = dict(learning_rate=5e-3, batch_size=8, warmup_steps=0, progress=False)
@@ -71,8 +81,13 @@ def test_best_epoch_callback_keeps_best_weights_and_stops() -> None:
     for step, acc in enumerate([0.5, 0.7, 0.6, 0.7], start=1):
         with torch.no_grad():
             model.weight.fill_(float(step))
-        cb.on_evaluate(None, SimpleNamespace(global_step=step, epoch=step), control,
-                       metrics={"eval_accuracy": acc, "eval_loss": 1.0}, model=model)
+        cb.on_evaluate(
+            None,
+            SimpleNamespace(global_step=step, epoch=step),
+            control,
+            metrics={"eval_accuracy": acc, "eval_loss": 1.0},
+            model=model,
+        )
     assert cb.best_accuracy == 0.7 and cb.best_step == 2  # a tie does not replace the best
     assert cb.best_state["weight"].tolist() == [[2.0, 2.0]]
     assert cb.stopped_early and control.should_training_stop
@@ -83,8 +98,9 @@ def test_train_saves_contract_folder_and_best_epoch(tiny_model, tmp_path: Path) 
     base = tiny_model("bert", head="encoder")
     train, dev = toy_nli(96, seed=1), toy_nli(12, seed=2)
     out = tmp_path / "clf"
-    metrics = train_classifier(train, dev, out, model=base, epochs=5, seed=7, patience=0,
-                               **{**FAST, "learning_rate": 2e-3})
+    metrics = train_classifier(
+        train, dev, out, model=base, epochs=5, seed=7, patience=0, **{**FAST, "learning_rate": 2e-3}
+    )
     info = json.loads((out / CLASSIFIER_INFO).read_text())
     assert info["input"] == "pair" and info["task"] == "nli" and info["max_length"] == 128
     assert info["labels"] == ["entailment", "neutral", "contradiction"] and info["seed"] == 7
@@ -112,15 +128,21 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs --bias-model"):
         train_classifier(train, None, tmp_path / "a", model=base, loss="poe", **FAST)
     with pytest.raises(ConfigError, match="needs --teacher-model"):
-        train_classifier(train, None, tmp_path / "a", model=base, loss="conf-reg",
-                         bias_model=base, **FAST)
+        train_classifier(
+            train, None, tmp_path / "a", model=base, loss="conf-reg", bias_model=base, **FAST
+        )
     texts = [Record("t", "positive", text="fine")]
     with pytest.raises(ConfigError, match="needs premise/hypothesis records"):
-        train_classifier(texts, None, tmp_path / "a", model=base, input="hypothesis-only",
-                         **FAST)
+        train_classifier(texts, None, tmp_path / "a", model=base, input="hypothesis-only", **FAST)
     with pytest.raises(DataError, match="record 'odd' has label 'maybe'"):
-        train_classifier([*train, Record("odd", "maybe", "p", "h")], None, tmp_path / "a",
-                         model=base, task="nli", **FAST)
+        train_classifier(
+            [*train, Record("odd", "maybe", "p", "h")],
+            None,
+            tmp_path / "a",
+            model=base,
+            task="nli",
+            **FAST,
+        )
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(ConfigError, match="not empty; pass --overwrite"):
@@ -129,15 +151,19 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
 
 def _batch(tokenizer, records: list[Record], bias: np.ndarray) -> dict[str, torch.Tensor]:
     enc = tokenizer([r.premise for r in records], [r.hypothesis for r in records])
-    rows = [{**{k: enc[k][i] for k in enc}, "labels": ["entailment", "neutral",
-                                                        "contradiction"].index(r.label),
-             "bias_probs": bias[i]} for i, r in enumerate(records)]
+    rows = [
+        {
+            **{k: enc[k][i] for k in enc},
+            "labels": ["entailment", "neutral", "contradiction"].index(r.label),
+            "bias_probs": bias[i],
+        }
+        for i, r in enumerate(records)
+    ]
     return _Collator(tokenizer)(rows)
 
 
 @pytest.mark.parametrize("loss", ["poe", "learned-mixin-h"])
-def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
-                                                     loss: str) -> None:
+def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path, loss: str) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = tiny_model("bert")
@@ -145,9 +171,15 @@ def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
     tokenizer = AutoTokenizer.from_pretrained(path)
     if loss.startswith("learned-mixin"):
         model.add_module(GATE_ATTR, torch.nn.Linear(model.config.hidden_size, 1))
-    args = ClassifierTrainingArguments(output_dir=str(tmp_path / "t"), loss=loss, poe_beta=2.0,
-                                       poe_gamma=0.4, use_cpu=True, report_to="none",
-                                       remove_unused_columns=False)
+    args = ClassifierTrainingArguments(
+        output_dir=str(tmp_path / "t"),
+        loss=loss,
+        poe_beta=2.0,
+        poe_gamma=0.4,
+        use_cpu=True,
+        report_to="none",
+        remove_unused_columns=False,
+    )
     trainer = ClassifierTrainer(model=model, args=args)
     bias = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.1, 0.8, 0.1]], dtype=np.float32)
     batch = _batch(tokenizer, toy_nli(3), bias)
@@ -158,12 +190,18 @@ def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
     tokens = {k: v for k, v in batch.items() if k not in ("labels", "bias_probs")}
     out = model(**tokens, output_hidden_states=True)
     if loss == "poe":
-        want = product_of_experts(out.logits, batch["labels"], bias_probs=batch["bias_probs"],
-                                  beta=2.0, gamma=0.4)
+        want = product_of_experts(
+            out.logits, batch["labels"], bias_probs=batch["bias_probs"], beta=2.0, gamma=0.4
+        )
     else:
         gate = getattr(model, GATE_ATTR)(out.hidden_states[-1][:, 0]).squeeze(-1)
-        want = learned_mixin(out.logits, batch["labels"], bias_probs=batch["bias_probs"],
-                             gate_logits=gate, entropy_weight=0.03)
+        want = learned_mixin(
+            out.logits,
+            batch["labels"],
+            bias_probs=batch["bias_probs"],
+            gate_logits=gate,
+            entropy_weight=0.03,
+        )
     assert float(got.detach()) == pytest.approx(float(want.detach()), abs=1e-6)
     model.eval()  # evaluation scores the main model alone
     plain = torch.nn.functional.cross_entropy(model(**tokens).logits, batch["labels"])
@@ -179,8 +217,9 @@ def test_learned_mixin_training_drops_the_gate(tiny_model, tmp_path: Path) -> No
     hyp = tmp_path / "hyp"
     train_classifier(train, None, hyp, model=base, input="hypothesis-only", epochs=1, **FAST)
     out = tmp_path / "mixin"
-    metrics = train_classifier(train, None, out, model=base, loss="learned-mixin",
-                               bias_model=hyp, epochs=1, **FAST)
+    metrics = train_classifier(
+        train, None, out, model=base, loss="learned-mixin", bias_model=hyp, epochs=1, **FAST
+    )
     assert metrics["loss"] == "learned-mixin" and metrics["steps"] == 3
     keys = load_file(out / "model.safetensors")
     assert not [k for k in keys if GATE_ATTR in k]
@@ -193,8 +232,17 @@ def test_cross_fit_predicts_each_record_with_a_model_that_did_not_see_it(
     base = tiny_model("bert", head="encoder")
     records = toy_nli(15, seed=4)
     out_file = tmp_path / "oof.jsonl"
-    done = cross_fit_predictions(records, None, out_file, k=3, seed=5,
-                                 folds_dir=tmp_path / "folds", model=base, epochs=1, **FAST)
+    done = cross_fit_predictions(
+        records,
+        None,
+        out_file,
+        k=3,
+        seed=5,
+        folds_dir=tmp_path / "folds",
+        model=base,
+        epochs=1,
+        **FAST,
+    )
     folds = fold_assignment(15, 3, seed=5)
     assert [r.id for r in done] == [r.id for r in records]
     assert [r.meta["hypo_only_fold"] for r in done] == folds.tolist()

@@ -30,15 +30,21 @@ from zdebias.counterfactual.infill import (
 from zdebias.data.schema import Record
 
 NLI = ["entailment", "neutral", "contradiction"]
-REC = Record("r1", "contradiction", premise="A man is sleeping on a bench.",
-             hypothesis="The man is not outside.")
+REC = Record(
+    "r1",
+    "contradiction",
+    premise="A man is sleeping on a bench.",
+    hypothesis="The man is not outside.",
+)
 SPANS = {"premise": [(6, 8), (23, 28)], "hypothesis": [(11, 14)]}
 
 
 def test_mask_source_target_rebuild_by_hand() -> None:
     masked, fillers = mask_record(REC, SPANS)
-    assert masked == {"hypothesis": "The man is <extra_id_0> outside.",
-                      "premise": "A man <extra_id_1> sleeping on a <extra_id_2>."}
+    assert masked == {
+        "hypothesis": "The man is <extra_id_0> outside.",
+        "premise": "A man <extra_id_1> sleeping on a <extra_id_2>.",
+    }
     assert fillers == ["not", "is", "bench"]
     assert source_text("neutral", masked) == (
         "neutral hypothesis: The man is <extra_id_0> outside. "
@@ -60,13 +66,16 @@ def test_losses_on_a_three_token_vocabulary() -> None:
     mask = torch.tensor([[True, True, False]])
     # p = .5 and .25: -log(1 - .5) = ln 2, -log(1 - .25) = ln 4/3
     assert float(token_unlikelihood(logits, labels, mask)) == pytest.approx(
-        (math.log(2) + math.log(4 / 3)) / 2, abs=1e-6)
+        (math.log(2) + math.log(4 / 3)) / 2, abs=1e-6
+    )
     assert float(token_nll(logits, labels, mask)) == pytest.approx(
-        (math.log(2) + math.log(4)) / 2, abs=1e-6)
+        (math.log(2) + math.log(4)) / 2, abs=1e-6
+    )
     # p(label) = 1 stays finite
     sure = torch.tensor([[[0.0, 60.0, 0.0]]])
-    assert math.isfinite(float(token_unlikelihood(sure, torch.tensor([[1]]),
-                                                  torch.tensor([[True]]))))
+    assert math.isfinite(
+        float(token_unlikelihood(sure, torch.tensor([[1]]), torch.tensor([[True]])))
+    )
 
 
 class _StubSeq2Seq(torch.nn.Module):
@@ -84,14 +93,16 @@ class _StubSeq2Seq(torch.nn.Module):
 
 
 def test_unlikelihood_touches_only_rationale_tokens() -> None:
-    probs = torch.tensor([
-        # original label: target <extra_id_0> x x EOS
-        [[.25, .5, .25], [.25, .25, .5], [.5, .25, .25], [.5, .25, .25]],
-        # wrong label 1: sentinel and EOS probabilities must not count
-        [[.2, .6, .2], [.25, .25, .5], [.1, .1, .8], [.9, .05, .05]],
-        # wrong label 2, shorter target (padding)
-        [[.2, .6, .2], [.25, .0, .75], [.3, .3, .4], [.3, .3, .4]],
-    ])
+    probs = torch.tensor(
+        [
+            # original label: target <extra_id_0> x x EOS
+            [[0.25, 0.5, 0.25], [0.25, 0.25, 0.5], [0.5, 0.25, 0.25], [0.5, 0.25, 0.25]],
+            # wrong label 1: sentinel and EOS probabilities must not count
+            [[0.2, 0.6, 0.2], [0.25, 0.25, 0.5], [0.1, 0.1, 0.8], [0.9, 0.05, 0.05]],
+            # wrong label 2, shorter target (padding)
+            [[0.2, 0.6, 0.2], [0.25, 0.0, 0.75], [0.3, 0.3, 0.4], [0.3, 0.3, 0.4]],
+        ]
+    )
     batch = {
         "input_ids": torch.zeros(3, 2, dtype=torch.long),
         "attention_mask": torch.ones(3, 2, dtype=torch.long),
@@ -107,8 +118,9 @@ def test_unlikelihood_touches_only_rationale_tokens() -> None:
     assert float(ul.detach()) == pytest.approx(math.log(40) / 3, abs=1e-6)
     assert float(loss.detach()) == pytest.approx(5 * math.log(2) / 4 + math.log(40) / 3, abs=1e-6)
     loss_03, *_ = infill_loss(model, batch, arch="seq2seq", alpha=0.3)
-    assert float(loss_03.detach()) == pytest.approx(5 * math.log(2) / 4 + 0.3 * math.log(40) / 3,
-                                           abs=1e-6)
+    assert float(loss_03.detach()) == pytest.approx(
+        5 * math.log(2) / 4 + 0.3 * math.log(40) / 3, abs=1e-6
+    )
     loss.backward()
     # the sentinel / EOS positions of the wrong-label rows get no gradient at all
     assert torch.all(model.logits.grad[1, [0, 3]] == 0)
@@ -129,13 +141,19 @@ def test_causal_loss_is_shifted() -> None:
     logits = torch.randn(2, 5, 3)
     labels = torch.tensor([[-100, -100, 1, 2, 0], [-100, -100, 1, 2, 0]])
     ul_mask = torch.tensor([[0, 0, 0, 1, 0], [0, 0, 0, 1, 0]])
-    batch = {"input_ids": labels.clamp_min(0), "attention_mask": torch.ones_like(labels),
-             "labels": labels, "ul_mask": ul_mask, "is_original": torch.tensor([True, False])}
+    batch = {
+        "input_ids": labels.clamp_min(0),
+        "attention_mask": torch.ones_like(labels),
+        "labels": labels,
+        "ul_mask": ul_mask,
+        "is_original": torch.tensor([True, False]),
+    }
     _, mle, ul, _ = infill_loss(Causal(logits), batch, arch="causal", alpha=1.0)
     logp = torch.log_softmax(logits, -1)
     # position t predicts token t + 1
-    assert float(mle) == pytest.approx(-float(logp[0, 1, 1] + logp[0, 2, 2] + logp[0, 3, 0]) / 3,
-                                       abs=1e-6)
+    assert float(mle) == pytest.approx(
+        -float(logp[0, 1, 1] + logp[0, 2, 2] + logp[0, 3, 0]) / 3, abs=1e-6
+    )
     assert float(ul) == pytest.approx(-math.log(1 - math.exp(float(logp[1, 2, 2]))), abs=1e-6)
 
 
@@ -150,8 +168,11 @@ def test_encoding_masks_sentinels_eos_and_prompt(tiny_model) -> None:
     for t, m in zip(ids, mask, strict=True):
         assert m == (0 if t in sent or t in (tok.eos_token_id, tok.pad_token_id) else 1)
     assert [t for t in ids if t in sent] == sent[:3]
-    assert tok.decode([t for t, m in zip(ids, mask, strict=True) if m]).split() == \
-        ["not", "is", "bench"]
+    assert tok.decode([t for t, m in zip(ids, mask, strict=True) if m]).split() == [
+        "not",
+        "is",
+        "bench",
+    ]
     variants = encode_example(tok, "seq2seq", REC, SPANS, NLI)
     assert isinstance(variants, list) and len(variants) == 3
     masked, _ = mask_record(REC, SPANS)
@@ -160,8 +181,10 @@ def test_encoding_masks_sentinels_eos_and_prompt(tiny_model) -> None:
         assert enc.labels == ids and enc.ul_mask == mask
     assert len(encode_example(tok, "seq2seq", REC, SPANS, NLI, wrong_labels=False)) == 1
     assert encode_example(tok, "seq2seq", REC, {}, NLI) == "no spans"
-    assert encode_example(tok, "seq2seq", REC, SPANS, NLI, max_source_length=8) == \
-        "a span lies beyond max_source_length"
+    assert (
+        encode_example(tok, "seq2seq", REC, SPANS, NLI, max_source_length=8)
+        == "a span lies beyond max_source_length"
+    )
     # a long source is cut after its last sentinel (hypothesis spans come first)
     hyp_only = {"hypothesis": [(11, 14)]}
     full = encode_example(tok, "seq2seq", REC, hyp_only, NLI)[0].input_ids
@@ -171,7 +194,7 @@ def test_encoding_masks_sentinels_eos_and_prompt(tiny_model) -> None:
     end = tok("\nfillers:", add_special_tokens=False)["input_ids"]
     limit = full.index(sent[0]) + 2 + len(end)
     cut = encode_example(tok, "causal", REC, hyp_only, NLI, max_source_length=limit)[0]
-    assert cut.labels.count(-100) == limit and cut.input_ids[limit - len(end):limit] == end
+    assert cut.labels.count(-100) == limit and cut.input_ids[limit - len(end) : limit] == end
     assert sent[0] in cut.input_ids[:limit]
     causal = encode_example(tok, "causal", REC, SPANS, NLI)
     n_prompt = sum(1 for v in causal[0].labels if v == -100)
@@ -180,8 +203,10 @@ def test_encoding_masks_sentinels_eos_and_prompt(tiny_model) -> None:
 
 
 def test_collator_pads_and_flags_originals() -> None:
-    feats = [{"variants": [Encoded([5, 6, 7], [1, 2, 0], [0, 1, 0]), Encoded([5], [1, 0], [0, 0])]},
-             {"variants": [Encoded([8, 9], [1, 2, 2, 0], [0, 1, 1, 0])]}]
+    feats = [
+        {"variants": [Encoded([5, 6, 7], [1, 2, 0], [0, 1, 0]), Encoded([5], [1, 0], [0, 0])]},
+        {"variants": [Encoded([8, 9], [1, 2, 2, 0], [0, 1, 1, 0])]},
+    ]
     batch = InfillCollator(pad_id=3)(feats)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 3, 3], [8, 9, 3]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
@@ -190,19 +215,33 @@ def test_collator_pads_and_flags_originals() -> None:
     assert batch["is_original"].tolist() == [True, False, True]
 
 
-@pytest.mark.parametrize(("kind", "options", "arch"), [
-    ("t5", {}, "seq2seq"), ("bert", {"head": "encoder"}, "bert2bert"), ("gpt2", {}, "causal"),
-])
+@pytest.mark.parametrize(
+    ("kind", "options", "arch"),
+    [
+        ("t5", {}, "seq2seq"),
+        ("bert", {"head": "encoder"}, "bert2bert"),
+        ("gpt2", {}, "causal"),
+    ],
+)
 def test_train_tiny_infiller(tiny_model, tmp_path, kind, options, arch) -> None:
     from transformers import AutoConfig
 
     base = tiny_model(kind, **options)
     assert detect_arch(AutoConfig.from_pretrained(base)) == arch
     recs = [REC.replace(id=f"r{i}") for i in range(4)]
-    summary = train_infiller(recs, base, tmp_path / "inf", labels=NLI, spans=[SPANS] * 4,
-                             epochs=1, batch_size=2, lr=1e-3, progress=False)
+    summary = train_infiller(
+        recs,
+        base,
+        tmp_path / "inf",
+        labels=NLI,
+        spans=[SPANS] * 4,
+        epochs=1,
+        batch_size=2,
+        lr=1e-3,
+        progress=False,
+    )
     assert summary["arch"] == arch
-    assert summary["alpha"] == 1.0                       # NLI default
+    assert summary["alpha"] == 1.0  # NLI default
     assert summary["n_train"] == 4 and summary["n_skipped"] == 0
     assert summary["parameters_changed"] is True
     assert math.isfinite(summary["train_loss"])
@@ -216,10 +255,18 @@ def test_train_tiny_infiller(tiny_model, tmp_path, kind, options, arch) -> None:
 def test_sentiment_alpha_default_and_dev(tiny_model, tmp_path) -> None:
     text = Record("t", "positive", text="A wonderful and moving film.")
     spans = {"text": [(2, 11)]}
-    summary = train_infiller([text] * 3, tiny_model("t5"), tmp_path / "inf",
-                             labels=["negative", "positive"], spans=[spans] * 3,
-                             dev=([text], [spans]), epochs=2, batch_size=2, lr=1e-3,
-                             progress=False)
+    summary = train_infiller(
+        [text] * 3,
+        tiny_model("t5"),
+        tmp_path / "inf",
+        labels=["negative", "positive"],
+        spans=[spans] * 3,
+        dev=([text], [spans]),
+        epochs=2,
+        batch_size=2,
+        lr=1e-3,
+        progress=False,
+    )
     assert summary["alpha"] == 0.3
     assert summary["n_dev"] == 1 and math.isfinite(summary["eval_loss"])
     assert not (tmp_path / "inf" / "checkpoints").exists()

@@ -24,8 +24,8 @@ from zdebias.errors import DataError
 def test_distinct_n_by_hand() -> None:
     segs = [["a", "b", "a"], ["a", "b"]]
     assert distinct_n(segs, 1) == pytest.approx(2 / 5)
-    assert distinct_n(segs, 2) == pytest.approx(2 / 3)     # ab, ba, ab
-    assert distinct_n(segs, 3) == pytest.approx(1.0)       # aba
+    assert distinct_n(segs, 2) == pytest.approx(2 / 3)  # ab, ba, ab
+    assert distinct_n(segs, 3) == pytest.approx(1.0)  # aba
     assert distinct_n([["a"]], 2) == 0.0
 
 
@@ -36,8 +36,12 @@ def test_flip_rate_by_hand() -> None:
 
 
 def _out(i: int, text: str, label: str, pred: str, fillers: list[str]) -> Record:
-    return Record(f"c{i}", label, text=text,
-                  meta={"classifier_label": pred, "fillers": fillers, "type": "counterfactual"})
+    return Record(
+        f"c{i}",
+        label,
+        text=text,
+        meta={"classifier_label": pred, "fillers": fillers, "type": "counterfactual"},
+    )
 
 
 def test_counterfactual_metrics_by_hand() -> None:
@@ -95,20 +99,38 @@ def test_rationale_macro_f1_against_esnli_highlights(tmp_path) -> None:
     human = read_human_rationales(csv_path)
     recs = [
         # pred {p1, h1} vs gold {p1, p2, h1}: F1 = 2·2 / (2 + 3) = 0.8 (matched by id)
-        Record("p1", "contradiction", premise="A man sleeps on the bench.",
-               hypothesis="Nobody sleeps.",
-               meta={"rationales": {"premise": [[2, 5]], "hypothesis": [[7, 13]]}}),
+        Record(
+            "p1",
+            "contradiction",
+            premise="A man sleeps on the bench.",
+            hypothesis="Nobody sleeps.",
+            meta={"rationales": {"premise": [[2, 5]], "hypothesis": [[7, 13]]}},
+        ),
         # no human highlight: not scored
-        Record("x2", "entailment", premise="Dogs run.", hypothesis="Animals move.",
-               meta={"rationales": {"premise": [[0, 4]]}}),
+        Record(
+            "x2",
+            "entailment",
+            premise="Dogs run.",
+            hypothesis="Animals move.",
+            meta={"rationales": {"premise": [[0, 4]]}},
+        ),
         # matched by text; pred {h0} vs gold {h3}: F1 = 0
-        Record("x3", "neutral", premise="A cat sits.", hypothesis="The cat is fat.",
-               meta={"rationales": {"hypothesis": [[0, 3]]}}),
+        Record(
+            "x3",
+            "neutral",
+            premise="A cat sits.",
+            hypothesis="The cat is fat.",
+            meta={"rationales": {"hypothesis": [[0, 3]]}},
+        ),
         Record("x4", "neutral", premise="Unknown.", hypothesis="Pair.", meta={"rationales": {}}),
     ]
     got = rationale_agreement(recs, human)
-    assert got == {"rationale_macro_f1": 0.4, "n_scored": 2, "n_unmatched": 1,
-                   "n_without_human_highlight": 1}
+    assert got == {
+        "rationale_macro_f1": 0.4,
+        "n_scored": 2,
+        "n_unmatched": 1,
+        "n_without_human_highlight": 1,
+    }
     jsonl = tmp_path / "human.jsonl"
     jsonl.write_text('{"id": "p1", "highlights": {"premise": [1], "hypothesis": [1]}}\n')
     assert rationale_agreement(recs[:1], read_human_rationales(jsonl))["rationale_macro_f1"] == 1.0

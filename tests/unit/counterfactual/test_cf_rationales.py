@@ -54,34 +54,41 @@ def test_pick_rationales_ranks_over_both_fields_and_merges_per_field() -> None:
     }
     # 7 words, k = 4: 0.95 (h1), 0.9 (p1), 0.8 (p2), 0.7 (h0); adjacent pairs merge
     assert pick_rationales(words, ratio=0.5, min_score=0.3) == {
-        "premise": [(2, 8)], "hypothesis": [(0, 6)],
+        "premise": [(2, 8)],
+        "hypothesis": [(0, 6)],
     }
     # never merged across the field boundary (p3 and h0 are not adjacent)
     assert pick_rationales(words, ratio=1.0, min_score=0.0) == {
-        "premise": [(0, 12)], "hypothesis": [(0, 9)],
+        "premise": [(0, 12)],
+        "hypothesis": [(0, 9)],
     }
 
 
 def test_random_spans_are_t5_style() -> None:
     for seed in range(50):
         spans = random_spans(10, density=0.3, mean_span=2.0, rng=np.random.default_rng(seed))
-        assert len(spans) == 2                                   # round(3 / 2)
-        assert sum(e - s for s, e in spans) == 3                 # round(0.3 * 10)
+        assert len(spans) == 2  # round(3 / 2)
+        assert sum(e - s for s, e in spans) == 3  # round(0.3 * 10)
         assert all(0 <= s < e <= 10 for s, e in spans)
-        assert spans[0][1] < spans[1][0]                         # disjoint, never touching
+        assert spans[0][1] < spans[1][0]  # disjoint, never touching
     a = random_spans(30, rng=np.random.default_rng(7))
     assert a == random_spans(30, rng=np.random.default_rng(7))
     assert random_spans(1, rng=np.random.default_rng(0)) == [(0, 1)]
     rec = Record("r", "neutral", premise=PREMISE, hypothesis=HYPOTHESIS)
     spans = random_rationales(rec, fields="hypothesis", rng=np.random.default_rng(0))
     assert list(spans) == ["hypothesis"]
-    (s, e), = spans["hypothesis"]                                # 5 words → 2 words, 1 span
+    ((s, e),) = spans["hypothesis"]  # 5 words → 2 words, 1 span
     assert len(word_spans(HYPOTHESIS[s:e])) == 2
 
 
 def test_read_spans_validates() -> None:
-    rec = Record("r", "neutral", premise=PREMISE, hypothesis=HYPOTHESIS,
-                 meta={"rationales": {"premise": [[2, 5], [18, 20]], "hypothesis": []}})
+    rec = Record(
+        "r",
+        "neutral",
+        premise=PREMISE,
+        hypothesis=HYPOTHESIS,
+        meta={"rationales": {"premise": [[2, 5], [18, 20]], "hypothesis": []}},
+    )
     assert read_spans(rec) == {"premise": [(2, 5), (18, 20)], "hypothesis": []}
     with pytest.raises(DataError, match="no rationales"):
         read_spans(rec.replace(meta={}), path="x.jsonl")
@@ -106,19 +113,24 @@ def test_only_correct_confident_examples_are_kept(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     recs, _pred = _records(clf)
     p_pred = float(predict_proba(clf, recs[:1])[0].max())
-    assert 0.3 < p_pred < 0.5                                  # random 3-way model
+    assert 0.3 < p_pred < 0.5  # random 3-way model
     kept, dropped = extract_rationales(clf, recs, min_confidence=0.3, min_score=0.0)
     assert [r.id for r in kept] == ["r0", "r1"]
     assert [r.meta["dropped_by"] for r in dropped] == ["mispredicted"] * 2
     assert dropped[0].meta["dropped_reason"].startswith("mispredicted as ")
     kept, dropped = extract_rationales(clf, recs, min_confidence=0.5, min_score=0.0)
     assert kept == []
-    assert [r.meta["dropped_by"] for r in dropped] == \
-        ["low-confidence", "low-confidence", "mispredicted", "mispredicted"]
+    assert [r.meta["dropped_by"] for r in dropped] == [
+        "low-confidence",
+        "low-confidence",
+        "mispredicted",
+        "mispredicted",
+    ]
     kept, dropped = extract_rationales(clf, recs[:1], min_confidence=0.0, min_score=1.01)
     assert kept == [] and dropped[0].meta["dropped_by"] == "no-rationale"
-    kept, _ = extract_rationales(clf, recs, min_confidence=0.0, require_correct=False,
-                                 min_score=0.0)
+    kept, _ = extract_rationales(
+        clf, recs, min_confidence=0.0, require_correct=False, min_score=0.0
+    )
     assert len(kept) == 4
 
 
@@ -133,10 +145,21 @@ def test_rationale_records_carry_spans(tiny_model) -> None:
     for name, spans in meta["rationales"].items():
         text = getattr(kept[0], name)
         assert [text[s:e] for s, e in spans] == meta["rationale_text"][name]
-    assert [w for w, _ in meta["saliency"]["premise"]] == \
-        ["A", "man", "is", "sleeping", "on", "a", "bench", "in", "the", "park"]
-    only_h, _ = extract_rationales(clf, recs[:1], min_confidence=0.0, min_score=0.0,
-                                   fields="hypothesis")
+    assert [w for w, _ in meta["saliency"]["premise"]] == [
+        "A",
+        "man",
+        "is",
+        "sleeping",
+        "on",
+        "a",
+        "bench",
+        "in",
+        "the",
+        "park",
+    ]
+    only_h, _ = extract_rationales(
+        clf, recs[:1], min_confidence=0.0, min_score=0.0, fields="hypothesis"
+    )
     assert list(only_h[0].meta["rationales"]) == ["hypothesis"]
     # 5 hypothesis words, k = round_half_up(1.5) = 2
     assert sum(len(word_spans(t)) for t in only_h[0].meta["rationale_text"]["hypothesis"]) == 2

@@ -17,8 +17,9 @@ from zdebias.counterfactual.saliency import (
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 
-REC = Record("x:1", "neutral", premise="The guitarist sleeps on benches.",
-             hypothesis="A snowman waits.")
+REC = Record(
+    "x:1", "neutral", premise="The guitarist sleeps on benches.", hypothesis="A snowman waits."
+)
 
 
 def test_aggregate_words_by_hand() -> None:
@@ -32,11 +33,13 @@ def test_aggregate_words_by_hand() -> None:
     assert aggregate_words([(0, 2), (3, 5)], [(0, 5)], [0.4]) == [0.4, 0.4]
 
 
-def _token_norms(clf, record: Record) -> tuple[list[str], list[tuple[int, int]], list[int | None],
-                                                 torch.Tensor]:
+def _token_norms(
+    clf, record: Record
+) -> tuple[list[str], list[tuple[int, int]], list[int | None], torch.Tensor]:
     """Gradient norms per token, computed independently of the module under test."""
-    enc = clf.tokenizer(record.premise, record.hypothesis, return_offsets_mapping=True,
-                        return_tensors="pt")
+    enc = clf.tokenizer(
+        record.premise, record.hypothesis, return_offsets_mapping=True, return_tensors="pt"
+    )
     offsets = [tuple(o) for o in enc.pop("offset_mapping")[0].tolist()]
     seq = enc.sequence_ids(0)
     tokens = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
@@ -51,7 +54,7 @@ def _token_norms(clf, record: Record) -> tuple[list[str], list[tuple[int, int]],
 def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     tokens, _offsets, seq, norms = _token_norms(clf, REC)
-    assert tokens[2:5] == ["guitar", "##is", "##t"]          # one word, three sub-tokens
+    assert tokens[2:5] == ["guitar", "##is", "##t"]  # one word, three sub-tokens
     in_text = torch.tensor([s is not None for s in seq])
     normed = norms / norms[in_text].max()
     (ex,) = compute_saliency(clf, [REC])
@@ -62,12 +65,13 @@ def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
     assert premise["guitarist"] == pytest.approx(float(normed[2:5].max()), abs=1e-5)
     i = tokens.index("snow", 8)
     assert tokens[i + 1] == "##man"
-    assert hypothesis["snowman"] == pytest.approx(float(normed[i:i + 2].max()), abs=1e-5)
+    assert hypothesis["snowman"] == pytest.approx(float(normed[i : i + 2].max()), abs=1e-5)
     j = tokens.index("on")
     assert premise["on"] == pytest.approx(float(normed[j]), abs=1e-5)
     # the maximum over the text's tokens (words or punctuation) is exactly 1
-    assert max([*premise.values(), *hypothesis.values(), float(normed[in_text].max())]) == \
-        pytest.approx(1.0)
+    assert max(
+        [*premise.values(), *hypothesis.values(), float(normed[in_text].max())]
+    ) == pytest.approx(1.0)
     assert ex.probs.sum() == pytest.approx(1.0)
     assert ex.gold == clf.labels.index("neutral")
 

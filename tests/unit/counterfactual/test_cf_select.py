@@ -35,13 +35,17 @@ def test_parse_fillers(tiny_model) -> None:
     good = [pad, s[0], *ids("not"), s[1], *ids("the man"), eos, pad, pad]
     assert parse_fillers(good, n_spans=2, **kw) == ["not", "the man"]
     # a closing sentinel (T5 habit) and text after EOS are ignored; empty fillers are fine
-    assert parse_fillers([s[0], s[1], *ids("dog"), s[2], *ids("cat"), eos, *ids("x")],
-                         n_spans=2, **kw) == ["", "dog"]
+    assert parse_fillers(
+        [s[0], s[1], *ids("dog"), s[2], *ids("cat"), eos, *ids("x")], n_spans=2, **kw
+    ) == ["", "dog"]
     assert parse_fillers([s[0], *ids("not"), eos], n_spans=2, **kw) == "1 fillers for 2 spans"
-    assert parse_fillers([s[1], *ids("not"), eos], n_spans=2, **kw) == \
-        "sentinel 1 where 0 was expected"
-    assert parse_fillers([*ids("not"), s[0], eos], n_spans=1, **kw) == \
-        "text before the first sentinel"
+    assert (
+        parse_fillers([s[1], *ids("not"), eos], n_spans=2, **kw)
+        == "sentinel 1 where 0 was expected"
+    )
+    assert (
+        parse_fillers([*ids("not"), s[0], eos], n_spans=1, **kw) == "text before the first sentinel"
+    )
 
 
 def _allowed(proc: SentinelConstraint, seq: list[int], vocab: int = 12) -> list[int]:
@@ -52,18 +56,20 @@ def _allowed(proc: SentinelConstraint, seq: list[int], vocab: int = 12) -> list[
 
 def test_sentinel_constraint_forces_the_shape() -> None:
     # vocabulary: 0 pad (decoder start), 1 EOS, 2 banned special, 3..9 words, 10-11 sentinels
-    proc = SentinelConstraint(sentinels=[10, 11], n_spans=[2], eos=1, banned=[0, 2],
-                              prompt_len=1, max_filler_tokens=3)
+    proc = SentinelConstraint(
+        sentinels=[10, 11], n_spans=[2], eos=1, banned=[0, 2], prompt_len=1, max_filler_tokens=3
+    )
     words = list(range(3, 10))
-    assert _allowed(proc, [0]) == [10]                               # must open with sentinel 0
-    assert _allowed(proc, [0, 10, 5]) == [*words, 11]                # next sentinel, no EOS yet
-    assert _allowed(proc, [0, 10]) == [*words, 11]                   # an empty filler is allowed
-    assert _allowed(proc, [0, 10, 5, 11, 6]) == [1, *words]          # all spans open: EOS ok
-    assert _allowed(proc, [0, 10, 5, 6, 7]) == [11]                  # filler at its limit
-    assert _allowed(proc, [0, 10, 5, 11, 6, 7, 8]) == [1]            # last filler full: EOS
+    assert _allowed(proc, [0]) == [10]  # must open with sentinel 0
+    assert _allowed(proc, [0, 10, 5]) == [*words, 11]  # next sentinel, no EOS yet
+    assert _allowed(proc, [0, 10]) == [*words, 11]  # an empty filler is allowed
+    assert _allowed(proc, [0, 10, 5, 11, 6]) == [1, *words]  # all spans open: EOS ok
+    assert _allowed(proc, [0, 10, 5, 6, 7]) == [11]  # filler at its limit
+    assert _allowed(proc, [0, 10, 5, 11, 6, 7, 8]) == [1]  # last filler full: EOS
     # rows are independent and use their own span counts
-    two = SentinelConstraint(sentinels=[10, 11], n_spans=[1, 2], eos=1, banned=[0, 2],
-                             prompt_len=1, max_filler_tokens=3)
+    two = SentinelConstraint(
+        sentinels=[10, 11], n_spans=[1, 2], eos=1, banned=[0, 2], prompt_len=1, max_filler_tokens=3
+    )
     out = two(torch.tensor([[0, 10, 4], [0, 10, 4]]), torch.zeros(2, 12))
     assert out[0, 1] > -float("inf") and out[0, 11] == -float("inf")
     assert out[1, 1] == -float("inf") and out[1, 11] > -float("inf")
@@ -71,15 +77,19 @@ def test_sentinel_constraint_forces_the_shape() -> None:
 
 def test_post_select_by_hand() -> None:
     labels = ["negative", "positive"]
-    cands = [Record(f"c{i}", lab, text="x") for i, lab in
-             enumerate(["positive", "positive", "negative", "negative"])]
+    cands = [
+        Record(f"c{i}", lab, text="x")
+        for i, lab in enumerate(["positive", "positive", "negative", "negative"])
+    ]
     probs = np.array([[0.2, 0.8], [0.6, 0.4], [0.55, 0.45], [0.9, 0.1]])
     kept, rejected = post_select(cands, probs, labels)
     assert [r.id for r in kept] == ["c0", "c2", "c3"]
     assert [r.id for r in rejected] == ["c1"]
     assert rejected[0].meta["rejected_by"] == "classifier"
-    assert rejected[0].meta["reason"] == \
-        "classifier predicts negative (p=0.600), not positive (p=0.400)"
+    assert (
+        rejected[0].meta["reason"]
+        == "classifier predicts negative (p=0.600), not positive (p=0.400)"
+    )
     assert kept[0].meta["classifier_probs"] == {"negative": 0.2, "positive": 0.8}
     kept, rejected = post_select(cands, probs, labels, min_prob=0.7)
     assert [r.id for r in kept] == ["c0", "c3"]
@@ -88,12 +98,17 @@ def test_post_select_by_hand() -> None:
 
 def _nli_records() -> list[Record]:
     recs = []
-    for i, (p, h, lab) in enumerate([
-        ("A man is sleeping on a bench in the park.", "The man is sleeping outside.",
-         "entailment"),
-        ("Two dogs are running through the snow.", "Nobody is running.", "contradiction"),
-        ("A woman is playing a guitar outside.", "The woman is a musician.", "neutral"),
-    ]):
+    for i, (p, h, lab) in enumerate(
+        [
+            (
+                "A man is sleeping on a bench in the park.",
+                "The man is sleeping outside.",
+                "entailment",
+            ),
+            ("Two dogs are running through the snow.", "Nobody is running.", "contradiction"),
+            ("A woman is playing a guitar outside.", "The woman is a musician.", "neutral"),
+        ]
+    ):
         spans = {"premise": [[2, 5]], "hypothesis": [[len(h) - 8, len(h) - 1]]}
         recs.append(Record(f"r{i}", lab, premise=p, hypothesis=h, meta={"rationales": spans}))
     return recs
@@ -101,10 +116,10 @@ def _nli_records() -> list[Record]:
 
 def test_generate_accounts_for_every_output(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
-    inf = load_infiller(tiny_model("t5"))        # untrained: the FlipDA-like baseline
+    inf = load_infiller(tiny_model("t5"))  # untrained: the FlipDA-like baseline
     recs = _nli_records()
     kept, rejected, summary = generate_counterfactuals(inf, clf, recs, n=3, seed=1)
-    assert summary["n_outputs"] == 3 * 2 * 3 == summary["n_parsed"]     # constrained: all parse
+    assert summary["n_outputs"] == 3 * 2 * 3 == summary["n_parsed"]  # constrained: all parse
     assert len(kept) + len(rejected) == 18 == summary["n_kept"] + summary["n_rejected"]
     assert sum(summary["rejected_by"].values()) == len(rejected)
     assert set(summary["rejected_by"]) == set(REJECT_REASONS)
@@ -115,10 +130,16 @@ def test_generate_accounts_for_every_output(tiny_model) -> None:
         src = by_source[meta["source_id"]]
         assert meta["type"] == "counterfactual" and r.label == meta["target_label"] != src.label
         assert meta["original_label"] == src.label
-        assert len(meta["fillers"]) == 2 and meta["original_fillers"] == mask_record(
-            src, {k: [tuple(s) for s in v] for k, v in src.meta["rationales"].items()})[1]
+        assert (
+            len(meta["fillers"]) == 2
+            and meta["original_fillers"]
+            == mask_record(
+                src, {k: [tuple(s) for s in v] for k, v in src.meta["rationales"].items()}
+            )[1]
+        )
         assert r.premise.startswith(src.premise[:2]) and r.hypothesis.startswith(
-            src.hypothesis[: len(src.hypothesis) - 8])
+            src.hypothesis[: len(src.hypothesis) - 8]
+        )
         assert not any(lab in f.lower() for f in meta["fillers"] for lab in NLI)
     # the stored decisions agree with a fresh classifier run
     judged = kept + [r for r in rejected if r.meta["rejected_by"] == "classifier"]
@@ -126,7 +147,8 @@ def test_generate_accounts_for_every_output(tiny_model) -> None:
     for r, p in zip(judged, probs, strict=True):
         assert (clf.labels[int(np.argmax(p))] == r.label) == (r in kept)
         assert r.meta["classifier_probs"][r.label] == pytest.approx(
-            p[clf.labels.index(r.label)], abs=1e-5)
+            p[clf.labels.index(r.label)], abs=1e-5
+        )
     flips = sum(r.meta["classifier_label"] == r.label for r in kept + rejected)
     assert summary["flip_rate"] == pytest.approx(flips / 18, abs=1e-6)
 
@@ -141,9 +163,10 @@ def test_random_spans_and_free_decoding(tiny_model) -> None:
     assert summary["n_outputs"] == 12 == len(kept) + len(rejected)
     assert all(r.meta["spans"] == "random" for r in kept + rejected)
     kept, rejected, summary = generate_counterfactuals(
-        inf, clf, _nli_records(), n=2, constrained=False)
+        inf, clf, _nli_records(), n=2, constrained=False
+    )
     assert len(kept) + len(rejected) == 12
     malformed = [r for r in rejected if r.meta["rejected_by"] == "malformed"]
     assert summary["n_parsed"] == 12 - len(malformed)
-    for r in malformed:                           # original text kept, reason given
+    for r in malformed:  # original text kept, reason given
         assert "fillers" not in r.meta and r.meta["reason"]

@@ -18,9 +18,7 @@ GOOD = {"premise": "A man sleeps.", "hypothesis": "A person rests.", "label": "e
 
 
 def _jsonl(rows: list) -> bytes:
-    return b"".join(
-        (r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows
-    )
+    return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows)
 
 
 def _truncated_gzip() -> bytes:
@@ -33,52 +31,80 @@ BAD_FILES: dict[str, tuple[str, bytes, str, int | None]] = {
     "invalid-json": ("a.jsonl", _jsonl([GOOD, b'{"premise": "x", "hyp']), "invalid JSON", 2),
     "not-an-object": ("a.jsonl", _jsonl([GOOD, [1, 2, 3]]), "expected a JSON object", 2),
     "missing-field": (
-        "a.jsonl", _jsonl([GOOD, {"premise": "x", "label": "neutral"}]),
-        "field 'hypothesis': missing field", 2,
+        "a.jsonl",
+        _jsonl([GOOD, {"premise": "x", "label": "neutral"}]),
+        "field 'hypothesis': missing field",
+        2,
     ),
     "unknown-label": (
-        "a.jsonl", _jsonl([GOOD, GOOD, {**GOOD, "label": "maybe"}]),
-        "field 'label': unknown label 'maybe'", 3,
+        "a.jsonl",
+        _jsonl([GOOD, GOOD, {**GOOD, "label": "maybe"}]),
+        "field 'label': unknown label 'maybe'",
+        3,
     ),
     "numeric-label-out-of-range": (
-        "a.jsonl", _jsonl([{**GOOD, "label": 7}]), "field 'label': unknown label '7'", 1,
+        "a.jsonl",
+        _jsonl([{**GOOD, "label": 7}]),
+        "field 'label': unknown label '7'",
+        1,
     ),
     "empty-text": (
-        "a.jsonl", _jsonl([GOOD, {**GOOD, "hypothesis": "   "}]),
-        "field 'hypothesis': empty text", 2,
+        "a.jsonl",
+        _jsonl([GOOD, {**GOOD, "hypothesis": "   "}]),
+        "field 'hypothesis': empty text",
+        2,
     ),
     "null-text": (
-        "a.jsonl", _jsonl([{**GOOD, "premise": None}]),
-        "field 'premise': expected text, got null", 1,
+        "a.jsonl",
+        _jsonl([{**GOOD, "premise": None}]),
+        "field 'premise': expected text, got null",
+        1,
     ),
     "number-as-text": (
-        "a.jsonl", _jsonl([{**GOOD, "hypothesis": 42}]), "expected text, got int", 1,
+        "a.jsonl",
+        _jsonl([{**GOOD, "hypothesis": 42}]),
+        "expected text, got int",
+        1,
     ),
     "non-utf8-jsonl": (
-        "a.jsonl", _jsonl([GOOD, b'{"premise": "caf\xe9", "hypothesis": "x", "label": 0}']),
-        "not valid UTF-8: byte 0xe9", 2,
+        "a.jsonl",
+        _jsonl([GOOD, b'{"premise": "caf\xe9", "hypothesis": "x", "label": 0}']),
+        "not valid UTF-8: byte 0xe9",
+        2,
     ),
     "non-utf8-tsv": (
-        "a.tsv", b"sentence1\tsentence2\tgold_label\nA b\tc d\tneutral\nx\xff\ty\tneutral\n",
-        "not valid UTF-8: byte 0xff", 3,
+        "a.tsv",
+        b"sentence1\tsentence2\tgold_label\nA b\tc d\tneutral\nx\xff\ty\tneutral\n",
+        "not valid UTF-8: byte 0xff",
+        3,
     ),
     "tsv-wrong-column-count": (
-        "a.tsv", b"sentence1\tsentence2\tgold_label\nA b\tc d\tneutral\nonly one\tneutral\n",
-        "expected 3 columns", 3,
+        "a.tsv",
+        b"sentence1\tsentence2\tgold_label\nA b\tc d\tneutral\nonly one\tneutral\n",
+        "expected 3 columns",
+        3,
     ),
     "tsv-missing-columns": (
-        "a.tsv", b"foo\tbar\tgold_label\nA b\tc d\tneutral\n", "no column for", 1,
+        "a.tsv",
+        b"foo\tbar\tgold_label\nA b\tc d\tneutral\n",
+        "no column for",
+        1,
     ),
-    "json-list-truncated": ("a.json", b'[{"premise": "a", "hypothesis": "b", "label": 0},',
-                            "invalid JSON", 1),
-    "json-not-a-list": ("a.json", b'[1, 2]', "expected a JSON object", 1),
+    "json-list-truncated": (
+        "a.json",
+        b'[{"premise": "a", "hypothesis": "b", "label": 0},',
+        "invalid JSON",
+        1,
+    ),
+    "json-not-a-list": ("a.json", b"[1, 2]", "expected a JSON object", 1),
     "corrupt-gzip": ("a.jsonl.gz", _truncated_gzip(), "corrupt gzip data", None),
     "hans-bad-label": (
         "heuristics_evaluation_set.txt",
         b"gold_label\tsentence1\tsentence2\tpairID\theuristic\tsubcase\ttemplate\n"
         b"entailment\tA b .\tA .\tex0\tlexical_overlap\tln\ttemp1\n"
         b"contradiction\tA b .\tA .\tex1\tlexical_overlap\tln\ttemp1\n",
-        "unknown label 'contradiction'; expected one of entailment, non-entailment", 3,
+        "unknown label 'contradiction'; expected one of entailment, non-entailment",
+        3,
     ),
 }
 
@@ -105,8 +131,9 @@ def test_reader_raises_located_error(tmp_path: Path, kind: str) -> None:
 def test_cli_one_line_exit_2_no_traceback(tmp_path: Path, kind: str) -> None:
     name, data, fragment, _ = BAD_FILES[kind]
     path = _write(tmp_path, name, data)
-    proc = subprocess.run([sys.executable, "-m", "zdebias.cli", "inspect", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zdebias.cli", "inspect", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -122,7 +149,8 @@ def test_no_partial_output_on_error(tmp_path: Path, kind: str) -> None:
     out_dir.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "zdebias.cli", "convert", str(path), str(out_dir / "x.jsonl")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert list(out_dir.iterdir()) == [], "no output and no temp file may be left behind"
@@ -154,8 +182,9 @@ def test_skip_mode_reports_how_many_and_where(tmp_path: Path) -> None:
     assert [e.line for e in ds.report.errors] == [2, 3]
     assert ds.report.n_unlabelled == 1 and ds.report.unlabelled_lines == [5]
     proc = subprocess.run(
-        [sys.executable, "-m", "zdebias.cli", "inspect", str(path), "--on-error", "skip",
-         "--json"], capture_output=True, text=True,
+        [sys.executable, "-m", "zdebias.cli", "inspect", str(path), "--on-error", "skip", "--json"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0
     info = json.loads(proc.stdout)

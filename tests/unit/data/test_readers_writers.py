@@ -23,13 +23,22 @@ PAIRS = [
 def test_task_label_normalisation() -> None:
     nli = get_task("nli")
     assert [nli.normalize(x) for x in (0, "1", 2, "Entailment", " neutral ")] == [
-        "entailment", "neutral", "contradiction", "entailment", "neutral"]
+        "entailment",
+        "neutral",
+        "contradiction",
+        "entailment",
+        "neutral",
+    ]
     assert nli.normalize("-") is None and nli.normalize(-1) is None and nli.normalize("") is None
     with pytest.raises(ValueError, match="unknown label '3'"):
         nli.normalize(3)
     senti = get_task("sentiment")
     assert [senti.normalize(x) for x in ("pos", "Negative", 1, "0")] == [
-        "positive", "negative", "positive", "negative"]
+        "positive",
+        "negative",
+        "positive",
+        "negative",
+    ]
     custom = get_task("labels:yes,no")
     assert custom.labels == ("yes", "no") and custom.normalize(1) == "no"
     with pytest.raises(ConfigError, match="unknown task"):
@@ -60,9 +69,14 @@ def test_single_text_round_trip(tmp_path: Path) -> None:
 
 
 def test_json_list_csv_and_official_snli(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text(json.dumps(
-        [{"sentence1": "A b.", "sentence2": "C d.", "gold_label": "neutral", "pairID": "p1"},
-         {"sentence1": "E f.", "sentence2": "G h.", "gold_label": "-", "pairID": "p2"}]))
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            [
+                {"sentence1": "A b.", "sentence2": "C d.", "gold_label": "neutral", "pairID": "p1"},
+                {"sentence1": "E f.", "sentence2": "G h.", "gold_label": "-", "pairID": "p2"},
+            ]
+        )
+    )
     ds = open_dataset(tmp_path / "a.json")
     records = list(ds)
     assert [r.id for r in records] == ["p1"] and ds.report.n_unlabelled == 1
@@ -74,15 +88,20 @@ def test_json_list_csv_and_official_snli(tmp_path: Path) -> None:
 
 def test_column_and_label_mapping(tmp_path: Path) -> None:
     (tmp_path / "odd.jsonl").write_text(
-        json.dumps({"ctx": "A man runs.", "claim": "He moves.", "y": "yes"}) + "\n")
+        json.dumps({"ctx": "A man runs.", "claim": "He moves.", "y": "yes"}) + "\n"
+    )
     ds = open_dataset(
-        tmp_path / "odd.jsonl", task="nli",
+        tmp_path / "odd.jsonl",
+        task="nli",
         columns={"premise": "ctx", "hypothesis": "claim", "label": "y"},
         label_map={"yes": "entailment"},
     )
     (record,) = list(ds)
-    assert (record.premise, record.hypothesis, record.label) == ("A man runs.", "He moves.",
-                                                                 "entailment")
+    assert (record.premise, record.hypothesis, record.label) == (
+        "A man runs.",
+        "He moves.",
+        "entailment",
+    )
     assert parse_mapping("a=b, c=d", "x") == {"a": "b", "c": "d"}
     with pytest.raises(ConfigError, match="bad x"):
         parse_mapping("a", "x")
@@ -102,13 +121,21 @@ def test_format_detection_and_override(tmp_path: Path) -> None:
 
 def test_hf_datasets_local_folder(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    features = datasets.Features({
-        "premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
-        "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
-    })
+    features = datasets.Features(
+        {
+            "premise": datasets.Value("string"),
+            "hypothesis": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+        }
+    )
     ds = datasets.Dataset.from_dict(
-        {"premise": ["A b.", "C d.", "E f."], "hypothesis": ["x.", "y.", "z."],
-         "label": [2, -1, 0]}, features=features)
+        {
+            "premise": ["A b.", "C d.", "E f."],
+            "hypothesis": ["x.", "y.", "z."],
+            "label": [2, -1, 0],
+        },
+        features=features,
+    )
     folder = tmp_path / "hfdata"
     folder.mkdir()
     ds.to_parquet(str(folder / "train.parquet"))
@@ -136,8 +163,10 @@ def test_atomic_writer_leaves_nothing_on_failure(tmp_path: Path) -> None:
 
 
 def test_binary_nli_jsonl_detected(tmp_path: Path) -> None:
-    rows = [{"premise": "A b.", "hypothesis": "B a.", "label": "non-entailment"},
-            {"premise": "A b.", "hypothesis": "A.", "label": "entailment"}]
+    rows = [
+        {"premise": "A b.", "hypothesis": "B a.", "label": "non-entailment"},
+        {"premise": "A b.", "hypothesis": "A.", "label": "entailment"},
+    ]
     (tmp_path / "h.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ds = open_dataset(tmp_path / "h.jsonl")
     assert [r.label for r in ds] == ["non-entailment", "entailment"]

@@ -16,18 +16,33 @@ pytestmark = pytest.mark.real_data
 
 # (path relative to ZDEBIAS_TEST_DATA, format, task, rows, label counts or None)
 REAL_FILES = [
-    ("snli_20k/train.jsonl", "jsonl", "nli", 19993,
-     {"entailment": 6671, "neutral": 6663, "contradiction": 6659}),
+    (
+        "snli_20k/train.jsonl",
+        "jsonl",
+        "nli",
+        19993,
+        {"entailment": 6671, "neutral": 6663, "contradiction": 6659},
+    ),
     ("snli_20k/dev.jsonl", "jsonl", "nli", 2399, None),
     ("snli_20k/test.jsonl", "jsonl", "nli", 4801, None),
     ("snli_full_devtest::dev", "triplets", "nli", 9842, None),
     ("snli_full_devtest::test", "triplets", "nli", 9824, None),
-    ("snli_hard/snli_1.0_test_hard.jsonl", "jsonl", "nli", 3261,
-     {"entailment": 1058, "neutral": 1068, "contradiction": 1135}),
+    (
+        "snli_hard/snli_1.0_test_hard.jsonl",
+        "jsonl",
+        "nli",
+        3261,
+        {"entailment": 1058, "neutral": 1068, "contradiction": 1135},
+    ),
     ("mnli_hard/MNLIMatchedHardWithHardTest", "triplets", "nli", 4573, None),
     ("mnli_hard/MNLIMismatchedHardWithHardTest", "triplets", "nli", 4530, None),
-    ("hans/heuristics_evaluation_set.txt.gz", "hans", "nli-binary", 30000,
-     {"entailment": 15000, "non-entailment": 15000}),
+    (
+        "hans/heuristics_evaluation_set.txt.gz",
+        "hans",
+        "nli-binary",
+        30000,
+        {"entailment": 15000, "non-entailment": 15000},
+    ),
     ("cad/NLI/original/train.tsv", "tsv", "nli", 1666, None),
     ("cad/NLI/original/dev.tsv", "tsv", "nli", 200, None),
     ("cad/NLI/original/test.tsv", "tsv", "nli", 400, None),
@@ -44,16 +59,17 @@ REAL_FILES = [
     ("sst2/train_full.tsv", "tsv", "sentiment", 67349, None),
     ("sst2/dev.tsv", "tsv", "sentiment", 872, None),
     ("sst2/test-labeled.tsv", "tsv", "sentiment", 1821, None),
-    ("imdb/train.jsonl.gz", "jsonl", "sentiment", 25000,
-     {"negative": 12500, "positive": 12500}),
+    ("imdb/train.jsonl.gz", "jsonl", "sentiment", 25000, {"negative": 12500, "positive": 12500}),
     ("imdb/test.jsonl.gz", "jsonl", "sentiment", 25000, None),
 ]
 
 
-@pytest.mark.parametrize(("rel", "fmt", "task", "rows", "labels"), REAL_FILES,
-                         ids=[r[0] for r in REAL_FILES])
-def test_real_file_row_counts(data_dir: Path, rel: str, fmt: str, task: str, rows: int,
-                              labels: dict[str, int] | None) -> None:
+@pytest.mark.parametrize(
+    ("rel", "fmt", "task", "rows", "labels"), REAL_FILES, ids=[r[0] for r in REAL_FILES]
+)
+def test_real_file_row_counts(
+    data_dir: Path, rel: str, fmt: str, task: str, rows: int, labels: dict[str, int] | None
+) -> None:
     ds = open_dataset(f"{data_dir}/{rel}")
     records = list(ds)
     assert ds.format == fmt
@@ -78,8 +94,11 @@ def test_hans_meta_kept(data_dir: Path) -> None:
     first = records[0]
     assert first.id == "ex0"
     assert first.label == "non-entailment"
-    assert first.meta == {"heuristic": "lexical_overlap", "subcase": "ln_subject/object_swap",
-                          "template": "temp1"}
+    assert first.meta == {
+        "heuristic": "lexical_overlap",
+        "subcase": "ln_subject/object_swap",
+        "template": "temp1",
+    }
     heuristics = Counter(r.meta["heuristic"] for r in records)
     assert heuristics == {"lexical_overlap": 10000, "subsequence": 10000, "constituent": 10000}
 
@@ -97,23 +116,35 @@ def test_cad_sentiment_quoted_fields(data_dir: Path) -> None:
     records = list(open_dataset(data_dir / "cad" / "sentiment" / "orig" / "train.tsv"))
     third = records[2]
     assert third.label == "negative"
-    assert third.text.startswith('This movie is so bad, it can only be compared to the all-time '
-                                 'worst "comedy"')
+    assert third.text.startswith(
+        'This movie is so bad, it can only be compared to the all-time worst "comedy"'
+    )
 
 
 def _inspect(path: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "zdebias.cli", "inspect", path, "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "zdebias.cli", "inspect", path, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize(("rel", "rows"), [
-    ("snli_20k/train.jsonl", 19993), ("snli_full_devtest::dev", 9842),
-    ("snli_hard/snli_1.0_test_hard.jsonl", 3261), ("mnli_hard/MNLIMatchedHardWithHardTest", 4573),
-    ("hans/heuristics_evaluation_set.txt.gz", 30000), ("cad/NLI/original/train.tsv", 1666),
-    ("cad/sentiment/orig/train.tsv", 1707), ("sst2/train_full.tsv", 67349),
-    ("imdb/test.jsonl.gz", 25000),
-])
+@pytest.mark.parametrize(
+    ("rel", "rows"),
+    [
+        ("snli_20k/train.jsonl", 19993),
+        ("snli_full_devtest::dev", 9842),
+        ("snli_hard/snli_1.0_test_hard.jsonl", 3261),
+        ("mnli_hard/MNLIMatchedHardWithHardTest", 4573),
+        ("hans/heuristics_evaluation_set.txt.gz", 30000),
+        ("cad/NLI/original/train.tsv", 1666),
+        ("cad/sentiment/orig/train.tsv", 1707),
+        ("sst2/train_full.tsv", 67349),
+        ("imdb/test.jsonl.gz", 25000),
+    ],
+)
 def test_inspect_cli_on_shared_data(data_dir: Path, rel: str, rows: int) -> None:
     info = _inspect(f"{data_dir}/{rel}")
     assert info["n_examples"] == rows

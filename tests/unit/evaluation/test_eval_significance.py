@@ -33,10 +33,15 @@ def test_welch_and_degenerate_cases() -> None:
 
 def _doc(name: str, values: dict[str, list[float]]) -> dict:
     n = len(next(iter(values.values())))
-    runs = [{"model": f"{name}/{i}", "metrics": {k: v[i] for k, v in values.items()}}
-            for i in range(n)]
-    return {"kind": "zdebias-evaluation", "name": name, "runs": runs,
-            "suites": [{"name": k} for k in values if "/" not in k]}
+    runs = [
+        {"model": f"{name}/{i}", "metrics": {k: v[i] for k, v in values.items()}} for i in range(n)
+    ]
+    return {
+        "kind": "zdebias-evaluation",
+        "name": name,
+        "runs": runs,
+        "suites": [{"name": k} for k in values if "/" not in k],
+    }
 
 
 def test_compare_results_per_suite_and_average() -> None:

@@ -23,12 +23,14 @@ def _pair(i: int, label: str, **meta: str) -> Record:
 
 
 def test_binary_set_sums_neutral_and_contradiction() -> None:
-    probs = np.array([
-        [0.40, 0.35, 0.25],  # argmax entailment, but 0.60 non-entailment → non-entailment
-        [0.60, 0.30, 0.10],  # entailment
-        [0.50, 0.30, 0.20],  # tie 0.5 / 0.5 → non-entailment
-        [0.10, 0.10, 0.80],  # non-entailment
-    ])
+    probs = np.array(
+        [
+            [0.40, 0.35, 0.25],  # argmax entailment, but 0.60 non-entailment → non-entailment
+            [0.60, 0.30, 0.10],  # entailment
+            [0.50, 0.30, 0.20],  # tie 0.5 / 0.5 → non-entailment
+            [0.10, 0.10, 0.80],  # non-entailment
+        ]
+    )
     preds, mapping = map_predictions(probs, NLI, {"entailment", "non-entailment"})
     assert mapping == "non-entailment-sum"
     assert preds == ["non-entailment", "entailment", "non-entailment", "non-entailment"]
@@ -49,27 +51,34 @@ def test_score_counts_and_hans_groups() -> None:
         _pair(3, "entailment", heuristic="subsequence", subcase="se_a"),
         _pair(4, "non-entailment", heuristic="subsequence", subcase="sn_a"),
     ]
-    probs = np.array([
-        [0.9, 0.05, 0.05],  # entailment ✓
-        [0.9, 0.05, 0.05],  # entailment ✗
-        [0.3, 0.3, 0.4],    # non-entailment ✓
-        [0.2, 0.2, 0.6],    # non-entailment ✗
-        [0.45, 0.5, 0.05],  # non-entailment ✓
-    ])
+    probs = np.array(
+        [
+            [0.9, 0.05, 0.05],  # entailment ✓
+            [0.9, 0.05, 0.05],  # entailment ✗
+            [0.3, 0.3, 0.4],  # non-entailment ✓
+            [0.2, 0.2, 0.6],  # non-entailment ✗
+            [0.45, 0.5, 0.05],  # non-entailment ✓
+        ]
+    )
     out = score_predictions(probs, NLI, records)
     assert out["n"] == 5 and out["n_correct"] == 3 and out["accuracy"] == pytest.approx(0.6)
     assert out["mapping"] == "non-entailment-sum"
     assert out["per_label"]["entailment"] == {"n": 2, "n_correct": 1, "accuracy": 0.5}
     assert out["per_label"]["non-entailment"]["n_correct"] == 2
-    assert out["confusion"] == {"entailment": {"entailment": 1, "non-entailment": 1},
-                                "non-entailment": {"entailment": 1, "non-entailment": 2}}
+    assert out["confusion"] == {
+        "entailment": {"entailment": 1, "non-entailment": 1},
+        "non-entailment": {"entailment": 1, "non-entailment": 2},
+    }
     lex = out["groups"]["lexical_overlap"]
     assert lex["entailment"] == {"n": 1, "n_correct": 1, "accuracy": 1.0}
     assert lex["non-entailment"] == {"n": 2, "n_correct": 1, "accuracy": 0.5}
     assert lex["all"]["n_correct"] == 2 and lex["all"]["n"] == 3
     assert out["groups"]["subsequence"]["entailment"]["n_correct"] == 0
     assert out["subgroups"]["lexical_overlap/ln_b/non-entailment"] == {
-        "n": 2, "n_correct": 1, "accuracy": 0.5}
+        "n": 2,
+        "n_correct": 1,
+        "accuracy": 0.5,
+    }
     flat = flat_metrics("hans", out)
     assert flat["hans"] == pytest.approx(0.6)
     assert flat["hans/lexical_overlap"] == pytest.approx(2 / 3)

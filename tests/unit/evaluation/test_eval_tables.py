@@ -15,18 +15,28 @@ from zdebias.evaluation.tables import (
 
 
 def _run(model: str, seed: int, snli: float, hard: float) -> dict:
-    return {"model": model, "seed": seed, "metrics": {"snli": snli, "snli-hard": hard},
-            "results": {}}
+    return {
+        "model": model,
+        "seed": seed,
+        "metrics": {"snli": snli, "snli-hard": hard},
+        "results": {},
+    }
 
 
 def _doc(name: str, runs: list[dict]) -> dict:
-    return {"kind": "zdebias-evaluation", "name": name, "runs": runs,
-            "suites": [{"name": "snli"}, {"name": "snli-hard"}]}
+    return {
+        "kind": "zdebias-evaluation",
+        "name": name,
+        "runs": runs,
+        "suites": [{"name": "snli"}, {"name": "snli-hard"}],
+    }
 
 
 BASE = _doc("baseline", [_run("b1", 1, 0.9045, 0.8000), _run("b2", 2, 0.9045, 0.8068)])
-SEQZ = _doc("Seq-Z", [_run("s1", 1, 0.8808, 0.8282), _run("s2", 2, 0.8808, 0.8310),
-                      _run("s3", 3, 0.8808, 0.8254)])
+SEQZ = _doc(
+    "Seq-Z",
+    [_run("s1", 1, 0.8808, 0.8282), _run("s2", 2, 0.8808, 0.8310), _run("s3", 3, 0.8808, 0.8254)],
+)
 
 
 def test_summary_table_markdown_like_table_2() -> None:
@@ -46,7 +56,8 @@ def test_average_column_and_significance_marks() -> None:
     assert row["cells"]["snli-hard"]["significant"] is True
     assert row["cells"]["snli"]["significant"] is False  # zero variance on both sides
     assert row["average"]["mean"] == pytest.approx(
-        (0.8808 + 0.8282 + 0.8808 + 0.8310 + 0.8808 + 0.8254) / 6)
+        (0.8808 + 0.8282 + 0.8808 + 0.8310 + 0.8808 + 0.8254) / 6
+    )
     text = table_markdown(table)
     assert text.splitlines()[0] == "| Method | snli | snli-hard | Avg. |"
     assert "| Seq-Z | 88.08±0.00 | 82.82±0.28* | 85.45±0.14 |" in text
@@ -58,13 +69,18 @@ def test_single_run_cells_have_no_plus_minus() -> None:
 
 
 def _hans_run(ent_ok: int, non_ok: int) -> dict:
-    groups = {"lexical_overlap": {
-        "entailment": {"n": 10, "n_correct": ent_ok, "accuracy": ent_ok / 10},
-        "non-entailment": {"n": 10, "n_correct": non_ok, "accuracy": non_ok / 10},
-        "all": {"n": 20, "n_correct": ent_ok + non_ok, "accuracy": (ent_ok + non_ok) / 20},
-    }}
-    return {"model": "m", "metrics": {"hans": (ent_ok + non_ok) / 20},
-            "results": {"hans": {"groups": groups}}}
+    groups = {
+        "lexical_overlap": {
+            "entailment": {"n": 10, "n_correct": ent_ok, "accuracy": ent_ok / 10},
+            "non-entailment": {"n": 10, "n_correct": non_ok, "accuracy": non_ok / 10},
+            "all": {"n": 20, "n_correct": ent_ok + non_ok, "accuracy": (ent_ok + non_ok) / 20},
+        }
+    }
+    return {
+        "model": "m",
+        "metrics": {"hans": (ent_ok + non_ok) / 20},
+        "results": {"hans": {"groups": groups}},
+    }
 
 
 def test_hans_group_table_with_counts() -> None:
@@ -79,8 +95,10 @@ def test_hans_group_table_with_counts() -> None:
     )
     two = {"name": "m", "suites": [{"name": "hans"}], "runs": [_hans_run(9, 2), _hans_run(7, 4)]}
     cell = group_table(two, "hans")["rows"][0]["cells"]["entailment"]
-    assert cell["mean"] == 0.8 and cell["counts"] == [{"n": 10, "n_correct": 9},
-                                                       {"n": 10, "n_correct": 7}]
+    assert cell["mean"] == 0.8 and cell["counts"] == [
+        {"n": 10, "n_correct": 9},
+        {"n": 10, "n_correct": 7},
+    ]
     report = render_markdown(two)
     assert "### hans by heuristic and gold label" in report
     assert "| lexical_overlap | 80.00±14.14 | 30.00±14.14 | 55.00±0.00 |" in report

@@ -12,10 +12,18 @@ TOY_PREMISES = [
 ]
 TOY_HYPOTHESES = {
     "entailment": ["A person sleeps.", "Animals run.", "A woman plays music.", "A kid eats."],
-    "neutral": ["The man is tired.", "The dogs are happy.", "The woman is famous.",
-                "The child is hungry."],
-    "contradiction": ["Nobody is sleeping.", "The cats sleep.", "The woman is not outside.",
-                      "The child is asleep."],
+    "neutral": [
+        "The man is tired.",
+        "The dogs are happy.",
+        "The woman is famous.",
+        "The child is hungry.",
+    ],
+    "contradiction": [
+        "Nobody is sleeping.",
+        "The cats sleep.",
+        "The woman is not outside.",
+        "The child is asleep.",
+    ],
 }
 
 

@@ -18,8 +18,12 @@ from zdebias.generation.format import (
     sample_key,
 )
 
-REC = Record(id="r1", premise="A man is sleeping on a bench.", hypothesis="Nobody is sleeping.",
-             label="contradiction")
+REC = Record(
+    id="r1",
+    premise="A man is sleeping on a bench.",
+    hypothesis="Nobody is sleeping.",
+    label="contradiction",
+)
 
 
 def test_label_tokens_are_single_added_special_tokens(nli_tokenizer) -> None:
@@ -47,7 +51,11 @@ def test_encode_layout_and_round_trip(nli_tokenizer) -> None:
     assert len(enc.premise_offsets) == enc.premise[1] - enc.premise[0]
     parsed = parse_output(ids[1:], tok, fmt)
     assert (parsed.premise, parsed.label, parsed.hypothesis, parsed.error) == (
-        REC.premise, "contradiction", REC.hypothesis, None)
+        REC.premise,
+        "contradiction",
+        REC.hypothesis,
+        None,
+    )
     # trailing padding after EOS is ignored
     assert parse_output([*ids[1:], fmt.pad_token_id, fmt.pad_token_id], tok, fmt).ok
     # a perturbed label changes only the label token
@@ -94,8 +102,11 @@ def test_malformed_outputs_are_named(nli_tokenizer) -> None:
     assert parse_output([*body, eos], tok, fmt).ok
     assert parse_output([*filler, *body, eos], tok, fmt).error == "over_length"
     ok = parse_output([*p, ent, *h, eos], tok, fmt)
-    assert (ok.premise, ok.label, ok.hypothesis) == ("A man sleeps.", "entailment",
-                                                     "A person rests.")
+    assert (ok.premise, ok.label, ok.hypothesis) == (
+        "A man sleeps.",
+        "entailment",
+        "A person rests.",
+    )
 
 
 def test_single_text_format(tmp_path: Path) -> None:

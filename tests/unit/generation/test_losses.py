@@ -52,12 +52,13 @@ def test_unlikelihood_matches_hand_value() -> None:
     logits, labels = _tensors()
     per_token = [-math.log(1 - p) for p in P]
     assert float(unlikelihood_loss(logits, labels, reduction="sum")) == pytest.approx(
-        sum(per_token), abs=1e-5)
-    assert float(unlikelihood_loss(logits, labels)) == pytest.approx(
-        sum(per_token) / 3, abs=1e-5)
+        sum(per_token), abs=1e-5
+    )
+    assert float(unlikelihood_loss(logits, labels)) == pytest.approx(sum(per_token) / 3, abs=1e-5)
     # -log(1-0.6285317) - log(1-0.9094129) - log(1-0.7053845)
     assert float(unlikelihood_loss(logits, labels, reduction="sum")) == pytest.approx(
-        4.61415, abs=1e-4)
+        4.61415, abs=1e-4
+    )
 
 
 def test_masked_unlikelihood_matches_hand_value() -> None:
@@ -70,9 +71,11 @@ def test_masked_unlikelihood_matches_hand_value() -> None:
     # all-ones mask is plain likelihood; all-zeros is plain unlikelihood
     ones, zeros = torch.ones(1, 3), torch.zeros(1, 3)
     assert float(masked_unlikelihood_loss(logits, labels, ones)) == pytest.approx(
-        float(mle_loss(logits, labels)), abs=1e-6)
+        float(mle_loss(logits, labels)), abs=1e-6
+    )
     assert float(masked_unlikelihood_loss(logits, labels, zeros)) == pytest.approx(
-        float(unlikelihood_loss(logits, labels)), abs=1e-6)
+        float(unlikelihood_loss(logits, labels)), abs=1e-6
+    )
 
 
 def test_ignored_positions_and_reductions() -> None:
@@ -87,7 +90,8 @@ def test_ignored_positions_and_reductions() -> None:
     assert float(per[0, 0]) == pytest.approx(-math.log(P[0]), abs=1e-6)
     weights = torch.tensor([[2.0, 5.0, 0.0]])
     assert float(unlikelihood_loss(logits, labels, weights, reduction="sum")) == pytest.approx(
-        -2 * math.log(1 - P[0]), abs=1e-5)
+        -2 * math.log(1 - P[0]), abs=1e-5
+    )
     nothing = torch.full((1, 3), -100)
     assert float(mle_loss(logits, nothing)) == 0.0
 

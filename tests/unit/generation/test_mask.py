@@ -16,8 +16,13 @@ HYPOTHESIS = "Nobody isn't sleeping, the Man is outside."
 
 
 def _record(features: list[str]) -> Record:
-    return Record(id="x", premise=PREMISE, hypothesis=HYPOTHESIS, label="contradiction",
-                  meta={"rejected_by": features})
+    return Record(
+        id="x",
+        premise=PREMISE,
+        hypothesis=HYPOTHESIS,
+        label="contradiction",
+        meta={"rejected_by": features},
+    )
 
 
 def _marked(nli_tokenizer, features: list[str], report: MaskReport | None = None) -> list[str]:
@@ -31,9 +36,15 @@ def _marked(nli_tokenizer, features: list[str], report: MaskReport | None = None
     out = []
     for i, flag in enumerate(mask):
         if flag:
-            part = ("P" if enc.premise[0] <= i < enc.premise[1] else
-                    "H" if enc.main[0] <= i < enc.main[1] else
-                    "L" if i == enc.label_index else "?")
+            part = (
+                "P"
+                if enc.premise[0] <= i < enc.premise[1]
+                else "H"
+                if enc.main[0] <= i < enc.main[1]
+                else "L"
+                if i == enc.label_index
+                else "?"
+            )
             out.append(f"{part}:{names[i]}")
     return out
 
@@ -42,10 +53,38 @@ def test_tokenisation_is_as_documented(nli_tokenizer) -> None:
     tok, fmt = nli_tokenizer
     enc = encode_record(_record([]), tok, fmt)
     names = tok.convert_ids_to_tokens(enc.input_ids)
-    assert names[slice(*enc.premise)] == ["A", "Ġman", "Ġis", "Ġsleeping", "Ġon", "Ġa", "Ġb",
-                                          "en", "ch", "y", "."]
-    assert names[slice(*enc.main)] == ["N", "o", "bod", "y", "Ġis", "n", "'", "t", "Ġsleeping",
-                                       ",", "Ġthe", "Ġ", "M", "an", "Ġis", "Ġoutside", "."]
+    assert names[slice(*enc.premise)] == [
+        "A",
+        "Ġman",
+        "Ġis",
+        "Ġsleeping",
+        "Ġon",
+        "Ġa",
+        "Ġb",
+        "en",
+        "ch",
+        "y",
+        ".",
+    ]
+    assert names[slice(*enc.main)] == [
+        "N",
+        "o",
+        "bod",
+        "y",
+        "Ġis",
+        "n",
+        "'",
+        "t",
+        "Ġsleeping",
+        ",",
+        "Ġthe",
+        "Ġ",
+        "M",
+        "an",
+        "Ġis",
+        "Ġoutside",
+        ".",
+    ]
 
 
 def test_unigram_covers_every_subword_of_the_word(nli_tokenizer) -> None:
@@ -74,10 +113,34 @@ def test_bigram_needs_adjacent_words(nli_tokenizer) -> None:
 
 
 def test_whole_hypothesis_features_and_null(nli_tokenizer) -> None:
-    hyp = ["H:N", "H:o", "H:bod", "H:y", "H:Ġis", "H:n", "H:'", "H:t", "H:Ġsleeping", "H:,",
-           "H:Ġthe", "H:Ġ", "H:M", "H:an", "H:Ġis", "H:Ġoutside", "H:."]
-    for name in ("hypo-len<10", "len-ratio<1", "lex-overlap>0.5", "no-lex-overlap",
-                 "full-lex-overlap", "hypo-only-pred=contradiction", "my-plugin-feature"):
+    hyp = [
+        "H:N",
+        "H:o",
+        "H:bod",
+        "H:y",
+        "H:Ġis",
+        "H:n",
+        "H:'",
+        "H:t",
+        "H:Ġsleeping",
+        "H:,",
+        "H:Ġthe",
+        "H:Ġ",
+        "H:M",
+        "H:an",
+        "H:Ġis",
+        "H:Ġoutside",
+        "H:.",
+    ]
+    for name in (
+        "hypo-len<10",
+        "len-ratio<1",
+        "lex-overlap>0.5",
+        "no-lex-overlap",
+        "full-lex-overlap",
+        "hypo-only-pred=contradiction",
+        "my-plugin-feature",
+    ):
         assert feature_kind(name) == "hypothesis"
         assert _marked(nli_tokenizer, [name]) == hyp  # never premise, label or EOS
     assert feature_kind("<null>") == "null"
@@ -86,8 +149,11 @@ def test_whole_hypothesis_features_and_null(nli_tokenizer) -> None:
 
 def test_union_of_features_and_report(nli_tokenizer) -> None:
     report = MaskReport()
-    marked = _marked(nli_tokenizer, ["<null>", "man@premise", "outside@hypothesis",
-                                     "outside@hypothesis", "dog@hypothesis"], report)
+    marked = _marked(
+        nli_tokenizer,
+        ["<null>", "man@premise", "outside@hypothesis", "outside@hypothesis", "dog@hypothesis"],
+        report,
+    )
     assert marked == ["P:Ġman", "L:<|contradiction|>", "H:Ġoutside"]
     assert report.n_biased == 3
     assert report.by_kind == {"null": 1, "ngram": 2}

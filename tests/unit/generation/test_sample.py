@@ -47,8 +47,12 @@ class FakeBackend:
     def _ids(self, premise: str, label: str | None, hyp: str) -> list[int]:
         enc = self.tok(premise, add_special_tokens=False)["input_ids"]
         lab = [self.fmt.label_token_ids[label]] if label else []
-        return [*enc, *lab, *self.tok(hyp, add_special_tokens=False)["input_ids"],
-                self.fmt.eos_token_id]
+        return [
+            *enc,
+            *lab,
+            *self.tok(hyp, add_special_tokens=False)["input_ids"],
+            self.fmt.eos_token_id,
+        ]
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
         r = next(i for i in range(1000) if round_seed(0, i) == seed)
@@ -73,8 +77,9 @@ def _run(gen: Path, out: Path, **kw: Any) -> dict[str, Any]:
     return sample_generator(gen, out, options.pop("n", 7), **options)
 
 
-def test_exact_counts_ids_and_shards(untrained_generator: Path, tmp_path: Path,
-                                     fake_backend) -> None:
+def test_exact_counts_ids_and_shards(
+    untrained_generator: Path, tmp_path: Path, fake_backend
+) -> None:
     summary = _run(untrained_generator, tmp_path / "s")
     # rounds 0-3: 2 new samples each; shard 0 = rounds 0-1 (4), shard 1 = rounds 2-3 cut to 3
     assert fake_backend.calls == [0, 1, 2, 3]
@@ -87,15 +92,25 @@ def test_exact_counts_ids_and_shards(untrained_generator: Path, tmp_path: Path,
     records = read_samples(tmp_path / "s")
     assert [r.id for r in records] == [f"gen-s0:{i}" for i in range(7)]
     assert [(r.premise, r.label) for r in records] == [
-        ("A man number 0.", "entailment"), ("A dog number 0.", "neutral"),
-        ("A man number 1.", "entailment"), ("A dog number 1.", "neutral"),
-        ("A man number 2.", "entailment"), ("A dog number 2.", "neutral"),
+        ("A man number 0.", "entailment"),
+        ("A dog number 0.", "neutral"),
+        ("A man number 1.", "entailment"),
+        ("A dog number 1.", "neutral"),
+        ("A man number 2.", "entailment"),
+        ("A dog number 2.", "neutral"),
         ("A man number 3.", "entailment"),
     ]
     assert all(r.meta["type"] == "generated" and r.hypothesis for r in records)
     files = sorted(p.name for p in (tmp_path / "s").iterdir())
-    assert files == ["dropped-00000.jsonl", "dropped-00001.jsonl", "samples.jsonl",
-                     "shard-00000.jsonl", "shard-00001.jsonl", "state.json", "summary.json"]
+    assert files == [
+        "dropped-00000.jsonl",
+        "dropped-00001.jsonl",
+        "samples.jsonl",
+        "shard-00000.jsonl",
+        "shard-00001.jsonl",
+        "state.json",
+        "summary.json",
+    ]
     merged = (tmp_path / "s" / "samples.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in merged] == [r.id for r in records]
     dropped = [json.loads(x) for x in (tmp_path / "s" / "dropped-00000.jsonl").open()]
@@ -105,8 +120,9 @@ def test_exact_counts_ids_and_shards(untrained_generator: Path, tmp_path: Path,
     assert again["this_call"] == {"generated": 0, "accepted": 0, "shards": 0}
 
 
-def test_stop_and_resume_equals_uninterrupted(untrained_generator: Path, tmp_path: Path,
-                                              fake_backend) -> None:
+def test_stop_and_resume_equals_uninterrupted(
+    untrained_generator: Path, tmp_path: Path, fake_backend
+) -> None:
     whole = _run(untrained_generator, tmp_path / "whole")
     part = _run(untrained_generator, tmp_path / "part", max_shards=1)
     assert not part["complete"] and part["n_written"] == 4
@@ -147,8 +163,9 @@ def test_crash_between_shard_and_state_loses_nothing(
     assert summary["n_generated"] == 16 and summary["n_duplicates"] == 4
 
 
-def test_settings_change_is_refused_and_n_can_grow(untrained_generator: Path, tmp_path: Path,
-                                                   fake_backend) -> None:
+def test_settings_change_is_refused_and_n_can_grow(
+    untrained_generator: Path, tmp_path: Path, fake_backend
+) -> None:
     _run(untrained_generator, tmp_path / "s", max_shards=1)
     with pytest.raises(ConfigError, match=r"top_p=0.5 \(run has 0.9\)"):
         _run(untrained_generator, tmp_path / "s", top_p=0.5)
@@ -161,14 +178,19 @@ def test_settings_change_is_refused_and_n_can_grow(untrained_generator: Path, tm
     assert bigger["complete"] and len(records) == 10 == len({sample_key(r) for r in records})
 
 
-def test_untrained_generator_fails_after_patience(untrained_generator: Path,
-                                                  tmp_path: Path) -> None:
+def test_untrained_generator_fails_after_patience(
+    untrained_generator: Path, tmp_path: Path
+) -> None:
     # a random model almost never writes one label token and EOS in 24 tokens
     with pytest.raises(ZdebiasError, match="no new well-formed sample in 3 rounds"):
-        sample_generator(untrained_generator, tmp_path / "s", 5, batch_size=4,
-                         patience_rounds=3, progress=False)
-    state = json.loads((tmp_path / "s" / "state.json").read_text()) if (
-        tmp_path / "s" / "state.json").exists() else None
+        sample_generator(
+            untrained_generator, tmp_path / "s", 5, batch_size=4, patience_rounds=3, progress=False
+        )
+    state = (
+        json.loads((tmp_path / "s" / "state.json").read_text())
+        if (tmp_path / "s" / "state.json").exists()
+        else None
+    )
     assert state is None  # nothing was accepted, no shard written
 
 
@@ -178,5 +200,4 @@ def test_bad_options_and_vllm_without_vllm(untrained_generator: Path, tmp_path: 
     with pytest.raises(ConfigError, match="not a zdebias generator folder"):
         sample_generator(tmp_path, tmp_path / "s", 5, progress=False)
     with pytest.raises(ConfigError, match="--backend vllm needs"):
-        sample_generator(untrained_generator, tmp_path / "s", 5, backend="vllm",
-                         progress=False)
+        sample_generator(untrained_generator, tmp_path / "s", 5, backend="vllm", progress=False)

@@ -30,8 +30,14 @@ def test_defaults_are_table_7(tmp_path: Path) -> None:
     assert args.per_device_train_batch_size == 24
     assert args.num_train_epochs == 5
     assert (args.adam_epsilon, args.adam_beta1, args.adam_beta2) == (1e-6, 0.9, 0.999)
-    assert str(args.lr_scheduler_type.value if hasattr(args.lr_scheduler_type, "value")
-               else args.lr_scheduler_type) == "constant"
+    assert (
+        str(
+            args.lr_scheduler_type.value
+            if hasattr(args.lr_scheduler_type, "value")
+            else args.lr_scheduler_type
+        )
+        == "constant"
+    )
     assert args.max_length == 128
     assert (args.consistency_weight, args.debias_alpha) == (0.5, 1.0)
     assert args.weight_decay == 0.0 and args.remove_unused_columns is False
@@ -41,8 +47,14 @@ def _items(tok, fmt, records, masks=None):
     out = []
     for i, r in enumerate(records):
         enc = encode_record(r, tok, fmt)
-        out.append({"input_ids": enc.input_ids, "label_index": enc.label_index,
-                    "main": enc.main, "ul_mask": masks[i] if masks else None})
+        out.append(
+            {
+                "input_ids": enc.input_ids,
+                "label_index": enc.label_index,
+                "main": enc.main,
+                "ul_mask": masks[i] if masks else None,
+            }
+        )
     return out
 
 
@@ -62,8 +74,7 @@ def test_collator_pads_and_perturbs_only_the_label(nli_tokenizer) -> None:
         diff = (batch["perturbed_input_ids"][i] != batch["input_ids"][i]).nonzero().flatten()
         assert diff.tolist() == [it["label_index"]]
         wrong = int(batch["perturbed_input_ids"][i, it["label_index"]])
-        assert wrong in fmt.label_token_ids.values() and wrong != it["input_ids"][
-            it["label_index"]]
+        assert wrong in fmt.label_token_ids.values() and wrong != it["input_ids"][it["label_index"]]
         start, end = it["main"]
         targets = batch["perturbed_labels"][i]
         assert (targets != IGNORE_INDEX).nonzero().flatten().tolist() == list(range(start, end))
@@ -103,8 +114,11 @@ def test_compute_loss_equals_hf_causal_lm_loss(tiny_lm, tmp_path: Path) -> None:
     records = toy_records()[:4]
     batch = GeneratorCollator(fmt, consistency=False)(_items(tok, fmt, records))
     with torch.no_grad():
-        reference = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          labels=batch["labels"]).loss
+        reference = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        ).loss
     trainer = _trainer(model, fmt, tmp_path, consistency_weight=0.0)
     with torch.no_grad():
         got = float(trainer.compute_loss(model, batch))
@@ -123,10 +137,14 @@ def test_compute_loss_adds_lambda_times_unlikelihood(tiny_lm, tmp_path: Path) ->
     records = toy_records()[:4]
     batch = GeneratorCollator(fmt, consistency=True, seed=3)(_items(tok, fmt, records))
     with torch.no_grad():
-        mle = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"]).loss
-        logits = model(input_ids=batch["perturbed_input_ids"],
-                       attention_mask=batch["attention_mask"]).logits
+        mle = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        ).loss
+        logits = model(
+            input_ids=batch["perturbed_input_ids"], attention_mask=batch["attention_mask"]
+        ).logits
     probs = logits[:, :-1].softmax(-1)
     targets = batch["perturbed_labels"][:, 1:]
     ul = 0.0
@@ -144,19 +162,25 @@ def _wrong_label_logprob(folder: Path) -> tuple[float, float]:
     records = toy_records()
     gold = hypothesis_logprobs(model, tok, fmt, records)
     pairs = [(r, lab) for r in records for lab in LABELS if lab != r.label]
-    wrong = hypothesis_logprobs(model, tok, fmt, [r for r, _ in pairs],
-                                labels=[lab for _, lab in pairs])
+    wrong = hypothesis_logprobs(
+        model, tok, fmt, [r for r, _ in pairs], labels=[lab for _, lab in pairs]
+    )
     return statistics.mean(gold), statistics.mean(wrong)
 
 
-def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_path: Path
-                                                                ) -> None:
+def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_path: Path) -> None:
     """Same tiny model, data, seed and steps; only λ differs. Training seeds 0-3 give gaps of
     3.2-7.7 nats in log p(H | P, wrong label) (mean over the 24 wrong pairs; seed 0: 4.8), and
     the gold-minus-wrong margin grows in each (4.1-4.9 → 6.3-10.8)."""
     base = tiny_model("gpt2")
-    common = {"max_steps": 80, "learning_rate": 1e-2, "per_device_train_batch_size": 12,
-              "seed": 0, "disable_tqdm": True, "logging_steps": 1000}
+    common = {
+        "max_steps": 80,
+        "learning_rate": 1e-2,
+        "per_device_train_batch_size": 12,
+        "seed": 0,
+        "disable_tqdm": True,
+        "logging_steps": 1000,
+    }
     train_generator(toy_records(), base, tmp_path / "mle", consistency_weight=0.0, **common)
     train_generator(toy_records(), base, tmp_path / "ul", consistency_weight=0.5, **common)
     mle_gold, mle_wrong = _wrong_label_logprob(tmp_path / "mle")
@@ -175,8 +199,15 @@ def test_debias_unlikelihood_lowers_the_masked_token_only(tiny_model, tmp_path: 
     target = next(r for r in records if r.hypothesis == "Nobody is sleeping.")
     rest = [r for r in records if r is not target]
     rejected = target.replace(meta={"rejected_by": ["sleeping@hypothesis"]})
-    common = {"max_steps": 40, "learning_rate": 1e-2, "per_device_train_batch_size": 12,
-              "seed": 0, "disable_tqdm": True, "logging_steps": 1000, "consistency_weight": 0.0}
+    common = {
+        "max_steps": 40,
+        "learning_rate": 1e-2,
+        "per_device_train_batch_size": 12,
+        "seed": 0,
+        "disable_tqdm": True,
+        "logging_steps": 1000,
+        "consistency_weight": 0.0,
+    }
     summary = train_generator(rest, base, tmp_path / "neg", negatives=[rejected], **common)
     train_generator(records, base, tmp_path / "pos", **common)
     assert summary["mask"]["biased_tokens_by_kind"] == {"ngram": 1}
@@ -209,7 +240,8 @@ def test_bad_settings_fail_clearly(tiny_model, tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not a generator folder"):
-        train_generator(toy_records(), tiny_model("gpt2"), tmp_path / "busy", max_steps=1,
-                        disable_tqdm=True)
+        train_generator(
+            toy_records(), tiny_model("gpt2"), tmp_path / "busy", max_steps=1, disable_tqdm=True
+        )
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -51,13 +51,18 @@ def test_smollm2_converted_once_and_reused(tmp_path: Path, monkeypatch: pytest.M
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     ids = tok("The capital of France is", return_tensors="pt")
     out = model.generate(**ids, max_new_tokens=3, do_sample=False)
-    assert "Paris" in tok.decode(out[0][ids["input_ids"].shape[1]:])
+    assert "Paris" in tok.decode(out[0][ids["input_ids"].shape[1] :])
 
 
-@pytest.mark.parametrize(("kind", "cls"), [
-    ("bert", "BertForSequenceClassification"), ("gpt2", "GPT2LMHeadModel"),
-    ("llama", "LlamaForCausalLM"), ("t5", "T5ForConditionalGeneration"),
-])
+@pytest.mark.parametrize(
+    ("kind", "cls"),
+    [
+        ("bert", "BertForSequenceClassification"),
+        ("gpt2", "GPT2LMHeadModel"),
+        ("llama", "LlamaForCausalLM"),
+        ("t5", "T5ForConditionalGeneration"),
+    ],
+)
 def test_tiny_models_load_and_run(tmp_path: Path, kind: str, cls: str) -> None:
     import torch
     from transformers import AutoConfig, AutoTokenizer
