@@ -10,36 +10,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nli_toy import toy_records
 from zdebias.cli import app
-
-PREMISES = [
-    "A man is sleeping on a bench in the park.",
-    "Two dogs are running through the snow.",
-    "A woman is playing a guitar outside.",
-    "The child is eating an apple.",
-]
-HYPOTHESES = {
-    "entailment": ["A person sleeps.", "Animals run.", "A woman plays music.", "A kid eats."],
-    "neutral": [
-        "The man is tired.",
-        "The dogs are happy.",
-        "The woman is famous.",
-        "The child is hungry.",
-    ],
-    "contradiction": [
-        "Nobody is sleeping.",
-        "The cats sleep.",
-        "The woman is not outside.",
-        "The child is asleep.",
-    ],
-}
 
 
 def _toy_file(path: Path) -> Path:
     with path.open("w") as fh:
-        for i, p in enumerate(PREMISES):
-            for label, hyps in HYPOTHESES.items():
-                fh.write(json.dumps({"premise": p, "hypothesis": hyps[i], "label": label}) + "\n")
+        for r in toy_records():
+            row = {"premise": r.premise, "hypothesis": r.hypothesis, "label": r.label}
+            fh.write(json.dumps(row) + "\n")
         fh.write(json.dumps({"premise": "x", "hypothesis": "y", "label": "-"}) + "\n")
     return path
 

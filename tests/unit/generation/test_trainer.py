@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from generation_toy import toy_records
 
+from nli_toy import toy_records
 from zdebias.errors import ConfigError
 from zdebias.generation.format import encode_record
 from zdebias.generation.losses import IGNORE_INDEX

@@ -1,4 +1,4 @@
-"""A toy NLI set for the generator tests (imported by the test modules)."""
+"""A toy NLI set shared by the generator tests (tests/ is on sys.path through its conftest)."""
 
 from __future__ import annotations
 
