@@ -20,18 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import tempfile
 import time
 from pathlib import Path
 
-
-def data_dir() -> Path:
-    value = os.environ.get("ZDEBIAS_TEST_DATA")
-    if value:
-        return Path(value)
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
+from _common import data_dir
 
 
 def main() -> None:

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import data_dir
+
 SOURCES = [
     "snli_20k/train.jsonl",
     "snli_20k/dev.jsonl",
@@ -39,13 +41,6 @@ SOURCES = [
     "snli_full_devtest::test",
     "snli_hard/snli_1.0_test_hard.jsonl",
 ]
-
-
-def data_dir() -> Path:
-    value = os.environ.get("ZDEBIAS_TEST_DATA")
-    if value:
-        return Path(value)
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def build_input(path: Path, n: int, seed: int = 0) -> None:
