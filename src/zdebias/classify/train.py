@@ -383,18 +383,18 @@ def _train(
     bias_probs = teacher_probs = None
     if "bias_probs" in needs:
         bias_probs = aligned_probs(
-            bias_model,
+            bias_model,  # type: ignore[arg-type]
             train,
             labels,
-            what="bias model",  # type: ignore[arg-type]
+            what="bias model",
             progress=progress,
         )
     if "teacher_probs" in needs:
         teacher_probs = aligned_probs(
-            teacher_model,
+            teacher_model,  # type: ignore[arg-type]
             train,
             labels,
-            what="teacher model",  # type: ignore[arg-type]
+            what="teacher model",
             progress=progress,
         )
 

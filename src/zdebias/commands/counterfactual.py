@@ -341,9 +341,9 @@ def generate(
             inf,
             clf,
             records,
-            spans=spans,
+            spans=spans,  # type: ignore[arg-type]
             n=n,
-            top_p=top_p,  # type: ignore[arg-type]
+            top_p=top_p,
             temperature=temperature,
             seed=seed,
             density=ratio,

@@ -67,8 +67,12 @@ def parse_suite(spec: str, **options: Any) -> Suite:
 def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
     """The suite's records and a description (path, format, task, counts, skipped rows)."""
     ds = Dataset(
-        suite.path, format=suite.format, task=suite.task, split=suite.split, on_error=suite.on_error
-    )  # type: ignore[arg-type]
+        suite.path,
+        format=suite.format,
+        task=suite.task,
+        split=suite.split,
+        on_error=suite.on_error,  # type: ignore[arg-type]
+    )
     records = list(ds)
     rep = ds.report
     info = {
