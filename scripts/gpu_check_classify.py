@@ -21,7 +21,6 @@ when ``$OUT`` is set). Expect about one to two minutes on an H200, most of it st
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -32,10 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-
-def _sync(torch: Any) -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+from _gpu_common import emit, sync
 
 
 def raw_throughput(torch: Any, *, small: bool, device: str, bf16: bool) -> dict:
@@ -65,25 +61,25 @@ def raw_throughput(torch: Any, *, small: bool, device: str, bf16: bool) -> dict:
         model.train()
         for i in range(warm + steps):
             if i == warm:
-                _sync(torch)
+                sync(torch)
                 start = time.perf_counter()
             with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=bf16):
                 loss = model(input_ids=ids, labels=labels).loss
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-        _sync(torch)
+        sync(torch)
         train_s = time.perf_counter() - start
         model.eval()
         ids = torch.randint(1000, config.vocab_size, (256, seq), device=device)
         with torch.inference_mode():
             for i in range(warm + steps):
                 if i == warm:
-                    _sync(torch)
+                    sync(torch)
                     start = time.perf_counter()
                 with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=bf16):
                     model(input_ids=ids)
-        _sync(torch)
+        sync(torch)
         infer_s = time.perf_counter() - start
         out[f"seq{seq}"] = {
             "train_examples_per_s": round(32 * steps / train_s, 1),
@@ -180,10 +176,10 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
         poe_wall = time.perf_counter() - start
         clf = load_classifier(Path(tmp) / "poe")
         predict_proba(clf, pred[:256], batch_size=256)  # warm-up
-        _sync(torch)
+        sync(torch)
         start = time.perf_counter()
         probs = predict_proba(clf, pred, batch_size=256)
-        _sync(torch)
+        sync(torch)
         pred_s = time.perf_counter() - start
         out.update(
             {
@@ -239,14 +235,7 @@ def main() -> None:
         except Exception as err:  # report and carry on: one failing part must not hide the other
             result[name] = {"error": f"{type(err).__name__}: {err}"}
     result["total_s"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    target = args.out or (
-        Path(os.environ["OUT"]) / "gpu_check_classify.json" if os.environ.get("OUT") else None
-    )
-    if target:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n")
+    emit(result, args.out, "gpu_check_classify.json")
 
 
 if __name__ == "__main__":

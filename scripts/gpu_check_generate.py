@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import random
 import sys
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _gpu_common import emit, sync
 
 WORDS = (
     "a man woman child dog group people girl boy person team crowd musician is are "
@@ -68,11 +69,6 @@ def synthetic_records(n: int) -> list[Any]:
     ]
 
 
-def _sync(torch: Any) -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def make_config(small: bool) -> Any:
     from transformers import GPT2Config
 
@@ -100,14 +96,14 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
         model.train()
         for i in range(warm + steps):
             if i == warm:
-                _sync(torch)
+                sync(torch)
                 start = time.perf_counter()
             with torch.autocast(device_type=kind, dtype=dtype, enabled=bf16):
                 loss = model(input_ids=ids, labels=ids).loss
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-        _sync(torch)
+        sync(torch)
         seconds = time.perf_counter() - start
         out[f"train_{name}"] = {
             "steps_per_s": round(steps / seconds, 2),
@@ -128,12 +124,12 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
             "pad_token_id": 0,
         }
         model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids), **kwargs)
-        _sync(torch)
+        sync(torch)
         start = time.perf_counter()
         rounds = 1 if small else 3
         for _ in range(rounds):
             model.generate(input_ids=start_ids, attention_mask=torch.ones_like(start_ids), **kwargs)
-        _sync(torch)
+        sync(torch)
         seconds = time.perf_counter() - start
         out[f"generate_b{batch}_40tok"] = {"sequences_per_s": round(rounds * batch / seconds, 1)}
     if torch.cuda.is_available():
@@ -213,7 +209,7 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
                     gen, fmt, settings, device=device, dtype="bfloat16" if bf16 else "float32"
                 )
                 engine.generate(batch, round_seed(0, 999))
-                _sync(torch)
+                sync(torch)
                 start = time.perf_counter()
                 rounds = 1 if small else 3
                 n = parsed_ok = 0
@@ -261,14 +257,7 @@ def main() -> None:
         except Exception as err:
             result[name] = {"error": f"{type(err).__name__}: {err}"}
     result["total_seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    target = args.out or (
-        Path(os.environ["OUT"]) / "gpu_check_generate.json" if os.environ.get("OUT") else None
-    )
-    if target:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n")
+    emit(result, args.out, "gpu_check_generate.json")
 
 
 if __name__ == "__main__":
