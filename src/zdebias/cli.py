@@ -8,6 +8,7 @@ and ``inspect`` start fast.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -37,9 +38,29 @@ def _register() -> None:
         module.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"zdebias {version('zdebias')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only warnings and errors; no progress bars.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also debug messages.")] = False,
+) -> None:
     """zdebias: measure, filter, generate, counterfactuals, train and evaluate."""
+    from zdebias.commands._cli import CliOptions, configure_logging
+
+    configure_logging(CliOptions(quiet=quiet, verbose=verbose))
 
 
 _register()
@@ -53,8 +74,10 @@ def fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     """Entry point: run the app, turning user-facing errors into one line and exit code 2."""
+    from zdebias.commands._cli import legacy_argv
+
     try:
-        app()
+        app(args=legacy_argv(sys.argv[1:]))
     except ZdebiasError as err:
         fail(str(err))
 

@@ -260,8 +260,9 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
 
 @pytest.mark.real_model
 def test_bert2bert_from_minilm(tiny_model, tmp_path: Path) -> None:
-    from zdebias.counterfactual.infill import load_infiller, train_infiller
+    from zdebias.counterfactual.model import load_infiller
     from zdebias.counterfactual.select import generate_counterfactuals
+    from zdebias.counterfactual.trainer import train_infiller
     from zdebias.data.schema import Record
 
     recs = [
@@ -297,7 +298,8 @@ def test_bert2bert_from_minilm(tiny_model, tmp_path: Path) -> None:
 
 def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path: Path) -> None:
     """Real CAD sentiment rows are long: sources are cut after the last sentinel."""
-    from zdebias.counterfactual.infill import encode_source, load_infiller, mask_record, source_text
+    from zdebias.counterfactual.format import encode_source, mask_record, source_text
+    from zdebias.counterfactual.model import load_infiller
     from zdebias.counterfactual.rationales import read_spans
 
     clf_dir = tiny_model("bert", labels=("negative", "positive"))

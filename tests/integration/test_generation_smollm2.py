@@ -30,11 +30,11 @@ def test_smollm2_short_finetune_gives_parseable_samples(data_dir: Path, tmp_path
         tmp_path / "gen",
         max_steps=15,
         learning_rate=2e-4,
-        per_device_train_batch_size=8,
+        batch_size=8,
         consistency_weight=0.0,
         max_length=64,
         seed=0,
-        disable_tqdm=True,
+        progress=False,
         logging_steps=5,
     )
     assert summary["steps"] == 15 and summary["n_dropped_too_long"] == 0
@@ -42,7 +42,7 @@ def test_smollm2_short_finetune_gives_parseable_samples(data_dir: Path, tmp_path
     assert len(losses) == 3 and losses[-1] < losses[0]
 
     result = sample_generator(
-        tmp_path / "gen", tmp_path / "samples", 24, batch_size=32, seed=0, progress=False
+        tmp_path / "gen", tmp_path / "samples", n=24, batch_size=32, seed=0, progress=False
     )
     print(
         json.dumps(

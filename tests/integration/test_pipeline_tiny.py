@@ -56,8 +56,8 @@ def tiny_recipe(gen: Path, clf: Path) -> dict[str, Any]:
             "zfilter": {
                 "stage": "filter",
                 "input": "corpus.train",
-                "top_k": 10,
-                "batch_size": 25,
+                "biased_k": 10,
+                "zfilter_batch_size": 25,
                 "features": FEATURES,
             },
             "generator": {
@@ -95,8 +95,8 @@ def tiny_recipe(gen: Path, clf: Path) -> dict[str, Any]:
                 "recipe": "seq-z",
                 "original": "corpus.train",
                 "generated": "confident",
-                "top_k": 10,
-                "batch_size": 25,
+                "biased_k": 10,
+                "zfilter_batch_size": 25,
                 "features": FEATURES,
             },
             "stats_debiased": {

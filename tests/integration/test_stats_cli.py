@@ -51,9 +51,9 @@ def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
     out = _invoke(
         "stats",
         data,
-        "--top-k",
+        "--top",
         3,
-        "--json",
+        "--out",
         tmp_path / "s.json",
         "--plot",
         tmp_path / "gardner",
@@ -85,15 +85,14 @@ def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
     assert "plotly" in html.lower() and "above the curve" in html
     assert report["plot"]["n_above_curve"] <= report["n_significant"]
     assert f"{report['plot']['n_above_curve']:,} of" in out
-    # --json - prints the same report on stdout
+    # --json prints the same report on stdout
     again = json.loads(
         _invoke(
             "stats",
             data,
-            "--top-k",
+            "--top",
             3,
             "--json",
-            "-",
             "--features",
             "ngrams,lex-overlap,hypo-len,null",
         )
@@ -104,7 +103,7 @@ def test_stats_json_table_and_plot(data: Path, tmp_path: Path) -> None:
 def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "f"
     out = _invoke(
-        "filter", data, "--out", out_dir, "--batch-size", 50, "--top-k", 5, "--shuffle-seed", 3
+        "filter", data, "--out", out_dir, "--zfilter-batch-size", 50, "--biased-k", 5, "--seed", 3
     )
     kept = read_records(out_dir / "kept.jsonl")
     rejected = read_records(out_dir / "rejected.jsonl")
@@ -121,7 +120,7 @@ def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
     assert all(r.meta["rejected_by"] for r in rejected)
     assert "kept.jsonl" in out and "rejected.jsonl" in out
     # unshuffled runs visit the file in order: the first batch is accepted whole
-    _invoke("filter", data, "--out", tmp_path / "g", "--batch-size", 50, "--no-shuffle")
+    _invoke("filter", data, "--out", tmp_path / "g", "--zfilter-batch-size", 50, "--no-shuffle")
     kept2 = {r.id for r in read_records(tmp_path / "g" / "kept.jsonl")}
     assert {f"t{i}" for i in range(50)} <= kept2
     assert json.loads((tmp_path / "g" / "summary.json").read_text())["shuffle_seed"] is None
@@ -129,7 +128,9 @@ def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
 
 def test_filter_with_seed_data(data: Path, tmp_path: Path) -> None:
     seed = _dataset(tmp_path / "seed.jsonl", 150, 1, "s")
-    _invoke("filter", data, "--out", tmp_path / "c", "--seed-data", seed, "--batch-size", 100)
+    _invoke(
+        "filter", data, "--out", tmp_path / "c", "--seed-data", seed, "--zfilter-batch-size", 100
+    )
     kept = read_records(tmp_path / "c" / "kept.jsonl")
     rejected = read_records(tmp_path / "c" / "rejected.jsonl")
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
@@ -155,7 +156,7 @@ def test_combine_recipes(data: Path, tmp_path: Path, recipe: str) -> None:
         gen,
         "--out",
         out_dir,
-        "--batch-size",
+        "--zfilter-batch-size",
         60,
         "--features",
         "unigrams,null",
@@ -191,3 +192,38 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         result = runner.invoke(app, args)
         assert result.exit_code != 0 and message in str(result.exception)
     assert not (tmp_path / "o").exists()
+
+
+def test_old_spellings_still_work_with_a_warning(data: Path, tmp_path: Path) -> None:
+    """0.1 flags keep working for one release: same result, a deprecation line on stderr."""
+    new = tmp_path / "new"
+    _invoke("filter", data, "--out", new, "--zfilter-batch-size", 50, "--biased-k", 5, "--seed", 3)
+    old = tmp_path / "old"
+    args = ["filter", str(data), "--out", str(old), "--batch-size", "50", "--top-k", "5"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "zdebias.cli", *args, "--shuffle-seed", "3"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for flag, now in (("--batch-size", "--zfilter-batch-size"), ("--top-k", "--biased-k")):
+        assert f"{flag} is deprecated; use {now}" in proc.stderr
+    assert (old / "kept.jsonl").read_bytes() == (new / "kept.jsonl").read_bytes()
+    legacy = ["stats", str(data), "--top-k", "3", "--json", str(tmp_path / "s.json")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "zdebias.cli", *legacy, "--features", "unigrams,null"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--json FILE is deprecated" in proc.stderr
+    assert len(json.loads((tmp_path / "s.json").read_text())["top"]["neutral"]) == 3
+
+
+def test_output_folder_is_refused_unless_overwrite(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "f"
+    _invoke("filter", data, "--out", out, "--features", "unigrams,null")
+    result = runner.invoke(app, ["filter", str(data), "--out", str(out)])
+    assert result.exit_code != 0 and "--overwrite" in str(result.exception)
+    _invoke("filter", data, "--out", out, "--features", "unigrams,null", "--overwrite", "--seed", 1)
+    assert json.loads((out / "summary.json").read_text())["shuffle_seed"] == 1

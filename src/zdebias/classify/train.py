@@ -14,7 +14,6 @@ with 2000 warm-up steps, max length 128, early-stop patience 3, best epoch by de
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sys
 import tempfile
@@ -27,9 +26,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
+from zdebias.classify.settings import (
+    DEFAULT_FOLDS,
+    ClassifierSettings,
+    subset_records,
+    torch_device,
+)
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
     InputKind,
@@ -38,10 +43,12 @@ from zdebias.classify.predict import (
     model_inputs,
     predict_proba,
 )
-from zdebias.data.labels import TASKS, Task, get_task
+from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.errors import ConfigError, DataError
+from zdebias.models.early_stopping import EarlyStopping
+from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 from zdebias.models.resolve import resolve_model
 
 #: Name of the per-run metrics file written into every classifier folder.
@@ -49,6 +56,8 @@ METRICS_FILE = "metrics.json"
 #: Attribute under which the Learned-Mixin gate ``w·h + c`` is attached to the model while training.
 GATE_ATTR = "zdebias_mixin_gate"
 INPUT_KINDS = ("pair", "hypothesis-only", "text")
+#: the out-of-fold predictions ``train_classifier`` writes with ``cross_fit``
+CROSS_FIT_FILE = "cross_fit_predictions.jsonl"
 _EXTRA_COLUMNS = ("bias_probs", "teacher_probs")
 
 
@@ -105,46 +114,22 @@ class ClassifierTrainer(Trainer):
         return (loss, outputs) if return_outputs else loss
 
 
-class BestEpochCallback(TrainerCallback):
+class BestEpochCallback(EarlyStopping):
     """Keep the weights of the best dev accuracy (in memory) and stop after ``patience``
-    evaluations without improvement."""
+    evaluations without improvement (the shared :class:`EarlyStopping` policy)."""
 
     def __init__(self, patience: int) -> None:
-        self.patience = patience
-        self.best_accuracy: float | None = None
-        self.best_state: dict[str, torch.Tensor] | None = None
-        self.best_step: int | None = None
-        self.best_epoch: float | None = None
-        self.bad_evals = 0
-        self.history: list[dict[str, float]] = []
-        self.stopped_early = False
-
-    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):  # type: ignore[override]
-        if not metrics or "eval_accuracy" not in metrics:
-            return control
-        acc = float(metrics["eval_accuracy"])
-        self.history.append(
-            {
-                "step": state.global_step,
-                "epoch": round(float(state.epoch or 0.0), 4),
-                "dev_accuracy": acc,
-                "dev_loss": float(metrics.get("eval_loss", float("nan"))),
-            }
+        super().__init__(
+            "eval_accuracy",
+            greater_is_better=True,
+            patience=patience,
+            record={"dev_accuracy": "eval_accuracy", "dev_loss": "eval_loss"},
         )
-        if self.best_accuracy is None or acc > self.best_accuracy:
-            self.best_accuracy = acc
-            self.best_step = state.global_step
-            self.best_epoch = round(float(state.epoch or 0.0), 4)
-            self.best_state = {
-                k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
-            }
-            self.bad_evals = 0
-        else:
-            self.bad_evals += 1
-            if self.patience > 0 and self.bad_evals >= self.patience:
-                self.stopped_early = True
-                control.should_training_stop = True
-        return control
+
+    @property
+    def best_accuracy(self) -> float | None:
+        """The best dev accuracy so far."""
+        return self.best_value
 
 
 class _Collator:
@@ -178,32 +163,6 @@ class _ListDataset(torch.utils.data.Dataset):
 # --------------------------------------------------------------------------- helpers
 
 
-def infer_task(records: Sequence[Record]) -> Task:
-    """The built-in task whose labels cover the records' labels (else a custom sorted one)."""
-    seen = {r.label for r in records}
-    pair = bool(records) and records[0].is_pair
-    for task in TASKS.values():
-        if task.pair == pair and seen <= set(task.labels):
-            return task
-    names = ",".join(sorted(seen))
-    return get_task(f"labels:{names}" if pair else f"text-labels:{names}")
-
-
-def label_ids(records: Sequence[Record], labels: Sequence[str], what: str) -> np.ndarray:
-    """Label ids of the records; fails on a label outside ``labels``, naming the record."""
-    index = {name: i for i, name in enumerate(labels)}
-    out = np.empty(len(records), dtype=np.int64)
-    for i, r in enumerate(records):
-        if r.label not in index:
-            raise DataError(
-                f"{what} record {r.id!r} has label {r.label!r}; the task's labels are "
-                f"{', '.join(labels)}",
-                field="label",
-            )
-        out[i] = index[r.label]
-    return out
-
-
 def aligned_probs(
     ref: str | Path,
     records: Sequence[Record],
@@ -233,11 +192,6 @@ def _hidden_size(config: Any) -> int:
         if isinstance(value, int):
             return value
     raise ConfigError("cannot find the model's hidden size for the Learned-Mixin gate")
-
-
-def _check_out_dir(out: Path, overwrite: bool) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
 
 
 def _encode(
@@ -280,73 +234,59 @@ def train_classifier(
     train: Sequence[Record],
     dev: Sequence[Record] | None,
     out_dir: str | Path,
+    settings: ClassifierSettings | None = None,
     *,
-    model: str | Path = "minilm",
     task: str | Task | None = None,
-    input: InputKind | None = None,
-    loss: str = "ce",
-    bias_model: str | Path | None = None,
-    teacher_model: str | Path | None = None,
-    beta: float = 1.0,
-    gamma: float = 0.0,
-    entropy_weight: float | None = None,
-    seed: int = 42,
-    learning_rate: float = 1e-5,
-    batch_size: int = 32,
-    epochs: float = 5.0,
-    max_steps: int = -1,
-    warmup_steps: int = 2000,
-    max_length: int = 128,
-    patience: int = 3,
-    eval_steps: int | None = None,
-    eval_batch_size: int = 128,
-    group_by_length: bool = True,
-    device: str | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """Fine-tune ``model`` on ``train``, keep the best epoch on ``dev``, save a classifier folder.
+    """Fine-tune ``settings.model`` on ``train``, keep the best epoch on ``dev``, save a
+    classifier folder in ``out_dir``; returns the metrics also written to ``OUT/metrics.json``.
 
-    ``input``: ``pair`` (premise + hypothesis), ``hypothesis-only`` or ``text``; default
-    ``pair`` for pair records, ``text`` otherwise. ``loss``: ``ce``, ``poe``,
-    ``learned-mixin``, ``learned-mixin-h`` or ``conf-reg``; the last four need ``bias_model``
-    (a trained hypothesis-only classifier folder) and ``conf-reg`` also ``teacher_model``
-    (a classifier trained with plain CE). Bias and teacher probabilities are computed once,
-    over the training set, before training. ``eval_steps`` evaluates every N steps instead of
-    every epoch (patience then counts evaluations). Returns the metrics also written to
-    ``OUT/metrics.json``. ``group_by_length`` batches examples of similar length together (less
-    padding, same examples per epoch). ``progress=False`` silences HF's bars and log lines.
+    ``settings``: a :class:`~zdebias.classify.settings.ClassifierSettings` (default: GD-NLI
+    Table 9); ``overrides``: any of its fields by keyword (``loss="poe"``). ``task``: the label
+    set (default: inferred from the records). ``input_kind``: ``pair`` (premise + hypothesis),
+    ``hypothesis-only`` or ``text``; default ``pair`` for pair records, ``text`` otherwise.
+    ``loss``: ``ce``, ``poe``, ``learned-mixin``, ``learned-mixin-h`` or ``conf-reg``; the last
+    four need ``bias_model`` (a trained hypothesis-only classifier folder) and ``conf-reg`` also
+    ``teacher_model`` (a classifier trained with plain CE). Bias and teacher probabilities are
+    computed once, over the training set, before training. ``eval_steps`` evaluates every N
+    steps instead of every epoch (patience then counts evaluations). ``subset`` /
+    ``dev_subset`` train / evaluate on a seeded random subset; ``cross_fit`` K (hypothesis-only)
+    also writes K-fold out-of-fold predictions to ``OUT/cross_fit_predictions.jsonl``
+    (:func:`cross_fit_predictions`; summary under ``"cross_fit"`` in the returned metrics).
+    ``progress=False`` silences HF's bars and log lines.
     """
+    s = ClassifierSettings.of(settings, **overrides)
+    s.check()
+    train = subset_records(train, s.subset, s.seed)
+    dev = subset_records(dev, s.dev_subset, s.seed) if dev is not None else None
     with hf_progress(progress):
-        return _train(**locals())  # every argument, passed on unchanged
+        metrics = _train(train, dev, out_dir, s, task=task, progress=progress, overwrite=overwrite)
+    if s.cross_fit is not None:
+        out_file = Path(out_dir) / CROSS_FIT_FILE
+        folds_dir = Path(out_dir) / "folds" if s.keep_folds else None
+        done = cross_fit_predictions(
+            train, dev, out_file, s, task=task, folds_dir=folds_dir, progress=progress
+        )
+        correct = sum(r.meta["hypo_only_pred"] == r.label for r in done)
+        metrics["cross_fit"] = {
+            "k": s.cross_fit,
+            "file": str(out_file),
+            "n": len(done),
+            "out_of_fold_accuracy": correct / len(done),
+        }
+    return metrics
 
 
 def _train(
     train: Sequence[Record],
     dev: Sequence[Record] | None,
     out_dir: str | Path,
+    s: ClassifierSettings,
     *,
-    model: str | Path,
     task: str | Task | None,
-    input: InputKind | None,
-    loss: str,
-    bias_model: str | Path | None,
-    teacher_model: str | Path | None,
-    beta: float,
-    gamma: float,
-    entropy_weight: float | None,
-    seed: int,
-    learning_rate: float,
-    batch_size: int,
-    epochs: float,
-    max_steps: int,
-    warmup_steps: int,
-    max_length: int,
-    patience: int,
-    eval_steps: int | None,
-    eval_batch_size: int,
-    group_by_length: bool,
-    device: str | None,
     progress: bool,
     overwrite: bool,
 ) -> dict[str, Any]:
@@ -358,32 +298,32 @@ def _train(
     out = Path(out_dir)
     if not train:
         raise DataError("the training set is empty")
-    _check_out_dir(out, overwrite)
+    check_out_dir(out, overwrite=overwrite)
     the_task = get_task(task) if task is not None else infer_task(train)
     labels = list(the_task.labels)
     pair = train[0].is_pair
-    kind: InputKind = input or ("pair" if pair else "text")  # type: ignore[assignment]
+    kind: InputKind = s.input_kind or ("pair" if pair else "text")  # type: ignore[assignment]
     if kind not in INPUT_KINDS:
         raise ConfigError(f"unknown input {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
     if kind in ("pair", "hypothesis-only") and not pair:
         raise ConfigError(
             f"input {kind!r} needs premise/hypothesis records; these are single "
-            "texts (use --input text)"
+            "texts (use --input-kind text)"
         )
-    if loss not in LOSSES:
-        raise ConfigError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
-    needs = loss_needs(loss)
-    if "bias_probs" in needs and bias_model is None:
-        raise ConfigError(f"loss {loss!r} needs --bias-model (a hypothesis-only classifier)")
-    if "teacher_probs" in needs and teacher_model is None:
-        raise ConfigError(f"loss {loss!r} needs --teacher-model (a classifier trained with ce)")
+    if s.loss not in LOSSES:
+        raise ConfigError(f"unknown loss {s.loss!r}; expected one of {', '.join(LOSSES)}")
+    needs = loss_needs(s.loss)
+    if "bias_probs" in needs and s.bias_model is None:
+        raise ConfigError(f"loss {s.loss!r} needs --bias-model (a hypothesis-only classifier)")
+    if "teacher_probs" in needs and s.teacher_model is None:
+        raise ConfigError(f"loss {s.loss!r} needs --teacher-model (a classifier trained with ce)")
     train_ids = label_ids(train, labels, "training")
     dev_ids = label_ids(dev, labels, "dev") if dev else None
 
     bias_probs = teacher_probs = None
     if "bias_probs" in needs:
         bias_probs = aligned_probs(
-            bias_model,  # type: ignore[arg-type]
+            s.bias_model,  # type: ignore[arg-type]
             train,
             labels,
             what="bias model",
@@ -391,15 +331,15 @@ def _train(
         )
     if "teacher_probs" in needs:
         teacher_probs = aligned_probs(
-            teacher_model,  # type: ignore[arg-type]
+            s.teacher_model,  # type: ignore[arg-type]
             train,
             labels,
             what="teacher model",
             progress=progress,
         )
 
-    set_seed(seed)
-    source = resolve_model(model)
+    set_seed(s.seed)
+    source = resolve_model(s.model)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # "newly initialised head" notices are expected here
     try:
@@ -412,7 +352,7 @@ def _train(
             ignore_mismatched_sizes=True,
         )
     except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot load model {model!s}: {' '.join(str(err).split())}") from None
+        raise ConfigError(f"cannot load model {s.model!s}: {' '.join(str(err).split())}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     if tokenizer.pad_token is None:
@@ -427,45 +367,44 @@ def _train(
         train,
         kind,
         train_ids,
-        max_length,
+        s.max_length,
         {"bias_probs": bias_probs, "teacher_probs": teacher_probs},
     )
     dev_ds = None
     if dev:  # evaluation order is free: sorted by length, batches pad less
-        dev_ds = _encode(tokenizer, dev, kind, dev_ids, max_length, {})
+        dev_ds = _encode(tokenizer, dev, kind, dev_ids, s.max_length, {})
         dev_ds.rows.sort(key=lambda row: len(row["input_ids"]))
 
-    steps_per_epoch = max(1, -(-len(train_ds) // batch_size))
-    total_steps = max_steps if max_steps > 0 else int(np.ceil(steps_per_epoch * epochs))
-    if warmup_steps >= total_steps:
+    steps_per_epoch = max(1, -(-len(train_ds) // s.batch_size))
+    total_steps = s.max_steps if s.max_steps > 0 else int(np.ceil(steps_per_epoch * s.epochs))
+    if s.warmup_steps >= total_steps:
         sys.stderr.write(
-            f"note: {warmup_steps} warm-up steps >= {total_steps} training steps; the learning "
+            f"note: {s.warmup_steps} warm-up steps >= {total_steps} training steps; the learning "
             "rate never reaches its peak (lower --warmup-steps for short runs)\n"
         )
     evaluate = dev_ds is not None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    work = work_dir_for(out)
     args = ClassifierTrainingArguments(
         output_dir=str(work / "trainer"),
-        loss=loss,
-        poe_beta=beta,
-        poe_gamma=gamma,
-        entropy_weight=entropy_weight,
-        seed=seed,
-        data_seed=seed,
-        learning_rate=learning_rate,
+        loss=s.loss,
+        poe_beta=s.beta,
+        poe_gamma=s.gamma,
+        entropy_weight=s.entropy_weight,
+        seed=s.seed,
+        data_seed=s.seed,
+        learning_rate=s.learning_rate,
         adam_epsilon=1e-6,
         adam_beta1=0.9,
         adam_beta2=0.999,
         weight_decay=0.0,
         lr_scheduler_type="constant_with_warmup",
-        warmup_steps=warmup_steps,
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=eval_batch_size,
-        num_train_epochs=epochs,
-        max_steps=max_steps,
-        eval_strategy=("steps" if eval_steps else "epoch") if evaluate else "no",
-        eval_steps=eval_steps,
+        warmup_steps=s.warmup_steps,
+        per_device_train_batch_size=s.batch_size,
+        per_device_eval_batch_size=s.eval_batch_size,
+        num_train_epochs=s.epochs,
+        max_steps=s.max_steps,
+        eval_strategy=("steps" if s.eval_steps else "epoch") if evaluate else "no",
+        eval_steps=s.eval_steps,
         save_strategy="no",
         logging_strategy="steps",
         logging_steps=max(1, min(50, steps_per_epoch)),
@@ -474,10 +413,10 @@ def _train(
         remove_unused_columns=False,
         label_names=["labels"],
         dataloader_num_workers=0,
-        train_sampling_strategy="group_by_length" if group_by_length else "random",
-        **_device_settings(device),
+        train_sampling_strategy="group_by_length" if s.group_by_length else "random",
+        **_device_settings(torch_device(s.device)),
     )
-    best = BestEpochCallback(patience)
+    best = BestEpochCallback(s.patience)
 
     def accuracy(pred: Any) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
@@ -497,8 +436,7 @@ def _train(
         trainer.remove_callback(PrinterCallback)
     try:
         result = trainer.train()
-        if best.best_state is not None:
-            net.load_state_dict(best.best_state)
+        best.restore_best(net)
         if hasattr(net, GATE_ATTR):
             delattr(net, GATE_ATTR)
         staged = work / "model"
@@ -508,37 +446,37 @@ def _train(
             "input": kind,
             "task": the_task.name,
             "labels": labels,
-            "max_length": max_length,
-            "loss": loss,
-            "base_model": str(model),
-            "seed": seed,
+            "max_length": s.max_length,
+            "loss": s.loss,
+            "base_model": str(s.model),
+            "seed": s.seed,
             "created_by": "zdebias train-classifier",
         }
         write_json(info, staged / CLASSIFIER_INFO)
         metrics = {
-            "model": str(model),
+            "model": str(s.model),
             "task": the_task.name,
             "labels": labels,
             "input": kind,
-            "loss": loss,
-            "seed": seed,
+            "loss": s.loss,
+            "seed": s.seed,
             "settings": {
-                "learning_rate": learning_rate,
-                "batch_size": batch_size,
-                "epochs": epochs,
-                "max_steps": max_steps,
-                "warmup_steps": warmup_steps,
-                "max_length": max_length,
-                "patience": patience,
-                "eval_steps": eval_steps,
+                "learning_rate": s.learning_rate,
+                "batch_size": s.batch_size,
+                "epochs": s.epochs,
+                "max_steps": s.max_steps,
+                "warmup_steps": s.warmup_steps,
+                "max_length": s.max_length,
+                "patience": s.patience,
+                "eval_steps": s.eval_steps,
                 "adam_epsilon": 1e-6,
-                "group_by_length": group_by_length,
+                "group_by_length": s.group_by_length,
                 "scheduler": "constant_with_warmup",
-                "beta": beta,
-                "gamma": gamma,
-                "entropy_weight": entropy_weight,
-                "bias_model": str(bias_model) if bias_model else None,
-                "teacher_model": str(teacher_model) if teacher_model else None,
+                "beta": s.beta,
+                "gamma": s.gamma,
+                "entropy_weight": s.entropy_weight,
+                "bias_model": str(s.bias_model) if s.bias_model else None,
+                "teacher_model": str(s.teacher_model) if s.teacher_model else None,
                 "device": "cpu" if args.use_cpu else "cuda",
                 "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
             },
@@ -559,15 +497,13 @@ def _train(
             "wall_time_s": round(time.time() - started, 3),
         }
         write_json(metrics, staged / METRICS_FILE)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(staged, out)
+        publish_dir(staged, out, overwrite=overwrite)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return metrics
 
 
-def fold_assignment(n: int, k: int, seed: int = 42) -> np.ndarray:
+def fold_assignment(n: int, k: int, seed: int = DEFAULT_SEED) -> np.ndarray:
     """Fold index (``0..k-1``) of each of ``n`` examples: a seeded shuffle cut into ``k``
     near-equal folds."""
     if k < 2:
@@ -584,12 +520,12 @@ def cross_fit_predictions(
     records: Sequence[Record],
     dev: Sequence[Record] | None,
     out_file: str | Path,
+    settings: ClassifierSettings | None = None,
     *,
-    k: int = 5,
-    seed: int = 42,
+    task: str | Task | None = None,
     folds_dir: str | Path | None = None,
     progress: bool = True,
-    **train_options: Any,
+    **overrides: Any,
 ) -> list[Record]:
     """Out-of-fold hypothesis-only predictions for every record (SPEC §2 ``hypo-only-pred``).
 
@@ -599,11 +535,16 @@ def cross_fit_predictions(
     ``meta["hypo_only_fold"]``; they are also written to ``out_file``. Fold models are kept in
     ``folds_dir`` when given, else deleted.
     """
+    s = ClassifierSettings.of(settings, **overrides)
+    k = s.cross_fit or DEFAULT_FOLDS
+    fold_settings = ClassifierSettings.of(
+        s, input_kind="hypothesis-only", cross_fit=None, keep_folds=False, subset=None,
+        dev_subset=None,
+    )
     records = list(records)
-    folds = fold_assignment(len(records), k, seed)
-    task = train_options.pop("task", None) or infer_task(records)
+    folds = fold_assignment(len(records), k, s.seed)
+    task = task or infer_task(records)
     labels = list(get_task(task).labels)
-    train_options.pop("input", None)
     result: list[Record | None] = [None] * len(records)
     keep = folds_dir is not None
     base = Path(folds_dir) if keep else Path(tempfile.mkdtemp(prefix=".zdebias-folds-"))
@@ -614,16 +555,7 @@ def cross_fit_predictions(
             held = [i for i in range(len(records)) if folds[i] == fold]
             fit = [records[i] for i in range(len(records)) if folds[i] != fold]
             fold_dir = base / f"fold-{fold}"
-            train_classifier(
-                fit,
-                dev,
-                fold_dir,
-                task=task,
-                input="hypothesis-only",
-                seed=seed,
-                progress=progress,
-                **train_options,
-            )
+            train_classifier(fit, dev, fold_dir, fold_settings, task=task, progress=progress)
             probs = predict_proba(fold_dir, [records[i] for i in held])
             clf_labels = load_labels(fold_dir)
             for row, i in enumerate(held):

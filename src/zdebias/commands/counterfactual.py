@@ -235,7 +235,7 @@ def train(
     task: TaskOpt = None,
 ) -> None:
     """Fine-tune a label-controlled infiller: MLE + α·unlikelihood on rationale tokens."""
-    from zdebias.counterfactual.infill import train_infiller
+    from zdebias.counterfactual.trainer import train_infiller
     from zdebias.data.labels import get_task
 
     _check_spans(spans)
@@ -319,7 +319,7 @@ def generate(
 ) -> None:
     """Fill spans for every other label, rebuild, and keep what the classifier agrees with."""
     from zdebias.classify.predict import load_classifier
-    from zdebias.counterfactual.infill import load_infiller
+    from zdebias.counterfactual.model import load_infiller
     from zdebias.counterfactual.select import generate_counterfactuals
     from zdebias.data.writers import write_json, write_records
 

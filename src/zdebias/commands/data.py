@@ -7,19 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._common import (
-    ColumnsOpt,
-    FormatOpt,
-    LabelMapOpt,
-    OnErrorOpt,
-    SplitOpt,
-    TaskOpt,
-    echo_json,
-    open_input,
+from zdebias.commands._cli import (
+    CliOptions,
+    InputArg,
+    check_output,
+    command,
+    emit,
     report_skips,
+    require,
 )
-
-_PATH_HELP = "File, triplet folder (DIR or DIR::SPLIT), or hf:NAME[@CONFIG][:SPLIT]."
+from zdebias.data.options import ReadOptions
 
 
 def _length_stats(lengths: list[int]) -> dict[str, float]:
@@ -36,11 +33,13 @@ def _length_stats(lengths: list[int]) -> dict[str, float]:
     }
 
 
-def inspect_dataset(ds: Any) -> dict[str, Any]:
+def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
     """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words)."""
     labels: Counter[str] = Counter()
     lengths: dict[str, list[int]] = {}
-    for record in ds:
+    for i, record in enumerate(ds):
+        if limit is not None and i >= limit:
+            break
         labels[record.label] += 1
         fields = ("premise", "hypothesis") if record.is_pair else ("text",)
         for fld in fields:
@@ -64,34 +63,14 @@ def inspect_dataset(ds: Any) -> dict[str, Any]:
     }
 
 
-def inspect(
-    path: Annotated[str, typer.Argument(help=_PATH_HELP)],
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
-) -> None:
-    """Show a dataset's format, size, label counts, skipped rows and text lengths."""
-    ds = open_input(
-        path,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
-    info = inspect_dataset(ds)
-    if json_out:
-        echo_json(info)
-        return
+def _inspect_text(info: dict[str, Any]) -> str:
+    from io import StringIO
+
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    buf = StringIO()
+    console = Console(file=buf, width=100, soft_wrap=True)
     console.print(f"[bold]{info['path']}[/bold]  format={info['format']}  task={info['task']}")
     console.print(f"examples: {info['n_examples']:,}")
     table = Table("label", "count", "share")
@@ -109,33 +88,33 @@ def inspect(
     for fld, st in info["length_words"].items():
         lengths.add_row(fld, *(str(st[k]) for k in ("min", "mean", "median", "max")))
     console.print(lengths)
+    return buf.getvalue().rstrip("\n")
 
 
+@command
+def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
+    """Show a dataset's format, size, label counts, skipped rows and text lengths."""
+    info = inspect_dataset(read.open(require(input, "INPUT")), limit=read.limit)
+    emit(info, cli, lambda: _inspect_text(info))
+
+
+@command
 def convert(
-    path: Annotated[str, typer.Argument(help="Input in any supported format.")],
+    input: InputArg,
     out: Annotated[str, typer.Argument(help="Output file: .jsonl (default) or .parquet.")],
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
+    read: ReadOptions,
+    cli: CliOptions,
 ) -> None:
     """Convert any supported input into zdebias JSONL or parquet (written atomically)."""
     from zdebias.data.writers import write_records
 
-    ds = open_input(
-        path,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
-    n = write_records(ds, out)
-    report_skips(ds)
-    typer.echo(f"wrote {n:,} records to {out}")
+    path = require(input, "INPUT")
+    check_output(out, cli)
+    records, report = read.read(path)
+    n = write_records(records, out)
+    report_skips(report)
+    result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
+    emit(result, cli, f"wrote {n:,} records to {out}")
 
 
 def register(app: typer.Typer) -> None:

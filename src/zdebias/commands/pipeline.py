@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from zdebias.commands._cli import CliOptions, check_output, command, emit
 from zdebias.errors import ZdebiasError
 
 
@@ -16,8 +16,10 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+@command
 def run(
     recipe: Annotated[str, typer.Argument(help="Recipe YAML file, e.g. configs/demo.yaml.")],
+    cli: CliOptions,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(
@@ -46,7 +48,6 @@ def run(
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Write RUN/report.html at the end.")
     ] = True,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
     from rich.console import Console
@@ -62,7 +63,7 @@ def run(
         recipe_obj,
         run_dir,
         force=forced,
-        progress=not quiet,
+        progress=cli.progress,
         console=console,
         recipe_path=recipe,
         overrides=overrides or [],
@@ -91,52 +92,16 @@ def run(
         from zdebias.report.html import write_report
 
         path = write_report(run_dir)
-        _print_summary(console, run_dir)
+        from zdebias.report.summary import print_run_summary
+
+        print_run_summary(console, run_dir)
         console.print(f"report: {path}")
 
 
-def _print_summary(console: Any, run_dir: Path) -> None:
-    from zdebias.report.html import artifact_summary, load_run
-
-    run = load_run(run_dir)
-    rows = artifact_summary(run)
-    if rows:
-        console.print("[bold]planted artifacts[/bold] (z for the label they give away):")
-        for r in rows:
-            b, a = r.get("before"), r.get("after")
-            zb = f"{b['z']:.1f}" if b else "–"
-            za = f"{a['z']:.1f}" if a else "–"
-            verdict = ("found" if r["found"] else "NOT found") + (
-                ", gone" if r["gone"] else ", still significant" if a else ""
-            )
-            console.print(
-                f"  {r['feature']:<22} → {r['label']:<14} z {zb:>6} → {za:>6}  ({verdict})"
-            )
-    for stage in run.of_kind("evaluate"):
-        results = run.json_output(stage, "results") or {}
-        table = results.get("table")
-        if not table:
-            continue
-        console.print(f"[bold]{stage['name']}[/bold] (accuracy %):")
-        cols = table["columns"]
-        width = max([len("method"), *(len(str(r["name"])) for r in table["rows"])])
-        widths = [max(7, len(c)) for c in cols]
-        console.print(
-            "  "
-            + "method".ljust(width)
-            + "".join("  " + c.rjust(w) for c, w in zip(cols, widths, strict=True))
-        )
-        for row in table["rows"]:
-            cells = "".join(
-                "  "
-                + (f"{100 * row['cells'][c]['mean']:.2f}" if row["cells"].get(c) else "–").rjust(w)
-                for c, w in zip(cols, widths, strict=True)
-            )
-            console.print("  " + str(row["name"]).ljust(width) + cells)
-
-
+@command
 def report(
     run_dir: Annotated[str, typer.Argument(help="A run folder (holds manifest.json).")],
+    cli: CliOptions,
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="HTML file (default RUN_DIR/report.html).")
     ] = None,
@@ -145,22 +110,25 @@ def report(
     from zdebias.report.html import write_report
 
     path = write_report(run_dir, out)
-    typer.echo(str(path))
+    emit({"report": str(path)}, cli, str(path))
 
 
+@command
 def demo_data(
     out_dir: Annotated[str, typer.Argument(help="Folder for train/dev/test.jsonl.")],
+    cli: CliOptions,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     n_train: Annotated[int, typer.Option("--n-train", min=30)] = 1500,
     n_dev: Annotated[int, typer.Option("--n-dev", min=3)] = 300,
     n_test: Annotated[int, typer.Option("--n-test", min=3)] = 600,
 ) -> None:
     """Write the built-in synthetic NLI corpus (planted artifacts; artifact-free test split)."""
-    from zdebias.commands._common import echo_json
     from zdebias.pipeline.demo_data import write_demo_corpus
 
+    check_output(out_dir, cli)
     info = write_demo_corpus(out_dir, seed=seed, n_train=n_train, n_dev=n_dev, n_test=n_test)
-    echo_json({"out": out_dir, **info})
+    sizes = ", ".join(f"{k} {v:,}" for k, v in info["sizes"].items())
+    emit({"out": out_dir, **info}, cli, f"wrote {out_dir}: {sizes}")
 
 
 def stages() -> None:

@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zdebias.counterfactual.infill import (
-    LoadedInfiller,
+from zdebias.counterfactual.format import (
     encode_source,
     eos_id,
     mask_record,
@@ -40,6 +39,7 @@ from zdebias.counterfactual.infill import (
     source_text,
     special_ids,
 )
+from zdebias.counterfactual.model import LoadedInfiller
 from zdebias.counterfactual.rationales import Fields, random_rationales, read_spans
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError

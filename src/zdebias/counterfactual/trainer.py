@@ -1,13 +1,35 @@
-"""The infiller's HF ``Trainer``: only ``compute_loss`` changes (MLE + α·UL, as in trl)."""
+"""Train a label-controlled infiller on HF ``Trainer`` (AutoCAD §3.2, SPEC §10.2).
+
+- :class:`InfillTrainingArguments`: ``TrainingArguments`` plus α and the architecture.
+- :class:`InfillTrainer`: overrides only ``compute_loss`` (MLE + α·UL, as in trl; the loss is
+  :func:`zdebias.counterfactual.losses.infill_loss`) and ``log`` to report both terms.
+- :func:`train_infiller` (``zdebias counterfactual train-infiller``): encode, train with the
+  shared early-stopping policy (best epoch by dev loss), publish the folder atomically.
+"""
 
 from __future__ import annotations
 
+import math
+import shutil
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import Trainer, TrainingArguments
 
-from zdebias.counterfactual.infill import infill_loss
+from zdebias.counterfactual.format import Encoded, Span, encode_records
+from zdebias.counterfactual.losses import infill_loss
+from zdebias.counterfactual.model import INFO_FILE, is_infiller, load_base_infiller
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError, DataError, ZdebiasError
+from zdebias.models.early_stopping import EarlyStopping
+from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
+
+#: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
+DEFAULT_ALPHA = {True: 1.0, False: 0.3}
 
 
 @dataclass
@@ -16,6 +38,34 @@ class InfillTrainingArguments(TrainingArguments):
 
     alpha: float = field(default=1.0, metadata={"help": "weight of the unlikelihood term"})
     infill_arch: str = field(default="seq2seq", metadata={"help": "seq2seq|bert2bert|causal"})
+
+
+class InfillCollator:
+    """Flatten each example's variants into one padded batch with an ``is_original`` flag."""
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        rows: list[Encoded] = []
+        orig: list[bool] = []
+        for feat in features:
+            for j, enc in enumerate(feat["variants"]):
+                rows.append(enc)
+                orig.append(j == 0)
+        n_in = max(len(r.input_ids) for r in rows)
+        n_out = max(len(r.labels) for r in rows)
+
+        def pad(seqs: list[list[int]], width: int, value: int) -> torch.Tensor:
+            return torch.tensor([s + [value] * (width - len(s)) for s in seqs], dtype=torch.long)
+
+        return {
+            "input_ids": pad([r.input_ids for r in rows], n_in, self.pad_id),
+            "attention_mask": pad([[1] * len(r.input_ids) for r in rows], n_in, 0),
+            "labels": pad([r.labels for r in rows], n_out, -100),
+            "ul_mask": pad([r.ul_mask for r in rows], n_out, 0),
+            "is_original": torch.tensor(orig, dtype=torch.bool),
+        }
 
 
 class InfillTrainer(Trainer):
@@ -48,3 +98,152 @@ class InfillTrainer(Trainer):
                 logs[key] = round(sum(values) / len(values), 4)
                 values.clear()
         super().log(logs, start_time)
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an ``out`` that holds something other than an earlier infiller."""
+    check_out_dir(out, overwrite=True)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_infiller(out))):
+        raise ConfigError(f"{out}: exists and is not an infiller folder; choose another --out")
+
+
+def train_infiller(
+    records: Sequence[Record],
+    model_ref: str | Path,
+    out_dir: str | Path,
+    *,
+    labels: Sequence[str],
+    spans: Sequence[dict[str, Sequence[Span]]],
+    alpha: float | None = None,
+    arch: str = "auto",
+    dev: tuple[Sequence[Record], Sequence[dict[str, Sequence[Span]]]] | None = None,
+    epochs: float = 10,
+    batch_size: int = 8,
+    lr: float = 1e-5,
+    weight_decay: float = 0.1,
+    patience: int = 3,
+    seed: int = 0,
+    max_source_length: int = 256,
+    max_target_length: int = 64,
+    progress: bool = True,
+    extra_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune an infiller on rationale-masked records; save it to ``out_dir``.
+
+    ``spans[i]`` are the character spans to mask in ``records[i]``. With ``dev`` the model is
+    evaluated each epoch, the best epoch (lowest dev loss) is kept and training stops after
+    ``patience`` epochs without improvement. ``out_dir`` is written atomically; an earlier
+    infiller there is replaced, any other non-empty folder refused. Returns a JSON-ready
+    summary.
+    """
+    from transformers import set_seed
+
+    from zdebias.data.writers import write_json
+
+    if not records:
+        raise ZdebiasError("no training records (did the rationale step keep any?)")
+    out = Path(out_dir)
+    _check_out(out)
+    pair = records[0].is_pair
+    if alpha is None:
+        alpha = DEFAULT_ALPHA[pair]
+    set_seed(seed)
+    model, tok, arch_ = load_base_infiller(model_ref, arch)
+    encode = {
+        "wrong_labels": alpha > 0,
+        "max_source_length": max_source_length,
+        "max_target_length": max_target_length,
+    }
+    feats, skipped = encode_records(tok, arch_, records, spans, labels, **encode)
+    if not feats:
+        raise DataError(f"no usable training example: skipped {dict(skipped)}")
+    dev_feats: list[dict[str, Any]] = []
+    dev_skipped: Counter[str] = Counter()
+    if dev is not None:
+        dev_feats, dev_skipped = encode_records(tok, arch_, dev[0], dev[1], labels, **encode)
+    has_dev = bool(dev_feats)
+    work = work_dir_for(out)
+    try:
+        args = InfillTrainingArguments(
+            output_dir=str(work / "trainer"),
+            alpha=alpha,
+            infill_arch=arch_,
+            num_train_epochs=epochs,
+            per_device_train_batch_size=batch_size,
+            per_device_eval_batch_size=batch_size,
+            learning_rate=lr,
+            weight_decay=weight_decay,
+            adam_beta2=0.98,
+            lr_scheduler_type="constant",
+            seed=seed,
+            report_to=[],
+            remove_unused_columns=False,
+            label_names=["labels"],
+            logging_steps=max(1, min(50, math.ceil(len(feats) / batch_size))),
+            eval_strategy="epoch" if has_dev else "no",
+            save_strategy="no",
+            prediction_loss_only=True,
+            disable_tqdm=not progress,
+            dataloader_num_workers=0,
+            dataloader_pin_memory=False,
+        )
+        stopper = EarlyStopping("eval_loss", greater_is_better=False, patience=patience)
+        before = {n: p.detach().clone() for n, p in list(model.named_parameters())[:4]}
+        trainer = InfillTrainer(
+            model=model,
+            args=args,
+            train_dataset=feats,
+            eval_dataset=dev_feats or None,
+            data_collator=InfillCollator(tok.pad_token_id),
+            processing_class=tok,
+            callbacks=[stopper] if has_dev else [],
+        )
+        result = trainer.train()
+        stopper.restore_best(trainer.model)
+        eval_loss = trainer.evaluate()["eval_loss"] if has_dev else None
+        changed = any(
+            not bool((p.detach().cpu() == before[n].cpu()).all())
+            for n, p in trainer.model.named_parameters()
+            if n in before
+        )
+        shutil.rmtree(work / "trainer", ignore_errors=True)
+        trainer.model.save_pretrained(work)
+        tok.save_pretrained(work)
+        history = [
+            {k: v for k, v in row.items() if k in ("epoch", "loss", "mle", "ul", "eval_loss")}
+            for row in trainer.state.log_history
+        ]
+        info = {
+            "arch": arch_,
+            "base_model": str(model_ref),
+            "labels": list(labels),
+            "pair": pair,
+            "alpha": alpha,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "lr": lr,
+            "max_source_length": max_source_length,
+            "max_target_length": max_target_length,
+            "trained": True,
+            **(extra_info or {}),
+        }
+        write_json(info, work / INFO_FILE)
+        summary = {
+            **info,
+            "out": str(out),
+            "n_train": len(feats),
+            "n_skipped": sum(skipped.values()),
+            "skipped": dict(skipped),
+            "n_dev": len(dev_feats),
+            "n_dev_skipped": sum(dev_skipped.values()),
+            "train_loss": round(float(result.training_loss), 6),
+            "eval_loss": None if eval_loss is None else round(float(eval_loss), 6),
+            "parameters_changed": changed,
+            "history": [h for h in history if h],
+        }
+        write_json(summary, work / "train_summary.json")
+        publish_dir(work, out, overwrite=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return summary

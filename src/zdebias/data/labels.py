@@ -1,10 +1,23 @@
-"""Named label sets per task, with numeric and alias mapping (SPEC §1)."""
+"""Named label sets per task, with numeric and alias mapping (SPEC §1).
+
+The one place that infers a label set from records (:func:`infer_task`) and maps records'
+labels to ids (:func:`label_ids`); statistics, features, classifiers and generators use these.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
-from zdebias.errors import ConfigError
+import numpy as np
+
+from zdebias.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from zdebias.data.schema import Record
 
 #: Raw label values that mean "no gold label": such rows are skipped and counted, never errors.
 UNLABELLED = frozenset({"", "-", "-1", "none", "null"})
@@ -98,3 +111,54 @@ def get_task(name: str | Task) -> Task:
                 raise ConfigError(f"custom task {name!r} needs at least two labels")
             return Task(name, labels, pair=pair, aliases=_aliases(labels))
     raise ConfigError(f"unknown task {name!r}; expected one of {', '.join(TASKS)} or labels:a,b,c")
+
+
+def infer_task(records: Iterable[Record]) -> Task:
+    """The task of some records: the first built-in task whose labels cover theirs (nli,
+    nli-binary, sentiment), else a custom task of their sorted distinct labels.
+
+    The task has the records' kind (pair or single text). The label set fixes L and so
+    p0 = 1/L; pass a task explicitly for custom label sets. No records: no labels.
+
+    >>> infer_task([Record("1", "neutral", "p", "h")]).labels
+    ('entailment', 'neutral', 'contradiction')
+    """
+    records = records if isinstance(records, list) else list(records)
+    pair = not records or records[0].is_pair
+    seen = set(map(attrgetter("label"), records))
+    if not seen:
+        return Task("labels:", (), pair=pair)
+    for task in TASKS.values():
+        if seen <= set(task.labels):
+            if task.pair == pair:
+                return task
+            return Task(f"labels:{','.join(task.labels)}", task.labels, pair, task.aliases)
+    labels = tuple(sorted(seen))
+    prefix = "labels:" if pair else "text-labels:"
+    return Task(prefix + ",".join(labels), labels, pair=pair, aliases=_aliases(labels))
+
+
+def label_ids(
+    records: Iterable[Record], labels: Sequence[str], what: str = "", *, unknown: int | None = None
+) -> np.ndarray:
+    """Index of each record's label in ``labels``: ``[N]`` int64.
+
+    A label outside ``labels`` is a :class:`DataError` naming the record (``what`` says which
+    records, e.g. ``"training"``), or gets the id ``unknown`` when that is given.
+    """
+    records = records if isinstance(records, list) else list(records)
+    index = dict(zip(labels, range(len(labels)), strict=True))
+    names = map(attrgetter("label"), records)
+    if unknown is not None:
+        return np.fromiter(
+            map(index.get, names, repeat(unknown)), dtype=np.int64, count=len(records)
+        )
+    try:
+        return np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(records))
+    except KeyError:
+        bad = next(r for r in records if r.label not in index)
+        who = f"{what} record" if what else "record"
+        raise DataError(
+            f"{who} {bad.id!r} has label {bad.label!r}, not one of {', '.join(labels)}",
+            field="label",
+        ) from None

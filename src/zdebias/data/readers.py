@@ -12,7 +12,9 @@ is detected from the file and can be forced with ``format=``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import gzip
 import json
 import zlib
@@ -55,6 +57,11 @@ class ReadReport:
     @property
     def n_errors(self) -> int:
         return len(self.errors)
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        """The label set of the task read (None when it could not be told)."""
+        return get_task(self.task).labels if self.task and self.task != "?" else None
 
     @property
     def n_rows(self) -> int:
@@ -649,6 +656,22 @@ def iter_records(path: str | Path, **options: Any) -> Iterator[Record]:
 def read_records(path: str | Path, **options: Any) -> list[Record]:
     """All records of one input, in file order."""
     return list(Dataset(path, **options))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while creating many records.
+
+    With millions of live objects, each automatic collection walks them all; a loop creating
+    a million records would spend most of its time there.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:

@@ -89,3 +89,66 @@ def write_records(records: Iterable[Record], path: str | Path) -> int:
     if str(path).endswith(".parquet"):
         return write_parquet(records, path)
     return write_jsonl(records, path)
+
+
+#: written last into every output folder zdebias publishes; ``--overwrite`` trusts only these
+OUTPUT_MARKER = ".zdebias-output.json"
+
+
+def _check_replaceable(out: Path, overwrite: bool) -> None:
+    from zdebias.errors import ConfigError
+
+    if out.is_symlink():
+        raise ConfigError(f"{out}: is a symbolic link; give the real folder")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"{out} exists and is not a folder")
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        raise ConfigError(f"{out}: refusing to replace the current folder or one above it")
+    if not (out / OUTPUT_MARKER).is_file():
+        raise ConfigError(
+            f"{out}: not a folder zdebias wrote (no {OUTPUT_MARKER}); remove it yourself or "
+            "choose another --out"
+        )
+
+
+def publish_files(
+    out: str | Path, files: dict[str, Any], *, overwrite: bool = False
+) -> dict[str, Path]:
+    """Publish an output folder as a whole: records lists / JSON documents by file name.
+
+    Everything is written into a temporary sibling folder, which is renamed into place once
+    complete, so no reader ever sees new files next to an older run's. An existing non-empty
+    ``out`` is refused unless ``overwrite`` (and then only a folder zdebias wrote).
+    """
+    import shutil
+
+    out = Path(out)
+    _check_replaceable(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        for name, content in files.items():
+            if name.endswith((".jsonl", ".parquet")):
+                write_records(content, work / name)
+            else:
+                write_json(content, work / name)
+        write_json({"files": sorted(files)}, work / OUTPUT_MARKER)
+        os.chmod(work, 0o777 & ~_umask())
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.{os.getpid()}.old")
+            os.replace(out, old)
+        os.replace(work, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return {name: out / name for name in files}

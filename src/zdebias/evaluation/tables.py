@@ -5,7 +5,8 @@ per suite; cells are accuracy in percent, ``mean±std`` when there are several r
 ``average=True`` adds an ``Avg.`` column (Table 5: the Liu et al. categories), averaged per run
 and then over runs. Grouped suites (HANS) get a heuristic × gold-label table.
 
-Tables only read saved results documents; they never import training code.
+Cells print through :mod:`zdebias.evaluation.cells`, as in the HTML report and the terminal
+summary. Tables only read saved results documents; they never import training code.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from zdebias.evaluation.cells import SIGNIFICANT as SIGNIFICANT  # re-exported, as before
+from zdebias.evaluation.cells import format_cell, format_percent
 from zdebias.evaluation.suites import summarize
-
-#: Marks a cell that differs significantly from the baseline row (the paper underlines it).
-SIGNIFICANT = "*"
 
 
 def suite_names(docs: Sequence[dict[str, Any]]) -> list[str]:
@@ -76,18 +76,6 @@ def summary_table(
                 row["average"] = None
         rows.append(row)
     return {"columns": cols, "average": average, "rows": rows}
-
-
-def format_cell(cell: dict[str, Any] | None, *, digits: int = 2) -> str:
-    """``80.34±0.46`` (percent; the ± only with several runs), ``–`` when missing."""
-    if cell is None:
-        return "–"
-    text = f"{100 * cell['mean']:.{digits}f}"
-    if cell.get("n_runs", 1) > 1:
-        text += f"±{100 * cell['std']:.{digits}f}"
-    if cell.get("significant"):
-        text += SIGNIFICANT
-    return text
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -176,7 +164,7 @@ def runs_markdown(doc: dict[str, Any]) -> str:
             [
                 str(run["model"]),
                 "" if seed is None else str(seed),
-                *[f"{100 * run['metrics'][c]:.2f}" if c in run["metrics"] else "–" for c in cols],
+                *[format_percent(run["metrics"].get(c)) for c in cols],
             ]
         )
     return _markdown(["model", "seed", *cols], body)

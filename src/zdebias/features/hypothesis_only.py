@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zdebias.data.labels import infer_task, label_ids
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.keys import FeatureKey
 from zdebias.features.ngrams import ngram_block
 from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
 
@@ -37,24 +39,21 @@ DEFAULT_CLASSIFIER = "nb"
 
 def _labels(ctx: FeatureContext) -> tuple[str, ...]:
     if ctx.labels is None:
-        from zdebias.stats.zstats import infer_labels
-
-        ctx.labels = infer_labels(ctx.records)
+        ctx.labels = infer_task(ctx.records).labels
     return ctx.labels
 
 
 def _meta_predictions(ctx: FeatureContext, labels: tuple[str, ...]) -> np.ndarray:
     """Label index from ``meta["hypo_only_pred"]`` per record, -1 where absent."""
     out = np.full(len(ctx.records), -1, dtype=np.int64)
-    index = {name: i for i, name in enumerate(labels)}
     for i, record in enumerate(ctx.records):
         value = record.meta.get("hypo_only_pred") if record.meta else None
         if value is None:
             continue
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(labels):
             out[i] = value
-        elif isinstance(value, str) and value in index:
-            out[i] = index[value]
+        elif isinstance(value, str) and value in labels:
+            out[i] = labels.index(value)
         else:
             raise DataError(
                 f"record {record.id!r}: meta.hypo_only_pred {value!r} is not one of "
@@ -200,15 +199,7 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     if len(todo) and model_dir:
         preds[todo] = _model_predictions(ctx, todo, str(model_dir), labels)
     elif len(todo):
-        from itertools import repeat
-        from operator import attrgetter
-
-        index = {name: i for i, name in enumerate(labels)}
-        y = np.fromiter(
-            map(index.get, map(attrgetter("label"), ctx.records), repeat(-1)),
-            dtype=np.int64,
-            count=len(ctx.records),
-        )
+        y = label_ids(ctx.records, labels, unknown=-1)
         fit = _fit_rows(ctx)
         unknown = fit[y[fit] < 0]
         if len(unknown):
@@ -246,8 +237,10 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
         "hypo_only_batch_size",
     ),
 )
-def hypothesis_only(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def hypothesis_only(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """hypo-only-pred=LABEL: a hypothesis-only classifier's out-of-fold prediction."""
     labels = _labels(ctx)
     preds = hypothesis_only_predictions(ctx)
-    return bins_matrix(preds, len(labels)), [f"hypo-only-pred={name}" for name in labels]
+    names = [f"hypo-only-pred={name}" for name in labels]
+    keys = FeatureKey.many(names, "hypo-only", "hypothesis")
+    return bins_matrix(preds, len(labels)), names, keys

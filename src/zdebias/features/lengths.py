@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.features.keys import FeatureKey
 from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def bin_index(values: np.ndarray, edges: Sequence[float]) -> np.ndarray:
 
 
 @register_feature("hypo-len", batch=True, settings=("hypo_len_bins", "text_len_bins"))
-def hypothesis_length(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def hypothesis_length(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Hypothesis length bins (hypo-len<5 ...), or text length bins (text-len<...) for text."""
     if ctx.pair:
         edges = _edges(ctx.settings.get("hypo_len_bins", DEFAULT_HYPO_LEN_BINS), "hypo_len_bins")
@@ -55,11 +56,13 @@ def hypothesis_length(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
         edges = _edges(ctx.settings.get("text_len_bins", DEFAULT_TEXT_LEN_BINS), "text_len_bins")
         prefix = "text-len"
     lengths = ctx.tokens(ctx.main_field).lengths
-    return bins_matrix(bin_index(lengths, edges), len(edges) + 1), bin_names(prefix, edges)
+    names = bin_names(prefix, edges)
+    keys = FeatureKey.many(names, "length", ctx.main_field)
+    return bins_matrix(bin_index(lengths, edges), len(edges) + 1), names, keys
 
 
 @register_feature("len-ratio", batch=True, pair_only=True, settings=("len_ratio_bins",))
-def length_ratio(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def length_ratio(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Hypothesis / premise token-count ratio bins (len-ratio<0.25 ... len-ratio>=1)."""
     edges = _edges(ctx.settings.get("len_ratio_bins", DEFAULT_LEN_RATIO_BINS), "len_ratio_bins")
     hyp = ctx.tokens("hypothesis").lengths
@@ -67,4 +70,5 @@ def length_ratio(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
     bins = np.full(len(hyp), -1, dtype=np.int64)
     ok = prem > 0
     bins[ok] = bin_index(hyp[ok] / prem[ok], edges)
-    return bins_matrix(bins, len(edges) + 1), bin_names("len-ratio", edges)
+    names = bin_names("len-ratio", edges)
+    return bins_matrix(bins, len(edges) + 1), names, FeatureKey.many(names, "ratio")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.features.keys import FeatureKey
 from zdebias.features.registry import FeatureContext, build_csr, register_feature
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ def _factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_matrix, list[str]]:
     """Presence of every word n-gram of one field: ``(csr [n_records, n_ngrams], names)``."""
+    m, names, _ = ngram_keyed_block(ctx, field_name, n)
+    return m, names
+
+
+def ngram_keyed_block(
+    ctx: FeatureContext, field_name: str, n: int
+) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
+    """:func:`ngram_block` plus each column's :class:`FeatureKey` (the n-gram's tokens)."""
     key = ("ngrams", field_name, n)
     if key in ctx.cache:
         return ctx.cache[key]
@@ -58,10 +67,11 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
         used = np.flatnonzero(present)
         remap = np.full(len(vocab), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
-        names = [vocab[i] + suffix for i in used.tolist()]
+        grams = [(vocab[i],) for i in used.tolist()]
+        names = [gram[0] + suffix for gram in grams]
         entry_rows, entry_cols = rows, remap[ids]
     elif total < n:
-        names, entry_rows, entry_cols = [], rows[:0], ids[:0]
+        grams, names, entry_rows, entry_cols = [], [], rows[:0], ids[:0]
     else:
         starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1 :])
         size = max(len(vocab), 1)
@@ -82,12 +92,8 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
             uniq2, inverse = np.unique(stacked, axis=0, return_inverse=True)
             parts = [uniq2[:, i] for i in range(n)]
         columns = [p.tolist() for p in parts]
-        if n == 2:
-            names = [f"{vocab[a]} {vocab[b]}{suffix}" for a, b in zip(*columns, strict=True)]
-        else:
-            names = [
-                " ".join([vocab[t] for t in gram]) + suffix for gram in zip(*columns, strict=True)
-            ]
+        grams = [tuple(vocab[t] for t in gram) for gram in zip(*columns, strict=True)]
+        names = [" ".join(gram) + suffix for gram in grams]
         entry_rows, entry_cols = rows[starts], inverse.ravel()
     # Canonical column order (alphabetical), whatever the tokenisation route or vocabulary
     # order: z ties are broken by column order, so this keeps runs comparable.
@@ -95,10 +101,15 @@ def ngram_block(ctx: FeatureContext, field_name: str, n: int) -> tuple[sp.csr_ma
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
     names = [names[i] for i in order.tolist()]
+    spec = ctx.tokenizer.spec
+    keys = [
+        FeatureKey.ngram(name, field_name, grams[i], spec)
+        for name, i in zip(names, order.tolist(), strict=True)
+    ]
     m = build_csr(entry_rows, rank[entry_cols], n_rows, len(names))
     m = col.expand(m)
-    ctx.cache[key] = (m, names)
-    return m, names
+    ctx.cache[key] = (m, names, keys)
+    return m, names, keys
 
 
 def _ngram_range(value: Any) -> tuple[int, int]:
@@ -128,31 +139,35 @@ def _fields(ctx: FeatureContext) -> Sequence[str]:
     return list(fields)
 
 
-def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> tuple[list[sp.csr_matrix], list[str]]:
-    blocks, names = [], []
+NgramBlocks = tuple[list["sp.csr_matrix"], list[str], list[FeatureKey]]
+
+
+def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> NgramBlocks:
+    blocks, names, keys = [], [], []
     for field_name in _fields(ctx):
         for n in orders:
-            m, fn = ngram_block(ctx, field_name, n)
+            m, fn, fk = ngram_keyed_block(ctx, field_name, n)
             blocks.append(m)
             names.extend(fn)
-    return blocks, names
+            keys.extend(fk)
+    return blocks, names, keys
 
 
 @register_feature("ngrams", batch=True, settings=("ngram_range", "ngram_fields"))
-def ngrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
+def ngrams(ctx: FeatureContext) -> NgramBlocks:
     """Unigrams and bigrams (ngram_range) of premise and hypothesis, or of text."""
     lo, hi = _ngram_range(ctx.settings.get("ngram_range", DEFAULT_NGRAM_RANGE))
     return _ngrams(ctx, range(lo, hi + 1))
 
 
 @register_feature("unigrams", batch=True, settings=("ngram_fields",))
-def unigrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
+def unigrams(ctx: FeatureContext) -> NgramBlocks:
     """Single words: man@premise, sleeping@hypothesis."""
     return _ngrams(ctx, [1])
 
 
 @register_feature("bigrams", batch=True, settings=("ngram_fields",))
-def bigrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
+def bigrams(ctx: FeatureContext) -> NgramBlocks:
     """Word pairs: is sleeping@hypothesis."""
     return _ngrams(ctx, [2])
 
@@ -160,9 +175,8 @@ def bigrams(ctx: FeatureContext) -> tuple[list[sp.csr_matrix], list[str]]:
 def parse_ngram(name: str) -> tuple[list[str], str] | None:
     """``"is sleeping@hypothesis"`` → ``(["is", "sleeping"], "hypothesis")``; None otherwise.
 
-    Useful to map a biased n-gram back to the tokens it covers (e.g. unlikelihood masks).
+    The legacy way back from a name to its tokens (default tokenisation only); prefer the
+    :class:`FeatureKey` the extractor returns (``FeatureMatrix.keys``).
     """
-    words, sep, field_name = name.rpartition("@")
-    if not sep or field_name not in ("premise", "hypothesis", "text") or not words:
-        return None
-    return words.split(" "), field_name
+    key = FeatureKey.from_name(name)
+    return (list(key.tokens), key.field) if key.kind == "ngram" and key.field else None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from zdebias.features.keys import FeatureKey
 from zdebias.features.lengths import _edges
 from zdebias.features.registry import FeatureContext, build_csr, register_feature
 
@@ -50,7 +51,7 @@ def overlap_ratio(ctx: FeatureContext) -> np.ndarray:
 
 
 @register_feature("lex-overlap", batch=True, pair_only=True, settings=("lex_overlap_thresholds",))
-def lexical_overlap(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def lexical_overlap(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Share of hypothesis tokens in the premise: lex-overlap>t (cumulative), full-, no-."""
     thresholds = _edges(
         ctx.settings.get("lex_overlap_thresholds", DEFAULT_OVERLAP_THRESHOLDS),
@@ -63,4 +64,5 @@ def lexical_overlap(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
     flags = [r > t for t in thresholds] + [valid & (r == 1.0), valid & (r == 0.0)]
     present = np.stack(flags, axis=1)  # [n, n_features], row-major so rows come out sorted
     rows, cols = np.nonzero(present)
-    return build_csr(rows, cols, len(ratio), len(names)), names
+    keys = FeatureKey.many(names, "overlap")
+    return build_csr(rows, cols, len(ratio), len(names)), names, keys

@@ -10,8 +10,9 @@ as in GD-NLI Table 12 (``sleeping@hypothesis``, ``hypo-len<5``, ``lex-overlap>0.
   ... def has_negation(record):
   ...     return ["negation@hypothesis"] if " not " in record.hypothesis else []
 
-- batch functions ``fn(ctx: FeatureContext) -> (csr_matrix, names)``, registered with
-  ``batch=True`` (the built-ins: vectorised over the whole dataset, sharing one tokenisation).
+- batch functions ``fn(ctx: FeatureContext) -> (csr_matrix, names[, keys])``, registered with
+  ``batch=True`` (the built-ins: vectorised over the whole dataset, sharing one tokenisation,
+  and returning a :class:`~zdebias.features.keys.FeatureKey` per column).
 
 ``extract_features(records, names)`` runs the groups and returns a :class:`FeatureMatrix`.
 A name is a registered group (``ngrams``, ``hypo-len``, ...) or a dotted path to a user function
@@ -20,18 +21,19 @@ A name is a registered group (``ngrams``, ``hypo-len``, ...) or a dotted path to
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.keys import NULL_FEATURE, FeatureKey
+from zdebias.features.tokenize import Tokenizer, load_function
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -90,8 +92,9 @@ def register_feature(
     A per-record function gets the record and, by keyword, the settings its signature names.
     A batch function (``batch=True``) gets a :class:`FeatureContext` and returns
     ``(csr_matrix [n_records, n_cols], column_names)`` (or a list of matrices whose columns
-    follow each other, to save a copy); declare the settings it reads in
-    ``settings`` so unknown settings can be reported.
+    follow each other, to save a copy), optionally with a third item, the columns'
+    :class:`~zdebias.features.keys.FeatureKey` (else they are ``custom``); declare the settings
+    it reads in ``settings`` so unknown settings can be reported.
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -132,26 +135,6 @@ def available_features() -> dict[str, str]:
     return {name: spec.doc for name, spec in sorted(_REGISTRY.items())}
 
 
-def _load_dotted(path: str) -> Callable[..., Any]:
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    else:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"bad feature path {path!r}; expected pkg.module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(f"cannot import feature module {module_name!r}: {err}") from None
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"module {module_name!r} has no feature function {attr!r}") from None
-    if not callable(obj):
-        raise ConfigError(f"feature {path!r} is not a function")
-    return obj
-
-
 def get_feature(name: str) -> FeatureSpec:
     """The feature group of that name, or a user function named by dotted path.
 
@@ -162,7 +145,7 @@ def get_feature(name: str) -> FeatureSpec:
     if key in _REGISTRY:
         return _REGISTRY[key]
     if "." in name or ":" in name:
-        fn = _load_dotted(name)
+        fn = load_function(name)
         registered = getattr(fn, "zdebias_feature", None)
         if registered in _REGISTRY and _REGISTRY[registered].fn is fn:
             return _REGISTRY[registered]
@@ -198,11 +181,20 @@ class FeatureMatrix:
     ``matrix``: ``scipy.sparse.csr_matrix`` of ``uint8`` ones, shape ``[n_records, n_features]``
     (row ``i`` = record ``i``; a feature is present or absent, never counted twice).
     ``names``: the column names (``sleeping@hypothesis``, ``hypo-len<5``, ...).
+    ``keys``: the same columns as :class:`~zdebias.features.keys.FeatureKey` (kind, field,
+    n-gram tokens); derived from the names when not given.
     """
 
     matrix: sp.csr_matrix
     names: list[str]
+    keys: list[FeatureKey] = None  # type: ignore[assignment]
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.keys is None:
+            self.keys = [FeatureKey.from_name(name) for name in self.names]
+        elif len(self.keys) != len(self.names):
+            raise ValueError(f"{len(self.keys)} feature keys for {len(self.names)} names")
 
     @property
     def n_records(self) -> int:
@@ -237,7 +229,7 @@ class FeatureMatrix:
 
     def rows(self, index: np.ndarray | Sequence[int]) -> FeatureMatrix:
         """The same features for a subset (or reordering) of the records."""
-        return FeatureMatrix(self.matrix[np.asarray(index, dtype=np.int64)], self.names)
+        return FeatureMatrix(self.matrix[np.asarray(index, dtype=np.int64)], self.names, self.keys)
 
 
 def _rows_of(m: sp.csr_matrix) -> np.ndarray:
@@ -339,7 +331,8 @@ class FeatureContext:
         self._vocab_list: list[str] | None = None
         self._columns: dict[str, TokenColumn] = {}
         self.cache: dict[Any, Any] = {}
-        self._tokenizer = self._make_tokenizer()
+        #: The word tokeniser of every text feature (settings token_pattern, lowercase, tokenizer).
+        self.tokenizer = Tokenizer.from_settings(settings)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -356,54 +349,6 @@ class FeatureContext:
         if self._vocab_list is None or len(self._vocab_list) != len(self.vocab):
             self._vocab_list = list(self.vocab)
         return self._vocab_list
-
-    def _make_tokenizer(self) -> Callable[[str], list[str]]:
-        from zdebias.features.tokenize import TOKEN_RE
-
-        custom = self.settings.get("tokenizer")
-        self._default_tokens = False
-        if custom is not None:
-            fn = _load_dotted(custom) if isinstance(custom, str) else custom
-            if not callable(fn):
-                raise ConfigError("setting 'tokenizer' must be a function text -> list[str]")
-            return fn
-        pattern = self.settings.get("token_pattern")
-        regex = TOKEN_RE
-        if pattern is not None:
-            try:
-                regex = re.compile(pattern)
-            except re.error as err:
-                raise ConfigError(f"bad token_pattern {pattern!r}: {err}") from None
-        findall = regex.findall
-        if self.settings.get("lowercase", True):
-            self._default_tokens = regex is TOKEN_RE
-            return lambda text: findall(text.lower())
-        return findall
-
-    def _tokenize_all(self, texts: list[str]) -> tuple[list[str], np.ndarray | None]:
-        r"""All tokens of all texts, flat, and the token count of each text.
-
-        The default tokenisation makes one pass over the texts joined by NUL (which no token
-        can contain or cross, and which lower-casing leaves alone) and returns the flat list
-        *with* the NUL separators and ``None`` as counts (the caller splits on them). Texts
-        that are ASCII without apostrophes take a faster exact route: every ASCII character
-        other than ``[A-Za-z0-9_]`` is a separator there, so ``\w+(?:'\w+)?`` matches exactly
-        the pieces ``str.split`` returns after mapping those characters to spaces. Other
-        tokenisers run once per text. Both give exactly ``tokenize(text)`` per text.
-        """
-        n = len(texts)
-        if self._default_tokens and n > 1:
-            joined = "\x00".join(texts)
-            if joined.count("\x00") == n - 1:
-                if "'" not in joined and joined.isascii():
-                    spaced = " \x00 ".join(texts).lower().translate(_ASCII_NON_WORD)
-                    return spaced.split(), None
-                from zdebias.features.tokenize import TOKEN_RE
-
-                return re.findall(TOKEN_RE.pattern + r"|\x00", joined.lower()), None
-        toks = list(map(self._tokenizer, texts))
-        lengths = np.fromiter(map(len, toks), dtype=np.int64, count=n)
-        return list(chain.from_iterable(toks)), lengths
 
     def texts(self, field_name: str) -> list[str]:
         """The text of one field for every record (a DataError if one lacks it)."""
@@ -445,7 +390,7 @@ class FeatureContext:
         English data) are tokenised apart from the others, on the fast route, then merged
         back in order.
         """
-        if self._default_tokens and len(texts) > 1:
+        if self.tokenizer.is_default and len(texts) > 1:
             n = len(texts)
             plain = np.fromiter(map(str.isascii, texts), dtype=bool, count=n)
             plain &= ~np.fromiter(map(str.__contains__, texts, repeat("'")), dtype=bool, count=n)
@@ -465,7 +410,7 @@ class FeatureContext:
         return self._ids_of(texts)
 
     def _ids_of(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        flat, lengths = self._tokenize_all(texts)
+        flat, lengths = self.tokenizer.tokenize_many(texts)
         # Ids local to the chunk first (hash table in C), then mapped to the shared vocabulary
         # through a small array.
         local_ids, local = _factorize_strings(flat)
@@ -484,12 +429,6 @@ class FeatureContext:
             lengths = np.diff(bounds) - 1
             ids = ids[~is_sep]
         return ids.astype(np.int32), lengths
-
-
-#: ASCII characters that are not word characters (``\w``), mapped to a space; NUL is kept.
-_ASCII_NON_WORD = str.maketrans(
-    {c: " " for c in range(1, 128) if not (chr(c).isalnum() or chr(c) == "_")}
-)
 
 
 def _factorize_strings(items: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -557,19 +496,23 @@ def _check_settings(specs: list[FeatureSpec], settings: dict[str, Any]) -> None:
         )
 
 
-def _merge_duplicate_columns(m: sp.csr_matrix, names: list[str]) -> tuple[sp.csr_matrix, list[str]]:
-    """Two groups may emit the same feature name: OR their columns into one."""
+def _merge_duplicate_columns(
+    m: sp.csr_matrix, names: list[str], keys: list[FeatureKey]
+) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
+    """Two groups may emit the same feature name: OR their columns into one (first key wins)."""
     if len(set(names)) == len(names):
-        return m, names
+        return m, names, keys
     unique: dict[str, int] = {}
     target = np.fromiter(
         (unique.setdefault(n, len(unique)) for n in names), dtype=np.int64, count=len(names)
     )
     if len(unique) == len(names):
-        return m, names
+        return m, names, keys
+    first = dict(zip(reversed(names), reversed(keys), strict=True))
     rows = _rows_of(m)
     cols = target[m.indices]
-    return build_csr(rows, cols, m.shape[0], len(unique)), list(unique)
+    merged = build_csr(rows, cols, m.shape[0], len(unique))
+    return merged, list(unique), [first[name] for name in unique]
 
 
 def _run_group(
@@ -578,16 +521,21 @@ def _run_group(
     records: Sequence[Record],
     settings: dict[str, Any],
     pair: bool,
-) -> tuple[list[sp.csr_matrix], list[str]]:
-    """Run one feature group; its blocks (CSR) and column names, checked."""
+) -> tuple[list[sp.csr_matrix], list[str], list[FeatureKey]]:
+    """Run one feature group; its blocks (CSR), column names and keys, checked.
+
+    A group without keys (a user feature) gets ``custom`` keys derived from its names.
+    """
     if spec.pair_only and not pair:
         raise ConfigError(
             f"feature {spec.name!r} needs premise/hypothesis pairs; these records are single-text"
         )
-    if spec.batch:
-        m, fnames = spec.fn(ctx)
+    out = spec.fn(ctx) if spec.batch else _record_feature(spec, records, settings)
+    m, fnames = out[0], list(out[1])
+    if len(out) > 2:
+        keys = list(out[2])
     else:
-        m, fnames = _record_feature(spec, records, settings)
+        keys = [FeatureKey.from_name(name, kind="custom") for name in fnames]
     parts = m if isinstance(m, list) else [m]  # a group may return several blocks
     n_cols = sum(p.shape[1] for p in parts)
     if any(p.shape[0] != len(records) for p in parts) or n_cols != len(fnames):
@@ -595,7 +543,9 @@ def _run_group(
             f"feature {spec.name!r} returned {[p.shape for p in parts]} matrices for "
             f"{len(records)} records and {len(fnames)} names"
         )
-    return [p.tocsr() for p in parts], list(fnames)
+    if len(keys) != len(fnames) or any(k.name != n for k, n in zip(keys, fnames, strict=True)):
+        raise ConfigError(f"feature {spec.name!r} returned keys that do not match its names")
+    return [p.tocsr() for p in parts], fnames, keys
 
 
 def _progress(show: bool, total: int, n_records: int) -> Any:
@@ -654,22 +604,22 @@ def extract_features(
     specs = [get_feature(n) for n in dict.fromkeys(names)]
     _check_settings(specs, settings)
     if labels is None and records:
-        from zdebias.stats.zstats import infer_labels
-
-        labels = infer_labels(records)
+        labels = infer_task(records).labels
     if not records:
-        return FeatureMatrix(sp.csr_matrix((0, 0), dtype=np.uint8), [])
+        return FeatureMatrix(sp.csr_matrix((0, 0), dtype=np.uint8), [], [])
     ctx = FeatureContext(records, settings, labels=labels)
     blocks: list[sp.csr_matrix] = []
     all_names: list[str] = []
+    all_keys: list[FeatureKey] = []
     bar = _progress(progress, len(specs), len(records))
     try:
         for spec in specs:
             if bar is not None:
                 bar.update(bar.task_ids[0], description=f"features: {spec.name}")
-            m, fnames = _run_group(spec, ctx, records, settings, pair)
+            m, fnames, fkeys = _run_group(spec, ctx, records, settings, pair)
             blocks.extend(m)
             all_names.extend(fnames)
+            all_keys.extend(fkeys)
             if bar is not None:
                 bar.advance(bar.task_ids[0])
     finally:
@@ -681,7 +631,7 @@ def extract_features(
         matrix = sp.hstack(blocks, format="csr", dtype=np.uint8)
     else:
         matrix = sp.csr_matrix((len(records), 0), dtype=np.uint8)
-    matrix, all_names = _merge_duplicate_columns(matrix, all_names)
+    matrix, all_names, all_keys = _merge_duplicate_columns(matrix, all_names, all_keys)
     counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
     if (counts == 0).any():
         keep = np.flatnonzero(counts)
@@ -691,15 +641,20 @@ def extract_features(
             shape=(matrix.shape[0], len(keep)),
         )
         all_names = [all_names[j] for j in keep.tolist()]
+        all_keys = [all_keys[j] for j in keep.tolist()]
     matrix.sort_indices()
-    return FeatureMatrix(matrix.astype(np.uint8, copy=False), all_names)
+    return FeatureMatrix(matrix.astype(np.uint8, copy=False), all_names, all_keys)
 
 
 # --------------------------------------------------------------------------- null feature
 
 
 @register_feature("null", batch=True)
-def null_feature(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str]]:
+def null_feature(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """<null>: on every example; its z is the label imbalance."""
     n = len(ctx.records)
-    return bins_matrix(np.zeros(n, dtype=np.int64), 1), ["<null>"]
+    return (
+        bins_matrix(np.zeros(n, dtype=np.int64), 1),
+        [NULL_FEATURE],
+        [FeatureKey(NULL_FEATURE, "null")],
+    )

@@ -15,8 +15,12 @@ p = 1, where it is more exact), with log p clamped to at most ``log(1 − eps)``
 bounded by −log(eps) per token and never NaN or infinite, even when the model puts all its
 mass on the token.
 
-``reduction``: ``"mean"`` over counted tokens (0 when there are none), ``"sum"``, or
-``"none"`` (per-token values, 0 at ignored positions).
+``reduction``: ``"mean"`` over counted tokens (0 when there are none), ``"sum"``,
+``"weighted_mean"`` (Σ m_t·loss_t / Σ m_t: the mean over the tokens the mask selects, as the
+infiller's losses need), or ``"none"`` (per-token values, 0 at ignored positions).
+
+``log_softmax=True`` computes log p with ``torch.log_softmax`` instead of gather − logsumexp:
+equal to within an ulp; the infiller keeps it so its trained weights stay bit-identical.
 """
 
 from __future__ import annotations
@@ -30,16 +34,21 @@ import torch
 IGNORE_INDEX = -100
 #: Smallest 1 − p the unlikelihood terms see: −log(1 − p) ≤ −log(UL_EPS) ≈ 13.8.
 UL_EPS = 1e-6
-Reduction = Literal["mean", "sum", "none"]
+Reduction = Literal["mean", "sum", "weighted_mean", "none"]
 
 
-def token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, labels: torch.Tensor, *, log_softmax: bool = False
+) -> torch.Tensor:
     """log p(labels_t) under ``logits`` (shape of ``labels``; 0 at ignored positions)."""
     valid = labels != IGNORE_INDEX
     safe = torch.where(valid, labels, torch.zeros_like(labels))
     logits = logits.float()
-    picked = logits.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-    logp = picked - torch.logsumexp(logits, dim=-1)
+    if log_softmax:
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    else:
+        picked = logits.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        logp = picked - torch.logsumexp(logits, dim=-1)
     return torch.where(valid, logp, torch.zeros_like(logp))
 
 
@@ -69,7 +78,12 @@ def _reduce(
         return values.sum()
     if reduction == "mean":
         return values.sum() / counted.sum().clamp(min=1)
-    raise ValueError(f"unknown reduction {reduction!r}; expected mean, sum or none")
+    if reduction == "weighted_mean":
+        if weights is None:
+            return values.sum() / counted.sum().clamp(min=1)
+        total = torch.where(counted, weights.to(values.dtype), torch.zeros_like(values)).sum()
+        return values.sum() / total.clamp(min=1.0)
+    raise ValueError(f"unknown reduction {reduction!r}; expected mean, sum, weighted_mean or none")
 
 
 def mle_loss(
@@ -78,9 +92,10 @@ def mle_loss(
     mask: torch.Tensor | None = None,
     *,
     reduction: Reduction = "mean",
+    log_softmax: bool = False,
 ) -> torch.Tensor:
     """Token negative log-likelihood −log p(y_t); ``mask`` weights tokens (optional)."""
-    logp = token_logprobs(logits, labels)
+    logp = token_logprobs(logits, labels, log_softmax=log_softmax)
     return _reduce(-logp, labels != IGNORE_INDEX, mask, reduction)
 
 
@@ -91,9 +106,10 @@ def unlikelihood_loss(
     *,
     reduction: Reduction = "mean",
     eps: float = UL_EPS,
+    log_softmax: bool = False,
 ) -> torch.Tensor:
     """Token unlikelihood −log(1 − p(y_t)); ``mask`` weights tokens (optional)."""
-    logp = token_logprobs(logits, labels)
+    logp = token_logprobs(logits, labels, log_softmax=log_softmax)
     return _reduce(-log1m_exp(logp, eps=eps), labels != IGNORE_INDEX, mask, reduction)
 
 

@@ -3,11 +3,13 @@
 For an example I⁻ of Z⁻ the debiasing loss uses a per-token mask m_t: 0 where token t
 contributes to a biased feature of the example's label (unlikelihood there), 1 elsewhere
 (ordinary likelihood). :func:`biased_token_mask` returns the complement, ``True`` = biased
-(m_t = 0), from the feature names z-filtering recorded in ``meta["rejected_by"]``:
+(m_t = 0), from the structured features z-filtering recorded in
+``meta["rejected_by_features"]`` (:class:`~zdebias.features.keys.FeatureKey` dicts):
 
-- n-gram features ``w@premise``, ``w1 w2@hypothesis``, ``w@text``: every sub-word token that
-  overlaps a character of any occurrence of the n-gram (word tokens from
-  :func:`zdebias.features.tokenize.word_spans`, so the same words the feature counted);
+- n-gram features (``w@premise``, ``w1 w2@hypothesis``, ``w@text``): every sub-word token that
+  overlaps a character of any occurrence of the n-gram's tokens, the words found by the same
+  tokeniser that cut the feature (:class:`zdebias.features.tokenize.Tokenizer`, so a custom
+  ``token_pattern`` is honoured);
 - ``<null>`` (the label-imbalance feature, on every example): the label token. Its z-statistic
   is the label's over-representation, and the token that decides the label is the label token,
   so unlikelihood there lowers p(label | premise) and nothing else;
@@ -15,21 +17,25 @@ contributes to a biased feature of the example's label (unlikelihood there), 1 e
   prediction, and any user-registered feature): all hypothesis tokens (all text tokens for
   single-text tasks). The end-of-sequence token is not included.
 
+Files written before the structured features existed only have the names in
+``meta["rejected_by"]``; those are parsed by the naming rules (the legacy path,
+:func:`rejecting_features`), which assumes the default tokenisation.
+
 >>> biased_token_mask(record, encoded)                   # doctest: +SKIP
 [False, False, True, ...]
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from zdebias.data.schema import Record
-from zdebias.features.ngrams import parse_ngram
-from zdebias.features.tokenize import word_spans
+from zdebias.features.keys import NULL_FEATURE, FeatureKey
+from zdebias.features.tokenize import Tokenizer
 from zdebias.generation.format import EncodedExample
-
-NULL_FEATURE = "<null>"
 
 
 @dataclass
@@ -53,9 +59,15 @@ def _token_overlaps(
     ]
 
 
-def _ngram_spans(text: str, target: list[str]) -> list[tuple[int, int]]:
-    """Character spans of each occurrence of the word n-gram ``target`` in ``text``."""
-    words = word_spans(text)
+@lru_cache(maxsize=16)
+def _tokenizer(spec: str | None) -> Tokenizer:
+    return Tokenizer.from_spec(spec)
+
+
+def _ngram_spans(text: str, key: FeatureKey) -> list[tuple[int, int]]:
+    """Character spans of each occurrence of the n-gram ``key.tokens`` in ``text``."""
+    words = _tokenizer(key.tokenizer).spans(text)
+    target = [t.lower() for t in key.tokens]
     n = len(target)
     out = []
     for i in range(len(words) - n + 1):
@@ -64,27 +76,57 @@ def _ngram_spans(text: str, target: list[str]) -> list[tuple[int, int]]:
     return out
 
 
-def feature_kind(name: str) -> str:
-    """``ngram``, ``null`` or ``hypothesis`` (a whole-hypothesis feature)."""
-    if name == NULL_FEATURE:
+def as_feature_key(feature: str | FeatureKey | Mapping[str, Any]) -> FeatureKey:
+    """A :class:`FeatureKey` from a key, its dict form, or (legacy) a feature name."""
+    if isinstance(feature, FeatureKey):
+        return feature
+    if isinstance(feature, Mapping):
+        return FeatureKey.from_dict(feature)
+    return FeatureKey.from_name(str(feature))
+
+
+def rejecting_features(record: Record) -> list[FeatureKey]:
+    """The biased features that rejected ``record``: ``meta["rejected_by_features"]``.
+
+    Legacy path: records z-filtered before structured features existed have only the names in
+    ``meta["rejected_by"]``; they are parsed by the naming rules (default tokenisation).
+    """
+    structured = record.meta.get("rejected_by_features")
+    if structured is not None:
+        return [FeatureKey.from_dict(d) for d in structured]
+    return [FeatureKey.from_name(name) for name in record.meta.get("rejected_by") or []]
+
+
+def _mask_kind(key: FeatureKey) -> str:
+    """What the mask covers: ``ngram`` (its words), ``null`` (the label token) or
+    ``hypothesis`` (the whole hypothesis). A user feature named like an n-gram
+    (``word@hypothesis``) is masked as one, as before structured features."""
+    if key.kind == "null" or (key.kind == "custom" and key.name == NULL_FEATURE):
         return "null"
-    return "ngram" if parse_ngram(name) is not None else "hypothesis"
+    if key.kind in ("ngram", "custom") and key.tokens and key.field is not None:
+        return "ngram"
+    return "hypothesis"
+
+
+def feature_kind(name: str) -> str:
+    """``ngram``, ``null`` or ``hypothesis`` (a whole-hypothesis feature), from a name."""
+    return _mask_kind(FeatureKey.from_name(name))
 
 
 def biased_token_mask(
     record: Record,
     encoded: EncodedExample,
-    features: Iterable[str] | None = None,
+    features: Iterable[str | FeatureKey | Mapping[str, Any]] | None = None,
     *,
     report: MaskReport | None = None,
 ) -> list[bool]:
     """Per position of ``encoded.input_ids``: True where the token carries a biased feature.
 
-    ``features`` defaults to ``record.meta["rejected_by"]``. The unlikelihood mask of SPEC §6
-    is ``m_t = 0`` exactly where this is True. ``report`` (if given) is filled in.
+    ``features`` (keys, their dicts, or names) defaults to :func:`rejecting_features`. The
+    unlikelihood mask of SPEC §6 is ``m_t = 0`` exactly where this is True. ``report`` (if
+    given) is filled in; its ``unmatched`` lists feature names.
     """
-    if features is None:
-        features = record.meta.get("rejected_by") or []
+    keys = rejecting_features(record) if features is None else [as_feature_key(f) for f in features]
     out = [False] * len(encoded.input_ids)
     rep = report if report is not None else MaskReport()
 
@@ -95,8 +137,8 @@ def biased_token_mask(
                 rep.by_kind[kind] = rep.by_kind.get(kind, 0) + 1
 
     main_text = record.text if not record.is_pair else record.hypothesis
-    for name in features:
-        kind = feature_kind(name)
+    for key in keys:
+        kind = _mask_kind(key)
         if kind == "null":
             mark(encoded.label_index, [0], kind)
             continue
@@ -104,19 +146,16 @@ def biased_token_mask(
             start, end = encoded.main
             mark(start, range(end - start), kind)
             continue
-        parsed = parse_ngram(name)
-        assert parsed is not None
-        words, where = parsed
-        if where == "premise":
+        if key.field == "premise":
             text, start, offsets = record.premise or "", encoded.premise[0], encoded.premise_offsets
         else:
             text, start, offsets = main_text or "", encoded.main[0], encoded.main_offsets
-        if where == "premise" and not record.is_pair:
-            rep.unmatched.append(name)
+        if key.field == "premise" and not record.is_pair:
+            rep.unmatched.append(key.name)
             continue
-        hits = _token_overlaps(offsets, _ngram_spans(text, words))
+        hits = _token_overlaps(offsets, _ngram_spans(text, key))
         if not hits:
-            rep.unmatched.append(name)
+            rep.unmatched.append(key.name)
         mark(start, hits, kind)
     rep.n_biased = sum(out)
     return out

@@ -33,9 +33,8 @@ import importlib.util
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import atomic_open, write_json
@@ -48,36 +47,11 @@ from zdebias.generation.format import (
     parse_output,
     sample_key,
 )
+from zdebias.generation.settings import SampleSettings, fast_bf16
 
 STATE = "state.json"
 SUMMARY = "summary.json"
 MERGED = "samples.jsonl"
-Backend = Literal["hf", "vllm"]
-
-
-@dataclass(frozen=True)
-class SampleSettings:
-    """Everything that decides which samples a run produces (except ``n``)."""
-
-    batch_size: int = 64
-    top_p: float = 0.9
-    top_k: int = 0
-    temperature: float = 1.0
-    seed: int = 0
-    shard_size: int = 10_000
-    backend: str = "hf"
-
-    def check(self) -> None:
-        if self.batch_size < 1 or self.shard_size < 1:
-            raise ConfigError("batch size and shard size must be at least 1")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top-p must be in (0, 1], not {self.top_p}")
-        if self.top_k < 0:
-            raise ConfigError(f"top-k must be >= 0 (0 = off), not {self.top_k}")
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, not {self.temperature}")
-        if self.backend not in ("hf", "vllm"):
-            raise ConfigError(f"unknown backend {self.backend!r}; expected hf or vllm")
 
 
 def round_seed(seed: int, round_index: int) -> int:
@@ -222,7 +196,7 @@ def _new_state(settings: SampleSettings, fingerprint: str, generator: str) -> di
         "version": 1,
         "generator": generator,
         "generator_fingerprint": fingerprint,
-        "settings": settings.__dict__,
+        "settings": settings.run_settings(),
         "next_round": 0,
         "shards": [],
         "n_written": 0,
@@ -246,7 +220,7 @@ def _load_state(
         raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
     diff = {
         k: (v, state["settings"].get(k))
-        for k, v in settings.__dict__.items()
+        for k, v in settings.run_settings().items()
         if state["settings"].get(k) != v
     }
     if diff:
@@ -345,29 +319,19 @@ def _record(
 def sample_generator(
     generator: str | Path,
     out_dir: str | Path,
-    n: int,
+    settings: SampleSettings | int | None = None,
     *,
-    batch_size: int = 64,
-    top_p: float = 0.9,
-    top_k: int = 0,
-    temperature: float = 1.0,
-    seed: int = 0,
-    shard_size: int = 10_000,
-    backend: Backend = "hf",
-    device: str | None = None,
-    dtype: str | None = None,
-    max_shards: int | None = None,
-    merge: bool = True,
-    keep_dropped: bool = True,
-    patience_rounds: int = 200,
     progress: bool = True,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Sample ``n`` unique well-formed records from a generator folder into ``out_dir``.
 
-    Resumes a run already in ``out_dir`` (same settings). ``max_shards`` stops after writing
-    that many shards in this call (the run stays resumable); ``patience_rounds`` fails when that
-    many rounds in a row yield nothing new. Returns the summary (``complete`` says whether
-    ``n`` samples are there). ``dtype`` defaults to bfloat16 on CUDA, float32 elsewhere.
+    ``settings``: a :class:`~zdebias.generation.settings.SampleSettings` (an int: ``n``);
+    ``overrides``: its fields as keywords (``n=1000, batch_size=48``). Resumes a run already in
+    ``out_dir`` (same settings). ``max_shards`` stops after writing that many shards in this
+    call (the run stays resumable); ``patience_rounds`` fails when that many rounds in a row
+    yield nothing new. Returns the summary (``complete`` says whether ``n`` samples are
+    there). ``dtype`` defaults to bfloat16 on CUDA, float32 elsewhere.
     """
     from rich.console import Console
     from rich.progress import (
@@ -381,19 +345,22 @@ def sample_generator(
 
     from zdebias.models.resolve import resolve_model
 
-    if n < 1:
-        raise ConfigError(f"--n must be at least 1, not {n}")
-    settings = SampleSettings(batch_size, top_p, top_k, temperature, seed, shard_size, backend)
-    settings.check()
+    if isinstance(settings, int):
+        settings, overrides = None, {"n": settings, **overrides}
+    cfg = SampleSettings.of(settings, **overrides)
+    n, batch_size, seed = cfg.n, cfg.batch_size, cfg.seed
+    dtype = cfg.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if fast_bf16() else "float32"
     gen_path = Path(resolve_model(generator))
     fmt = GeneratorFormat.load(gen_path)
-    if backend == "vllm":
+    if cfg.backend == "vllm":
         check_vllm()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = generator_fingerprint(gen_path)
     gen_name = gen_path.name
-    state = _load_state(out, settings, fingerprint, str(gen_path))
+    state = _load_state(out, cfg, fingerprint, str(gen_path))
     if state["n_written"] > n:
         raise ConfigError(
             f"{out}: already holds {state['n_written']} samples, more than "
@@ -408,7 +375,7 @@ def sample_generator(
     special = frozenset(int(i) for i in tokenizer.all_special_ids)
     engine = None
     if state["n_written"] < n:
-        engine = BACKENDS[backend](gen_path, fmt, settings, device=device, dtype=dtype)
+        engine = BACKENDS[cfg.backend](gen_path, fmt, cfg, device=cfg.device, dtype=dtype)
     buffer: list[Record] = []
     dropped: list[dict[str, Any]] = []
     counts = {"n_generated": 0, "n_duplicates": 0}
@@ -460,6 +427,7 @@ def sample_generator(
         *columns, disable=not progress, transient=False, console=Console(stderr=True)
     ) as bar:
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
+        max_shards = cfg.max_shards
         while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
             assert engine is not None
             outputs = engine.generate(batch_size, round_seed(seed, round_index))
@@ -469,7 +437,7 @@ def sample_generator(
                 parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
                 if not parsed.ok:
                     malformed[parsed.error or "?"] = malformed.get(parsed.error or "?", 0) + 1
-                    if keep_dropped:
+                    if cfg.keep_dropped:
                         dropped.append(
                             {
                                 "round": round_index,
@@ -481,7 +449,7 @@ def sample_generator(
                 key = _key_hash(sample_key(parsed))
                 if key in seen:
                     counts["n_duplicates"] += 1
-                    if keep_dropped:
+                    if cfg.keep_dropped:
                         dropped.append(
                             {
                                 "round": round_index,
@@ -500,9 +468,9 @@ def sample_generator(
             call_generated += len(outputs)
             call_accepted += accepted
             idle_rounds = 0 if accepted else idle_rounds + 1
-            if idle_rounds >= patience_rounds:
+            if idle_rounds >= (patience := cfg.patience_rounds):
                 raise ZdebiasError(
-                    f"the generator gave no new well-formed sample in {patience_rounds} rounds "
+                    f"the generator gave no new well-formed sample in {patience} rounds "
                     f"(malformed so far: {_nonzero(malformed)}); is it trained?"
                 )
             if state["n_written"] + len(buffer) >= n:
@@ -510,7 +478,7 @@ def sample_generator(
                 state["n_surplus"] = state.get("n_surplus", 0) + len(surplus)
                 del buffer[n - state["n_written"] :]
                 flush()
-            elif len(buffer) >= shard_size:
+            elif len(buffer) >= cfg.shard_size:
                 flush()
             done = state["n_written"] + len(buffer)
             bar.update(
@@ -523,7 +491,7 @@ def sample_generator(
             )
 
     complete = state["n_written"] == n
-    if complete and merge:
+    if complete and cfg.merge:
         with atomic_open(out / MERGED) as fh:
             for shard in state["shards"]:
                 with open(out / shard["file"], encoding="utf-8") as src:

@@ -14,17 +14,15 @@
   by one constant per batch. The perturbed sequence differs from the original only in its
   label token (l' drawn uniformly from the other labels, seeded), so both run in one forward.
 - :func:`train_generator` (``zdebias train-generator``) and :func:`debias_generator`
-  (``zdebias debias-generator``: z-filter, then fine-tune with Z and masked Z⁻).
+  (fine-tune with Z and masked Z⁻ of a z-filter run: ``zdebias debias-generator`` and the
+  recipe stage compose :func:`~zdebias.stats.zfilter.z_filter` and this).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +44,8 @@ from zdebias.generation.format import (
 )
 from zdebias.generation.losses import IGNORE_INDEX, get_loss
 from zdebias.generation.mask import MaskReport, biased_token_mask
+from zdebias.generation.settings import DebiasSettings, GeneratorSettings
+from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 
 TRAIN_SUMMARY = "train_summary.json"
 
@@ -213,18 +213,11 @@ class GeneratorTrainer(Trainer):
 # --------------------------------------------------------------------------- high-level API
 
 
-def _make_args(
-    args: GeneratorTrainingArguments | None, work_dir: str, overrides: dict[str, Any]
-) -> GeneratorTrainingArguments:
+def _make_args(work_dir: str, overrides: dict[str, Any]) -> GeneratorTrainingArguments:
     if "dataloader_pin_memory" not in overrides and not torch.cuda.is_available():
         overrides = {**overrides, "dataloader_pin_memory": False}
-    if args is None:
-        try:
-            return GeneratorTrainingArguments(output_dir=work_dir, **overrides)
-        except TypeError as err:
-            raise ConfigError(f"bad training setting: {err}") from err
     try:
-        return dataclasses.replace(args, **overrides, output_dir=work_dir)
+        return GeneratorTrainingArguments(output_dir=work_dir, **overrides)
     except TypeError as err:
         raise ConfigError(f"bad training setting: {err}") from err
 
@@ -259,27 +252,30 @@ def _encode_all(
     return items, too_long
 
 
+def _check_out(out: Path) -> None:
+    """Refuse an ``out`` that holds something other than an older generator."""
+    check_out_dir(out, overwrite=True)
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not GeneratorFormat.is_generator(out))
+    ):
+        raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
+
+
 def _publish(tmp: Path, out: Path) -> None:
-    """Move the finished folder ``tmp`` to ``out``, replacing an older generator there."""
-    if out.exists():
-        if not out.is_dir() or (any(out.iterdir()) and not GeneratorFormat.is_generator(out)):
-            raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+    """Move the finished folder ``tmp`` to ``out`` atomically, replacing an older generator."""
+    _check_out(out)
+    publish_dir(tmp, out, overwrite=True)
 
 
 def train_generator(
     records: Sequence[Record],
     model: str | Path,
     out_dir: str | Path,
+    settings: GeneratorSettings | None = None,
     *,
-    task: str | Task | None = None,
     negatives: Sequence[Record] = (),
-    args: GeneratorTrainingArguments | None = None,
+    task: str | Task | None = None,
+    progress: bool = True,
     extra_info: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
@@ -288,25 +284,26 @@ def train_generator(
     ``model`` is any causal LM reference (:func:`zdebias.models.resolve.resolve_model`) or an
     existing generator folder (its format is kept; fine-tuning continues). ``records`` are
     trained with likelihood (+ λ·consistency); ``negatives`` (Z⁻, each with
-    ``meta["rejected_by"]``) with α·masked unlikelihood. ``overrides`` set any
-    :class:`GeneratorTrainingArguments` field (``learning_rate=1e-4``, ``max_steps=20``, ...).
-    Sequences longer than ``max_length`` are dropped and counted.
+    ``meta["rejected_by"]``) with α·masked unlikelihood. ``settings``: a
+    :class:`~zdebias.generation.settings.GeneratorSettings` (or :class:`DebiasSettings`, for α);
+    ``overrides``: its fields as keywords (``learning_rate=1e-4, max_steps=20``); any other
+    keyword is a :class:`GeneratorTrainingArguments` field (``logging_steps=5``). ``subset``
+    draws from ``records``. Sequences longer than ``max_length`` are dropped and counted.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
     from zdebias.models.resolve import resolve_model
 
+    cls = type(settings) if isinstance(settings, GeneratorSettings) else GeneratorSettings
+    cfg = cls.of(settings, **overrides)
+    records = cfg.pick(records)
     if not records and not negatives:
         raise ConfigError("no training records")
     out = Path(out_dir)
-    if out.exists() and (
-        not out.is_dir() or (any(out.iterdir()) and not GeneratorFormat.is_generator(out))
-    ):
-        raise ConfigError(f"{out}: exists and is not a generator folder; choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    _check_out(out)
+    tmp = work_dir_for(out)
     try:
-        args = _make_args(args, str(tmp / "trainer"), overrides)
+        args = _make_args(str(tmp / "trainer"), cfg.training_arguments(progress=progress))
         set_seed(args.seed)
         path = resolve_model(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -415,62 +412,39 @@ def train_generator(
 
 def debias_generator(
     generator: str | Path,
-    records: Sequence[Record],
+    kept: Sequence[Record],
+    rejected: Sequence[Record],
     out_dir: str | Path,
+    settings: DebiasSettings | None = None,
     *,
-    alpha: float = 1.0,
-    top_k: int = 20,
-    zfilter_batch_size: int | None = None,
-    shuffle_seed: int = 0,
-    features: Sequence[str] | None = None,
-    feature_settings: dict[str, Any] | None = None,
-    args: GeneratorTrainingArguments | None = None,
+    task: str | Task | None = None,
+    progress: bool = True,
+    extra_info: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """z-filter ``records`` (D0) into Z, Z⁻ and fine-tune ``generator`` into G* (GD-NLI §4.1).
+    """Fine-tune ``generator`` into G* on a z-filter's output (GD-NLI §4.1).
 
-    Loss: L_MLE on Z + α·masked L_UL on Z⁻ (mask from each rejected record's
-    ``meta["rejected_by"]``, see :mod:`zdebias.generation.mask`). The consistency loss is off
-    unless ``consistency_weight`` is given. Returns the training summary, with the z-filter's.
+    ``kept`` (Z) and ``rejected`` (Z⁻, each with ``meta["rejected_by"]``) are the outputs of
+    :func:`zdebias.stats.zfilter.z_filter`. Loss: L_MLE on Z + α·masked L_UL on Z⁻ (mask from
+    ``rejected_by``, see :mod:`zdebias.generation.mask`); λ is 0 unless given. ``settings``:
+    a :class:`~zdebias.generation.settings.DebiasSettings`; ``overrides``: its fields.
+
+    >>> result = z_filter(train, biased_k=20)                                 # doctest: +SKIP
+    >>> debias_generator("runs/gen", result.kept, result.rejected, "runs/g*")  # doctest: +SKIP
     """
-    from zdebias.stats.zfilter import z_filter
-
-    if not GeneratorFormat.is_generator(generator):
+    missing = [r.id for r in rejected if "rejected_by" not in r.meta]
+    if missing:
         raise ConfigError(
-            f"{generator}: not a generator folder; train one with `zdebias train-generator`"
+            f"'rejected' records need meta.rejected_by (the rejected output of z-filtering); "
+            f"{len(missing)} lack it, e.g. {missing[0]!r}"
         )
-    options: dict[str, Any] = dict(feature_settings or {})
-    if zfilter_batch_size is not None:
-        options["batch_size"] = zfilter_batch_size
-    result = z_filter(
-        list(records), top_k=top_k, shuffle_seed=shuffle_seed, features=features, **options
-    )
-    overrides.setdefault("consistency_weight", 0.0)
-    overrides["debias_alpha"] = alpha
-    shown = (
-        "n_input",
-        "kept_share_of_input",
-        "batch_size",
-        "top_k",
-        "features",
-        "top_z_before",
-        "top_z_after",
-        "rejections_by_feature",
-    )
-    zsummary = {k: result.summary[k] for k in shown if k in result.summary}
     return train_generator(
-        result.kept,
+        kept,
         generator,
         out_dir,
-        negatives=result.rejected,
-        args=args,
-        extra_info={
-            "objective": "debias",
-            "z_filter": {
-                "n_kept": len(result.kept),
-                "n_rejected": len(result.rejected),
-                **zsummary,
-            },
-        },
-        **overrides,
+        DebiasSettings.of(settings, **overrides),
+        negatives=rejected,
+        task=task,
+        progress=progress,
+        extra_info={"objective": "debias", **(extra_info or {})},
     )

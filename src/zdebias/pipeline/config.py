@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
 
 # --------------------------------------------------------------------------- references
@@ -91,19 +92,10 @@ class StageConfig(BaseModel):
     seed: int | None = Field(default=None, description="random seed (default: the recipe's)")
 
 
-class DataSpec(BaseModel):
-    """A dataset the recipe reads: a path (or ``hf:NAME[:SPLIT]``) and reader options."""
-
-    model_config = ConfigDict(extra="forbid")
+class DataSpec(ReadOptions):
+    """A dataset the recipe reads: a path (or ``hf:NAME[:SPLIT]``) and its reader options."""
 
     path: str
-    format: str | None = None
-    task: str | None = None
-    columns: dict[str, str] = Field(default_factory=dict)
-    label_map: dict[str, str] = Field(default_factory=dict)
-    split: str | None = None
-    on_error: Literal["raise", "skip"] = "raise"
-    limit: int | None = Field(default=None, ge=1, description="read only the first N records")
 
     @field_validator("path")
     @classmethod
@@ -148,8 +140,9 @@ class Recipe(BaseModel):
         return value
 
     def stage_seed(self, name: str) -> int:
-        """The effective random seed of a stage."""
-        own = self.stages[name].seed
+        """The effective random seed of a stage: its own ``seed`` if set, else the recipe's."""
+        cfg = self.stages[name]
+        own = cfg.seed if "seed" in cfg.model_fields_set else None
         return self.seed if own is None else own
 
     def to_dict(self) -> dict[str, Any]:

@@ -100,23 +100,7 @@ Resolved = DataInput | OutputInput | ExternalInput
 
 def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> list[Record]:
     """Read a declared dataset, telling the context what the reader skipped."""
-    from zdebias.data.readers import open_dataset
-
-    ds = open_dataset(
-        spec.path,
-        format=spec.format,
-        task=spec.task or task,
-        columns=spec.columns or None,
-        label_map=spec.label_map or None,
-        split=spec.split,
-        on_error=spec.on_error,
-    )
-    records: list[Record] = []
-    for record in ds:
-        records.append(record)
-        if spec.limit is not None and len(records) >= spec.limit:
-            break
-    rep = ds.report
+    records, rep = spec.read(spec.path, task=task)
     if ctx is not None and (rep.n_unlabelled or rep.n_errors):
         ctx.note(
             f"{spec.path}: skipped {rep.n_unlabelled} rows without a gold label and "

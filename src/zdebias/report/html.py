@@ -3,7 +3,9 @@
 It reads ``manifest.json`` and the JSON outputs the stages saved (``stats.json``,
 ``artifacts.json``, filter and sampling summaries, ``results.json``, ``examples.json``); it
 never imports training code. Figures are PNGs embedded as ``data:`` URIs, so the file can be
-mailed or opened offline.
+mailed or opened offline. This module computes and formats what the report shows
+(:func:`report_context`, numbers through :mod:`zdebias.evaluation.cells`); the page layout is
+the jinja2 template ``zdebias/resources/report.html.j2``.
 
 Sections (when the run has the stages they need):
 
@@ -25,14 +27,21 @@ import base64
 import html
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
+from markupsafe import Markup
+
 from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
+from zdebias.evaluation.cells import MISSING, format_cell, format_number
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
+#: The page layout, in ``zdebias/resources``; this module computes what it shows.
+TEMPLATE = "report.html.j2"
 
 #: How the sizes table names each kind of stage output (GD-NLI Table 1 wording).
 _SIZE_NAMES = {
@@ -49,10 +58,6 @@ _RECIPE_NAMES = {
     "par-z": "Par-Z  Z(D0) ∪ Z(D̂_G*)",
     "seq-z": "Seq-Z  Z(D̂_G* | Z(D0))",
 }
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 @dataclass
@@ -216,24 +221,7 @@ def sizes_rows(run: RunData) -> list[dict[str, Any]]:
     return rows
 
 
-# --------------------------------------------------------------------------- html pieces
-
-
-_CSS = """
-body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:2em auto;
-max-width:1100px;color:#212529;line-height:1.45;padding:0 1em}
-h1{font-size:1.7em;margin-bottom:.2em}h2{font-size:1.3em;margin-top:1.8em;border-bottom:1px solid
-#dee2e6;padding-bottom:.2em}h3{font-size:1.05em;margin-bottom:.3em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
-th,td{border:1px solid #dee2e6;padding:.3em .6em;vertical-align:top}
-th{background:#f1f3f5;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.muted{color:#868e96}.ok{color:#2f9e44;font-weight:600}.bad{color:#e03131;font-weight:600}
-.figs{display:flex;flex-wrap:wrap;gap:1em}.figs figure{margin:0;flex:1 1 480px}
-.figs img{width:100%;border:1px solid #dee2e6}figcaption{font-size:.85em;color:#495057}
-.lab{display:inline-block;padding:0 .4em;border-radius:3px;color:white;font-size:.85em}
-.summary{background:#f8f9fa;border:1px solid #dee2e6;padding:.6em 1em;border-radius:4px}
-details{margin:.5em 0}code{font-size:.9em}
-"""
+# --------------------------------------------------------------------------- sections
 
 
 def label_colour(label: str) -> str:
@@ -245,98 +233,6 @@ def label_colour(label: str) -> str:
         if label in task.labels:
             return COLORS[task.labels.index(label) % len(COLORS)]
     return COLORS[-1]
-
-
-def _label_tag(label: str) -> str:
-    return f'<span class="lab" style="background:{label_colour(label)}">{_e(label)}</span>'
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return _e(value)
-
-
-def _table(header: list[str], rows: list[list[str]], *, numeric: set[int] | None = None) -> str:
-    numeric = numeric or set()
-    out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"]
-    for row in rows:
-        cells = "".join(
-            f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-            for i, c in enumerate(row)
-        )
-        out.append(f"<tr>{cells}</tr>")
-    out.append("</table>")
-    return "\n".join(out)
-
-
-def _img(png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-
-
-def _section_artifacts(rows: list[dict[str, Any]] | None) -> str:
-    if not rows:
-        return ""
-    body = []
-    for r in rows:
-        b, a = r.get("before"), r.get("after")
-
-        def cell(c: dict[str, Any] | None) -> list[str]:
-            if c is None:
-                return ["–", "–", "–"]
-            return [f"{c['z']:.1f}", _num(c["n"]), f"#{c['rank']}" if "rank" in c else "–"]
-
-        verdict = []
-        verdict.append(
-            '<span class="ok">found</span>' if r["found"] else '<span class="bad">not found</span>'
-        )
-        if a is not None or r["gone"]:
-            verdict.append(
-                '<span class="ok">gone</span>'
-                if r["gone"]
-                else '<span class="bad">still significant</span>'
-            )
-        body.append(
-            [
-                f"<code>{_e(r['feature'])}</code>",
-                _label_tag(r["label"]),
-                _e(r["description"]),
-                *cell(b),
-                *cell(a),
-                " · ".join(verdict),
-            ]
-        )
-    header = [
-        "planted feature",
-        "gives away",
-        "how",
-        "z before",
-        "n",
-        "rank",
-        "z after",
-        "n",
-        "rank",
-        "verdict",
-    ]
-    zc = next((r["before"]["z_critical"] for r in rows if r.get("before")), None)
-    zca = next((r["after"]["z_critical"] for r in rows if r.get("after")), None)
-    note = (
-        f"<p class='muted'>Significant means z above the Bonferroni-corrected critical "
-        f"value (before: {_num(zc, 2)}, after: {_num(zca, 2)}). Rank is the feature's "
-        f"place among all features by z for that label.</p>"
-    )
-    return (
-        "<h2>Planted artifacts: found and gone</h2><p>The demo corpus plants three "
-        "shortcuts of known ground truth in its train and dev splits; its test split is "
-        "quota-balanced so that none of them says anything about the label there.</p>"
-        + _table(header, body, numeric={3, 4, 5, 6, 7, 8})
-        + note
-    )
 
 
 def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
@@ -370,9 +266,48 @@ def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
         return png.read_bytes()
 
 
-def _section_gardner(run: RunData) -> str:
+def _z(value: float) -> str:
+    return format_number(value, digits=1, thousands="")
+
+
+def _artifacts_section(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """Planted artifacts: z, n and rank before and after, and the verdicts."""
+    if not rows:
+        return None
+
+    def side(c: dict[str, Any] | None) -> list[str]:
+        if c is None:
+            return [MISSING, MISSING, MISSING]
+        return [_z(c["z"]), format_number(c["n"]), f"#{c['rank']}" if "rank" in c else MISSING]
+
+    body = []
+    for r in rows:
+        a = r.get("after")
+        verdict = [("ok", "found") if r["found"] else ("bad", "not found")]
+        if a is not None or r["gone"]:
+            verdict.append(("ok", "gone") if r["gone"] else ("bad", "still significant"))
+        body.append(
+            {
+                "feature": r["feature"],
+                "label": r["label"],
+                "description": r["description"],
+                "numbers": side(r.get("before")) + side(a),
+                "verdict": verdict,
+            }
+        )
+    zc = next((r["before"]["z_critical"] for r in rows if r.get("before")), None)
+    zca = next((r["after"]["z_critical"] for r in rows if r.get("after")), None)
+    return {
+        "rows": body,
+        "z_critical": format_number(zc, digits=2),
+        "z_critical_after": format_number(zca, digits=2),
+    }
+
+
+def _gardner_section(run: RunData) -> list[dict[str, Any]]:
+    """The Gardner plots before and after, as base64 PNGs with their caption numbers."""
     before, after = before_after(run)
-    figs = []
+    figures = []
     for stage, caption in ((before, "before"), (after, "after")):
         if stage is None:
             continue
@@ -382,174 +317,92 @@ def _section_gardner(run: RunData) -> str:
         png = gardner_image(stats, f"{caption} ({stage['name']}, {stats['n_examples']:,} ex.)")
         if png is None:
             continue
-        text = (
-            f"<b>{caption}</b>: <code>{_e(stage['name'])}</code>, "
-            f"{stats['n_examples']:,} examples; {stats['n_significant']:,} of "
-            f"{stats['n_features']:,} features significant for some label "
-            f"(z_c = {stats['z_critical']:.2f}). Points: features seen in more than "
-            f"{stats['gardner'].get('min_n', 20)} examples, at the label they favour most."
+        figures.append(
+            {
+                "caption": caption,
+                "stage": stage["name"],
+                "png": base64.b64encode(png).decode("ascii"),
+                "n_examples": format_number(stats["n_examples"]),
+                "n_significant": format_number(stats["n_significant"]),
+                "n_features": format_number(stats["n_features"]),
+                "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
+                "min_n": stats["gardner"].get("min_n", 20),
+            }
         )
-        figs.append(
-            f"<figure>{_img(png, f'Gardner plot {caption}')}"
-            f"<figcaption>{text}</figcaption></figure>"
-        )
-    if not figs:
-        return ""
-    return (
-        "<h2>z-statistics (Gardner plots)</h2><p>Each point is a feature: how often it "
-        "occurs (n, log scale) and the share p̂ of those examples with the label it favours "
-        "most. Above the curve a feature predicts its label more than chance allows.</p>"
-        f"<div class='figs'>{''.join(figs)}</div>"
-    )
+    return figures
 
 
-def _section_top(run: RunData, top_n: int) -> str:
+def _top_section(run: RunData, top_n: int) -> dict[str, Any] | None:
+    """The top ``top_n`` features per label before (and after): one row per rank."""
     before, after = before_after(run)
     sb = run.json_output(before, "stats") if before else None
     sa = run.json_output(after, "stats") if after else None
-    if sb is None:
-        return ""
-    header = ["label", f"biased feature ({_e(before['name'])})", "z", "n", "p̂"]
-    if sa is not None:
-        header += [f"biased feature ({_e(after['name'])})", "z", "n", "p̂"]
+    if sb is None or before is None:
+        return None
+    stages = [before["name"]] + ([after["name"]] if sa is not None and after else [])
     rows = []
     for label in sb["labels"]:
-        left = sb["top"].get(label, [])[:top_n]
-        right = sa["top"].get(label, [])[:top_n] if sa else []
-        for i in range(max(len(left), len(right))):
-            row = [_label_tag(label) if i == 0 else ""]
-            for side, present in ((left, True), (right, sa is not None)):
-                if not present:
-                    continue
-                if i < len(side):
-                    r = side[i]
-                    row += [
-                        f"<code>{_e(r['feature'])}</code>",
-                        f"{r['z']:.1f}",
-                        _num(r["n"]),
-                        f"{r['p']:.2f}",
-                    ]
-                else:
-                    row += ["", "", "", ""]
-            rows.append(row)
-    numeric = {2, 3, 4, 6, 7, 8}
-    return (
-        f"<h2>Top biased features per label</h2><p>The {top_n} features with the highest z "
-        "for each label (GD-NLI Table 12 shape).</p>" + _table(header, rows, numeric=numeric)
-    )
+        sides = [sb["top"].get(label, [])[:top_n]]
+        if sa is not None:
+            sides.append(sa["top"].get(label, [])[:top_n])
+        for i in range(max(len(side) for side in sides)):
+            cells = [
+                {
+                    "feature": side[i]["feature"],
+                    "z": _z(side[i]["z"]),
+                    "n": format_number(side[i]["n"]),
+                    "p": format_number(side[i]["p"], digits=2, thousands=""),
+                }
+                if i < len(side)
+                else None
+                for side in sides
+            ]
+            rows.append({"label": label if i == 0 else None, "sides": cells})
+    return {"top_n": top_n, "stages": stages, "rows": rows}
 
 
-def _section_sizes(run: RunData) -> str:
-    rows = sizes_rows(run)
-    if not rows:
-        return ""
-    body = [
-        [
-            _e(r["what"])
-            + (f" <span class='muted'>({_e(r['detail'])})</span>" if r.get("detail") else ""),
-            f"<code>{_e(r['stage'])}</code>",
-            _num(r["n"]),
-        ]
-        for r in rows
-    ]
-    return (
-        "<h2>Dataset sizes</h2><p>Records made by each stage (GD-NLI Table 1 shape).</p>"
-        + _table(["data", "stage", "records"], body, numeric={2})
-    )
+def _sizes_section(run: RunData) -> list[dict[str, Any]]:
+    """:func:`sizes_rows` with the counts formatted."""
+    return [{**r, "n": format_number(r["n"]), "detail": r.get("detail")} for r in sizes_rows(run)]
 
 
-def _fmt_cell(cell: dict[str, Any] | None) -> str:
-    if cell is None:
-        return "–"
-    text = f"{100 * cell['mean']:.2f}"
-    if cell.get("n_runs", 1) > 1:
-        text += f"±{100 * cell['std']:.2f}"
-    if cell.get("significant"):
-        text = f"<u>{text}</u>"
-    return text
+def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
+    """An evaluation cell: its text and whether to underline it (significant)."""
+    return {
+        "text": format_cell(cell, mark=""),
+        "significant": bool(cell and cell.get("significant")),
+    }
 
 
-def _section_evaluation(run: RunData) -> str:
-    parts = []
+def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
+    """Per evaluate stage: the summary table and the heuristic (group) tables."""
+    stages = []
     for stage in run.of_kind("evaluate"):
         results = run.json_output(stage, "results")
         if not results:
             continue
         table = results["table"]
-        header = ["Method (model w/ data)", *[_e(c) for c in table["columns"]]]
-        if table.get("average"):
-            header.append("Avg.")
-        body = []
-        for row in table["rows"]:
-            cells = [_fmt_cell(row["cells"].get(c)) for c in table["columns"]]
-            if table.get("average"):
-                cells.append(_fmt_cell(row.get("average")))
-            runs = row.get("n_runs", 1)
-            name = _e(row["name"]) + (
-                f" <span class='muted'>({runs} runs)</span>" if runs > 1 else ""
-            )
-            body.append([name, *cells])
-        parts.append(f"<h3>{_e(stage['name'])}</h3>")
-        parts.append(_table(header, body, numeric=set(range(1, len(header)))))
-        for g in results.get("groups", []):
-            gh = ["heuristic", *[_e(c) for c in g["columns"]]]
-            gb = [
-                [_e(r["name"]), *[_fmt_cell(r["cells"].get(c)) for c in g["columns"]]]
-                for r in g["rows"]
-            ]
-            parts.append(
-                f"<p>{_e(g['method'])} on {_e(g['suite'])}, by heuristic and gold "
-                "label:</p>" + _table(gh, gb, numeric=set(range(1, len(gh))))
-            )
-    if not parts:
-        return ""
-    return (
-        "<h2>Evaluation</h2><p>Accuracy in % (GD-NLI Tables 2-5 shape); mean±std over "
-        "seeds where a method has several runs; underlined: significantly different "
-        "from the first row (two-tailed t-test, 95%).</p>" + "\n".join(parts)
-    )
-
-
-def _section_examples(run: RunData, n: int) -> str:
-    if n <= 0:
-        return ""
-    parts = []
-    for kind in ("combine", "confidence-filter", "sample"):
-        stages = run.of_kind(kind)
-        if not stages:
-            continue
-        stage = stages[-1]
-        data = run.side_json(stage, "examples.json") or {}
-        examples = data.get("examples", [])[:n]
-        if not examples:
-            continue
-        rows = [
-            [_e(x.get("premise", "")), _label_tag(x["label"]), _e(x.get("hypothesis", ""))]
-            for x in examples
-        ]
-        parts.append(
-            f"<h3>Generated samples in <code>{_e(stage['name'])}</code></h3>"
-            + _table(["premise", "label", "hypothesis"], rows)
-        )
-        break
-    for stage in run.of_kind("counterfactual-generate"):
-        data = run.side_json(stage, "examples.json") or {}
+        columns = list(table["columns"]) + (["Avg."] if table.get("average") else [])
         rows = []
-        for item in data.get("counterfactuals", [])[:n]:
-            orig, cf = item.get("original") or {}, item["counterfactual"]
-            src = _pair_text(orig)
-            new = _pair_text(cf)
-            rows.append(
-                [_e(src), _label_tag(orig.get("label", "?")), _e(new), _label_tag(cf["label"])]
-            )
-        if rows:
-            parts.append(
-                f"<h3>Counterfactuals from <code>{_e(stage['name'])}</code></h3>"
-                + _table(["original", "label", "counterfactual", "target"], rows)
-            )
-    if not parts:
-        return ""
-    return "<h2>Examples</h2><p>GD-NLI Table 14 / AutoCAD shape.</p>" + "\n".join(parts)
+        for row in table["rows"]:
+            cells = [_cell(row["cells"].get(c)) for c in table["columns"]]
+            if table.get("average"):
+                cells.append(_cell(row.get("average")))
+            rows.append({"name": row["name"], "n_runs": row.get("n_runs", 1), "cells": cells})
+        groups = [
+            {
+                "method": g["method"],
+                "suite": g["suite"],
+                "columns": g["columns"],
+                "rows": [
+                    {"name": r["name"], "cells": [_cell(r["cells"].get(c)) for c in g["columns"]]}
+                    for r in g["rows"]
+                ],
+            }
+            for g in results.get("groups", [])
+        ]
+        stages.append({"name": stage["name"], "columns": columns, "rows": rows, "groups": groups})
+    return stages
 
 
 def _pair_text(row: dict[str, Any]) -> str:
@@ -558,79 +411,142 @@ def _pair_text(row: dict[str, Any]) -> str:
     return str(row.get("text", ""))
 
 
-def _section_stages(run: RunData) -> str:
+def _examples_section(run: RunData, n: int) -> dict[str, Any] | None:
+    """Up to ``n`` generated samples (of the last stage that has them) and counterfactuals."""
+    if n <= 0:
+        return None
+    samples = None
+    for kind in ("combine", "confidence-filter", "sample"):
+        stages = run.of_kind(kind)
+        if not stages:
+            continue
+        stage = stages[-1]
+        examples = (run.side_json(stage, "examples.json") or {}).get("examples", [])[:n]
+        if not examples:
+            continue
+        samples = {
+            "stage": stage["name"],
+            "rows": [
+                {
+                    "premise": x.get("premise", ""),
+                    "label": x["label"],
+                    "hypothesis": x.get("hypothesis", ""),
+                }
+                for x in examples
+            ],
+        }
+        break
+    counterfactuals = []
+    for stage in run.of_kind("counterfactual-generate"):
+        data = run.side_json(stage, "examples.json") or {}
+        rows = []
+        for item in data.get("counterfactuals", [])[:n]:
+            orig, cf = item.get("original") or {}, item["counterfactual"]
+            rows.append(
+                {
+                    "original": _pair_text(orig),
+                    "label": orig.get("label", "?"),
+                    "counterfactual": _pair_text(cf),
+                    "target": cf["label"],
+                }
+            )
+        if rows:
+            counterfactuals.append({"stage": stage["name"], "rows": rows})
+    if samples is None and not counterfactuals:
+        return None
+    return {"samples": samples, "counterfactuals": counterfactuals}
+
+
+def _status_class(status: str) -> str:
+    if status in ("done", "skipped"):
+        return "ok"
+    return "bad" if status in ("failed", "interrupted") else "muted"
+
+
+def _stages_section(run: RunData) -> list[dict[str, Any]]:
+    """One row per stage: kind, status, seconds, rows in and out, notes."""
     rows = []
     for s in run.stages:
         status = s.get("status", "?")
-        cls = (
-            "ok"
-            if status in ("done", "skipped")
-            else "bad"
-            if status in ("failed", "interrupted")
-            else "muted"
-        )
-        rows_in = ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_in") or {}).items())
-        rows_out = ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_out") or {}).items())
-        notes = "<br>".join(_e(n) for n in s.get("notes") or [])
-        seconds = s.get("seconds")
         rows.append(
-            [
-                f"<code>{_e(s['name'])}</code>",
-                _e(s.get("stage", "")),
-                f"<span class='{cls}'>{_e(status)}</span>"
-                + (" <span class='muted'>(resumed)</span>" if s.get("resumed") else ""),
-                _num(seconds) if seconds is not None else "–",
-                _e(rows_in),
-                _e(rows_out),
-                notes,
-            ]
+            {
+                "name": s["name"],
+                "kind": s.get("stage", ""),
+                "status": status,
+                "status_class": _status_class(status),
+                "resumed": bool(s.get("resumed")),
+                "seconds": format_number(s.get("seconds")),
+                "rows_in": ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_in") or {}).items()),
+                "rows_out": ", ".join(f"{k} {v:,}" for k, v in (s.get("rows_out") or {}).items()),
+                "notes": list(s.get("notes") or []),
+            }
         )
-    return "<h2>Stages</h2>" + _table(
-        ["stage", "kind", "status", "seconds", "rows in", "rows out", "notes"], rows, numeric={3}
-    )
+    return rows
 
 
-def _header(run: RunData) -> str:
+def _header(run: RunData, title: str) -> dict[str, Any]:
+    """The title block: status, task, seed, timing, versions and the resolved recipe."""
     m = run.manifest
-    cfg = run.config
-    title = (cfg.get("report") or {}).get("title") or f"zdebias run: {m.get('name', '?')}"
-    versions = m.get("versions", {})
-    vtext = ", ".join(f"{k} {v}" for k, v in versions.items())
-    desc = f"<p>{_e(cfg['description'])}</p>" if cfg.get("description") else ""
-    seconds = m.get("seconds")
-    done = sum(1 for s in run.stages if s.get("status") in ("done", "skipped"))
-    return (
-        f"<h1>{_e(title)}</h1>{desc}<div class='summary'>"
-        f"status <b>{_e(m.get('status', '?'))}</b> · {done}/{len(run.stages)} stages done · "
-        f"task <b>{_e(m.get('task', '?'))}</b> · seed <b>{_e(m.get('seed', '?'))}</b> · "
-        f"last invocation {_num(seconds)} s · finished {_e(m.get('finished') or '–')}"
-        f"<details><summary>versions</summary><code>{_e(vtext)}</code></details>"
-        f"<details><summary>resolved recipe</summary><pre>{_e(json.dumps(cfg, indent=2))}"
-        f"</pre></details></div>"
+    return {
+        "title": title,
+        "description": run.config.get("description") or None,
+        "status": m.get("status", "?"),
+        "done": sum(1 for s in run.stages if s.get("status") in ("done", "skipped")),
+        "n_stages": len(run.stages),
+        "task": m.get("task", "?"),
+        "seed": m.get("seed", "?"),
+        "seconds": format_number(m.get("seconds")),
+        "finished": m.get("finished") or MISSING,
+        "versions": ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
+        "recipe": json.dumps(run.config, indent=2),
+    }
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _escape(value: Any) -> Markup:
+    """Escape as :func:`html.escape` does (``&quot;``, ``&#x27;``), as this report always has,
+    so that reports stay byte-comparable; values already marked safe pass unchanged."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape(str(value), quote=True))
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("zdebias", "resources"),
+        autoescape=True,
+        finalize=_escape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
+    env.globals["label_colour"] = label_colour
+    return env.get_template(TEMPLATE)
+
+
+def report_context(run: RunData) -> dict[str, Any]:
+    """Everything the report template shows, computed and formatted (no HTML in it)."""
+    settings = run.config.get("report") or {}
+    title = settings.get("title") or f"zdebias run: {run.manifest.get('name', '?')}"
+    return {
+        "header": _header(run, title),
+        "artifacts": _artifacts_section(artifact_summary(run)),
+        "gardner": _gardner_section(run),
+        "top": _top_section(run, int(settings.get("top_n", 5))),
+        "sizes": _sizes_section(run),
+        "evaluation": _evaluation_section(run),
+        "examples": _examples_section(run, int(settings.get("examples", 8))),
+        "stages": _stages_section(run),
+    }
 
 
 def build_report(run_dir: str | Path) -> str:
     """The report of a run folder as one HTML string."""
-    run = load_run(run_dir)
-    settings = run.config.get("report") or {}
-    sections = [
-        _header(run),
-        _section_artifacts(artifact_summary(run)),
-        _section_gardner(run),
-        _section_top(run, int(settings.get("top_n", 5))),
-        _section_sizes(run),
-        _section_evaluation(run),
-        _section_examples(run, int(settings.get("examples", 8))),
-        _section_stages(run),
-    ]
-    title = _e(settings.get("title") or f"zdebias run: {run.manifest.get('name', '?')}")
-    body = "\n".join(s for s in sections if s)
-    return (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}"
-        f"</title><style>{_CSS}</style></head><body>{body}"
-        "<p class='muted'>Written by zdebias from the run's saved JSON.</p></body></html>\n"
-    )
+    return _template().render(report_context(load_run(run_dir)))
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:

@@ -25,9 +25,8 @@ import numpy as np
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.stats.settings import RECIPE_NAMES, ZFilterSettings
 from zdebias.stats.zfilter import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_TOP_K,
     SUMMARY_TOP,
     FilterArrays,
     _tag_rejected,
@@ -35,8 +34,6 @@ from zdebias.stats.zfilter import (
     z_filter_matrix,
 )
 from zdebias.stats.zstats import infer_labels, label_counts, label_ids, top_table, z_from_counts
-
-RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 
 
 @dataclass
@@ -61,24 +58,21 @@ def _tagged(records: Sequence[Record], kind: str) -> list[Record]:
 
 
 class _Combined:
-    """Original + generated records with one feature matrix and the filter options."""
+    """Original + generated records with one feature matrix and the filter settings."""
 
     def __init__(
         self,
         original: Sequence[Record],
         generated: Sequence[Record],
+        settings: ZFilterSettings,
         *,
-        top_k: int,
-        batch_size: int,
-        shuffle_seed: int | None,
-        features: Sequence[str] | None,
         labels: Sequence[str] | None,
-        min_z: float,
         progress: bool,
-        feature_settings: dict[str, Any],
     ) -> None:
         from zdebias.features.registry import extract_features
 
+        self.settings = settings
+        self.progress = progress
         self.original = _tagged(original, "original")
         self.generated = _tagged(generated, "generated")
         self.records = self.original + self.generated
@@ -87,24 +81,29 @@ class _Combined:
         n_orig = len(self.original)
         self.orig_rows = np.arange(n_orig)
         self.gen_rows = np.arange(n_orig, len(self.records))
-        settings = dict(feature_settings)
+        kwargs = settings.feature_kwargs()
         if n_orig:
-            settings.setdefault("hypo_only_fit", self.orig_rows)
-        self.features = list(features) if features is not None else None
+            kwargs.setdefault("hypo_only_fit", self.orig_rows)
+        self.features = settings.features
         self.fm = extract_features(
-            self.records, self.features, labels=self.labels, progress=progress, **settings
+            self.records, self.features, labels=self.labels, progress=progress, **kwargs
         )
         self.options = {
-            "top_k": top_k,
-            "batch_size": batch_size,
-            "shuffle_seed": shuffle_seed,
-            "min_z": min_z,
-            "progress": progress,
+            "top_k": settings.biased_k,
+            "batch_size": settings.zfilter_batch_size,
+            "shuffle_seed": settings.shuffle_seed,
+            "min_z": settings.min_z,
         }
 
     def filter(self, rows: np.ndarray, seed_rows: np.ndarray | None = None) -> FilterArrays:
         return z_filter_matrix(
-            self.fm.matrix, self.y, len(self.labels), rows=rows, seed_rows=seed_rows, **self.options
+            self.fm.matrix,
+            self.y,
+            len(self.labels),
+            rows=rows,
+            seed_rows=seed_rows,
+            progress=self.progress,
+            **self.options,
         )
 
     def _top(self, rows: np.ndarray) -> dict[str, list[dict[str, Any]]]:
@@ -142,7 +141,7 @@ class _Combined:
             "label_counts_output": {
                 name: int((self.y[kept_rows] == i).sum()) for i, name in enumerate(self.labels)
             },
-            **{k: v for k, v in self.options.items() if k != "progress"},
+            **self.options,
             "features": self.features if self.features is not None else "default",
             "stages": [
                 {
@@ -163,52 +162,66 @@ class _Combined:
         return RecipeResult(records=records, rejected=rejected, summary=summary)
 
 
-def _options(
-    top_k: int = DEFAULT_TOP_K,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    shuffle_seed: int | None = 0,
-    features: Sequence[str] | None = None,
+def _combined(
+    original: Sequence[Record],
+    generated: Sequence[Record],
+    settings: ZFilterSettings | None,
+    labels: Sequence[str] | None,
+    progress: bool,
+    overrides: dict[str, Any],
+) -> _Combined:
+    cfg = ZFilterSettings.of(settings, **overrides)
+    return _Combined(original, generated, cfg, labels=labels, progress=progress)
+
+
+def z_aug(
+    original: Sequence[Record],
+    generated: Sequence[Record],
+    settings: ZFilterSettings | None = None,
+    *,
     labels: Sequence[str] | None = None,
-    min_z: float = 0.0,
     progress: bool = False,
-    **feature_settings: Any,
-) -> dict[str, Any]:
-    return {
-        "top_k": top_k,
-        "batch_size": batch_size,
-        "shuffle_seed": shuffle_seed,
-        "features": features,
-        "labels": labels,
-        "min_z": min_z,
-        "progress": progress,
-        "feature_settings": feature_settings,
-    }
-
-
-def z_aug(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+    **overrides: Any,
+) -> RecipeResult:
     """Z-Aug: all of D0, plus the generated records accepted by Z(D_G | D0).
 
-    ``opts``: ``top_k``, ``batch_size``, ``shuffle_seed``, ``features``, ``labels``, ``min_z``,
-    ``progress`` and feature settings (as for :func:`~zdebias.stats.zfilter.z_filter`).
+    ``settings`` / ``overrides``: the z-filter settings, as for
+    :func:`~zdebias.stats.zfilter.z_filter`.
     """
-    c = _Combined(original, generated, **_options(**opts))
+    c = _combined(original, generated, settings, labels, progress, overrides)
     gen = c.filter(c.gen_rows, seed_rows=c.orig_rows)
     kept = np.concatenate([c.orig_rows, gen.accepted])
     return c.result("z-aug", kept, [("Z(generated | original)", gen, len(c.orig_rows))])
 
 
-def par_z(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+def par_z(
+    original: Sequence[Record],
+    generated: Sequence[Record],
+    settings: ZFilterSettings | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> RecipeResult:
     """Par-Z: Z(D0) ∪ Z(D_G), each z-filtered on its own."""
-    c = _Combined(original, generated, **_options(**opts))
+    c = _combined(original, generated, settings, labels, progress, overrides)
     orig = c.filter(c.orig_rows)
     gen = c.filter(c.gen_rows)
     kept = np.concatenate([orig.accepted, gen.accepted])
     return c.result("par-z", kept, [("Z(original)", orig, 0), ("Z(generated)", gen, 0)])
 
 
-def seq_z(original: Sequence[Record], generated: Sequence[Record], **opts: Any) -> RecipeResult:
+def seq_z(
+    original: Sequence[Record],
+    generated: Sequence[Record],
+    settings: ZFilterSettings | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> RecipeResult:
     """Seq-Z: Z(D_G | Z(D0)): filter D0, then filter D_G seeded with what D0 kept."""
-    c = _Combined(original, generated, **_options(**opts))
+    c = _combined(original, generated, settings, labels, progress, overrides)
     orig = c.filter(c.orig_rows)
     gen = c.filter(c.gen_rows, seed_rows=orig.accepted)
     kept = np.concatenate([orig.accepted, gen.accepted])
@@ -223,7 +236,14 @@ RECIPES: dict[str, Callable[..., RecipeResult]] = {"z-aug": z_aug, "par-z": par_
 
 
 def combine(
-    recipe_name: str, original: Sequence[Record], generated: Sequence[Record], **opts: Any
+    recipe_name: str,
+    original: Sequence[Record],
+    generated: Sequence[Record],
+    settings: ZFilterSettings | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+    **overrides: Any,
 ) -> RecipeResult:
     """Run the recipe of that name (``z-aug``, ``par-z``, ``seq-z``; case and ``_`` ignored)."""
     key = recipe_name.lower().replace("_", "-")
@@ -231,4 +251,6 @@ def combine(
         raise ConfigError(
             f"unknown recipe {recipe_name!r}; expected one of {', '.join(RECIPE_NAMES)}"
         )
-    return RECIPES[key](original, generated, **opts)
+    return RECIPES[key](
+        original, generated, settings, labels=labels, progress=progress, **overrides
+    )

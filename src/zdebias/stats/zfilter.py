@@ -23,16 +23,16 @@ Notes (decisions where the paper is silent):
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.stats.settings import ZFilterSettings
 from zdebias.stats.zstats import (
     _check,
     infer_labels,
@@ -47,6 +47,7 @@ from zdebias.stats.zstats import (
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
+    from zdebias.features.keys import FeatureKey
     from zdebias.features.registry import FeatureMatrix
 
 DEFAULT_TOP_K = 20
@@ -398,35 +399,43 @@ def summarize_filter(
     }
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while creating many records.
-
-    With millions of live objects, each automatic collection walks them all; a loop creating
-    a million records would spend most of its time there.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _tag_rejected(
-    records: Sequence[Record], arrays: FilterArrays, names: Sequence[str]
+    records: Sequence[Record],
+    arrays: FilterArrays,
+    names: Sequence[str],
+    keys: Sequence[FeatureKey] | None = None,
 ) -> list[Record]:
-    """Copies of the rejected records with ``meta["rejected_by"]`` set."""
+    """Copies of the rejected records with ``meta["rejected_by"]`` (feature names) and
+    ``meta["rejected_by_features"]`` (the same features as :class:`FeatureKey` dicts) set.
+
+    ``keys``: the columns' keys (``FeatureMatrix.keys``); derived from ``names`` if omitted.
+    """
     if len(arrays.rejected) == 0:
         return []
     rows = arrays.rejected_by_rows
-    fnames = [names[j] for j in arrays.rejected_by_features.tolist()]
+    cols = arrays.rejected_by_features.tolist()
+    fnames = [names[j] for j in cols]
+    if keys is None:
+        from zdebias.features.keys import FeatureKey
+
+        used = {j: FeatureKey.from_name(names[j]) for j in set(cols)}
+        fkeys = [used[j] for j in cols]
+    else:
+        fkeys = [keys[j] for j in cols]
     # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
     return [
         Record(
-            r.id, r.label, r.premise, r.hypothesis, r.text, {**r.meta, "rejected_by": fnames[a:b]}
+            r.id,
+            r.label,
+            r.premise,
+            r.hypothesis,
+            r.text,
+            {
+                **r.meta,
+                "rejected_by": fnames[a:b],
+                "rejected_by_features": [k.to_dict() for k in fkeys[a:b]],
+            },
         )
         for r, a, b in zip(
             map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1], cuts[1:], strict=True
@@ -436,30 +445,31 @@ def _tag_rejected(
 
 def z_filter(
     records: Sequence[Record],
+    settings: ZFilterSettings | None = None,
     *,
     seed_records: Sequence[Record] | None = None,
-    top_k: int = DEFAULT_TOP_K,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    shuffle_seed: int | None = 0,
-    features: Sequence[str] | FeatureMatrix | None = None,
     labels: Sequence[str] | None = None,
-    min_z: float = 0.0,
+    feature_matrix: FeatureMatrix | None = None,
     progress: bool = False,
-    **feature_settings: Any,
+    **overrides: Any,
 ) -> ZFilterResult:
     """z-filter ``records`` (Z(D')), or conditionally on ``seed_records`` (Z(D' | D_seed)).
 
-    ``features``: feature group names (default: all of SPEC §2) or a ready
-    :class:`FeatureMatrix` whose rows are seed records then ``records``. ``feature_settings``
-    go to :func:`~zdebias.features.registry.extract_features`. Every input record ends up
-    exactly once in ``kept`` or ``rejected``.
+    ``settings``: a :class:`~zdebias.stats.settings.ZFilterSettings` (k, batch, order, features);
+    ``overrides``: fields of it as keywords, e.g. ``z_filter(records, biased_k=5)``.
+    ``feature_matrix``: ready features whose rows are seed records then ``records``.
+    Every input record ends up exactly once in ``kept`` or ``rejected``.
 
-    >>> result = z_filter(read_records("train.jsonl"), top_k=20)   # doctest: +SKIP
-    >>> len(result.kept) + len(result.rejected)                      # doctest: +SKIP
+    >>> result = z_filter(read_records("train.jsonl"), biased_k=20)   # doctest: +SKIP
+    >>> len(result.kept) + len(result.rejected)                         # doctest: +SKIP
     19993
     """
     from zdebias.features.registry import FeatureMatrix, extract_features
 
+    if isinstance(overrides.get("features"), FeatureMatrix):
+        feature_matrix = overrides.pop("features")  # the 0.1 spelling
+    cfg = ZFilterSettings.of(settings, **overrides)
+    top_k, batch_size, shuffle_seed = cfg.biased_k, cfg.zfilter_batch_size, cfg.shuffle_seed
     records = list(records)
     seed = list(seed_records or [])
     everything = seed + records
@@ -483,17 +493,17 @@ def z_filter(
             },
         )
     y = label_ids(everything, labels)
-    if isinstance(features, FeatureMatrix):
-        fm = features
+    if feature_matrix is not None:
+        fm = feature_matrix
         if fm.n_records != len(everything):
             raise ConfigError(
                 f"feature matrix has {fm.n_records} rows for {len(everything)} records"
             )
         feature_names: list[str] | None = None
     else:
-        feature_names = list(features) if features is not None else None
+        feature_names = cfg.features
         fm = extract_features(
-            everything, feature_names, labels=labels, progress=progress, **feature_settings
+            everything, feature_names, labels=labels, progress=progress, **cfg.feature_kwargs()
         )
     n_seed = len(seed)
     arrays = z_filter_matrix(
@@ -505,17 +515,17 @@ def z_filter(
         top_k=top_k,
         batch_size=batch_size,
         shuffle_seed=shuffle_seed,
-        min_z=min_z,
+        min_z=cfg.min_z,
         progress=progress,
     )
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
-        rejected = _tag_rejected(everything, arrays, fm.names)
+        rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
     settings = {
         "top_k": top_k,
         "batch_size": batch_size,
         "shuffle_seed": shuffle_seed,
-        "min_z": min_z,
+        "min_z": cfg.min_z,
         "features": feature_names if feature_names is not None else "default",
     }
     summary = summarize_filter(

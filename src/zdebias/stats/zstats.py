@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zdebias.errors import ConfigError, DataError
+from zdebias.data.labels import infer_task, label_ids
+from zdebias.errors import ConfigError
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -34,38 +35,12 @@ if TYPE_CHECKING:
 
 
 def infer_labels(records: Iterable[Record]) -> tuple[str, ...]:
-    """The label set of some records: the first known task whose labels cover them
-    (nli, nli-binary, sentiment), else their sorted distinct labels.
+    """The label set of some records: ``infer_task(records).labels``.
 
-    The label set fixes L and so p0 = 1/L; pass it explicitly for custom tasks.
+    Kept for callers outside the statistics layer (``commands/stats.py``); new code uses
+    :func:`zdebias.data.labels.infer_task`.
     """
-    from zdebias.data.labels import TASKS
-
-    seen = {r.label for r in records}
-    for task in TASKS.values():
-        if seen and seen <= set(task.labels):
-            return task.labels
-    return tuple(sorted(seen))
-
-
-def label_ids(records: Iterable[Record], labels: Sequence[str]) -> np.ndarray:
-    """Label index of each record; a label outside ``labels`` is a DataError."""
-    from operator import attrgetter
-
-    records = records if isinstance(records, list) else list(records)
-    index = {name: i for i, name in enumerate(labels)}
-    try:
-        return np.fromiter(
-            map(index.__getitem__, map(attrgetter("label"), records)),
-            dtype=np.int64,
-            count=len(records),
-        )
-    except KeyError:
-        bad = next(r for r in records if r.label not in index)
-        raise DataError(
-            f"record {bad.id!r} has label {bad.label!r}, not one of {', '.join(labels)}",
-            field="label",
-        ) from None
+    return infer_task(records).labels
 
 
 def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:
@@ -236,7 +211,7 @@ def describe(
     """
     from zdebias.features.registry import extract_features
 
-    labels = tuple(labels) if labels is not None else infer_labels(records)
+    labels = tuple(labels) if labels is not None else infer_task(records).labels
     fm = (
         feature_matrix
         if feature_matrix is not None

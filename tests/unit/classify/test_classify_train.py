@@ -21,9 +21,9 @@ from zdebias.classify.train import (
     _Collator,
     cross_fit_predictions,
     fold_assignment,
-    infer_task,
     train_classifier,
 )
+from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 

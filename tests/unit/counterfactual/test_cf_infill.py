@@ -9,24 +9,19 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from zdebias.counterfactual.infill import (
-    INFO_FILE,
+from zdebias.counterfactual.format import (
     Encoded,
-    InfillCollator,
-    detect_arch,
     encode_example,
     encode_target,
-    infill_loss,
-    load_infiller,
     mask_record,
     rebuild,
     sentinel_ids,
     source_text,
     target_text,
-    token_nll,
-    token_unlikelihood,
-    train_infiller,
 )
+from zdebias.counterfactual.losses import infill_loss, token_nll, token_unlikelihood
+from zdebias.counterfactual.model import INFO_FILE, detect_arch, load_infiller
+from zdebias.counterfactual.trainer import InfillCollator, train_infiller
 from zdebias.data.schema import Record
 
 NLI = ["entailment", "neutral", "contradiction"]
@@ -270,3 +265,16 @@ def test_sentiment_alpha_default_and_dev(tiny_model, tmp_path) -> None:
     assert summary["alpha"] == 0.3
     assert summary["n_dev"] == 1 and math.isfinite(summary["eval_loss"])
     assert not (tmp_path / "inf" / "checkpoints").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_train_refuses_a_foreign_out_folder_before_training(tmp_path) -> None:
+    from zdebias.errors import ConfigError
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not an infiller folder"):
+        train_infiller([REC], tmp_path / "no-model", busy, labels=NLI, spans=[SPANS])
+    assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from zdebias.classify.predict import load_classifier, predict_proba
-from zdebias.counterfactual.infill import load_infiller, mask_record, sentinel_ids
+from zdebias.counterfactual.format import mask_record, sentinel_ids
+from zdebias.counterfactual.model import load_infiller
 from zdebias.counterfactual.select import (
     REJECT_REASONS,
     SentinelConstraint,

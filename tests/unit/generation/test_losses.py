@@ -124,3 +124,23 @@ def test_losses_by_name() -> None:
     logits, labels = _tensors()
     with pytest.raises(ValueError, match="0/1 mask"):
         masked_unlikelihood_loss(logits, labels, torch.tensor([[0.5, 1.0, 1.0]]))
+
+
+def test_weighted_mean_and_log_softmax_path() -> None:
+    logits, labels = _tensors()
+    mask = torch.tensor([[1.0, 0.0, 1.0]])
+    # the mean over the tokens the mask selects (2 of 3), not over all counted tokens
+    expected = -(math.log(P[0]) + math.log(P[2])) / 2
+    got = mle_loss(logits, labels, mask, reduction="weighted_mean")
+    assert float(got) == pytest.approx(expected, abs=1e-6)
+    assert float(mle_loss(logits, labels, reduction="weighted_mean")) == pytest.approx(
+        float(mle_loss(logits, labels)), abs=1e-7
+    )
+    ul = unlikelihood_loss(logits, labels, mask, reduction="weighted_mean", log_softmax=True)
+    assert float(ul) == pytest.approx(-(math.log(1 - P[0]) + math.log(1 - P[2])) / 2, abs=1e-5)
+    for fn in (mle_loss, unlikelihood_loss):
+        assert float(fn(logits, labels, log_softmax=True)) == pytest.approx(
+            float(fn(logits, labels)), abs=1e-6
+        )
+    with pytest.raises(ValueError, match="weighted_mean"):
+        mle_loss(logits, labels, reduction="average")

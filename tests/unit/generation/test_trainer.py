@@ -176,10 +176,10 @@ def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_
     common = {
         "max_steps": 80,
         "learning_rate": 1e-2,
-        "per_device_train_batch_size": 12,
+        "batch_size": 12,
         "seed": 0,
-        "disable_tqdm": True,
-        "logging_steps": 1000,
+        "progress": False,
+        "logging_steps": 1000,  # not a setting: a TrainingArguments field, passed through
     }
     train_generator(toy_records(), base, tmp_path / "mle", consistency_weight=0.0, **common)
     train_generator(toy_records(), base, tmp_path / "ul", consistency_weight=0.5, **common)
@@ -202,10 +202,10 @@ def test_debias_unlikelihood_lowers_the_masked_token_only(tiny_model, tmp_path: 
     common = {
         "max_steps": 40,
         "learning_rate": 1e-2,
-        "per_device_train_batch_size": 12,
+        "batch_size": 12,
         "seed": 0,
-        "disable_tqdm": True,
-        "logging_steps": 1000,
+        "progress": False,
+        "logging_steps": 1000,  # not a setting: a TrainingArguments field, passed through
         "consistency_weight": 0.0,
     }
     summary = train_generator(rest, base, tmp_path / "neg", negatives=[rejected], **common)
@@ -241,7 +241,7 @@ def test_bad_settings_fail_clearly(tiny_model, tmp_path: Path) -> None:
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not a generator folder"):
         train_generator(
-            toy_records(), tiny_model("gpt2"), tmp_path / "busy", max_steps=1, disable_tqdm=True
+            toy_records(), tiny_model("gpt2"), tmp_path / "busy", max_steps=1, progress=False
         )
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -25,7 +25,7 @@ def _base() -> dict:
         "task": "nli",
         "data": {"train": "train.jsonl", "test": {"path": "test.jsonl", "format": "jsonl"}},
         "stages": {
-            "zf": {"stage": "filter", "input": "train", "batch_size": 100},
+            "zf": {"stage": "filter", "input": "train", "zfilter_batch_size": 100},
             "st": {"stage": "stats", "input": "zf"},
             "clf": {"stage": "train-classifier", "model": "minilm", "train": "zf.data"},
             "ev": {"stage": "evaluate", "classifiers": {"a": "clf"}, "suites": {"t": "test"}},
@@ -70,7 +70,7 @@ def test_paper_configs_use_the_paper_models_and_settings() -> None:
     assert seq.stages["samples"].n == 5_000_000
     assert seq.stages["confident"].threshold == 0.95
     assert seq.stages["clf_nli"].model == "roberta-large"
-    assert seq.stages["seq_z"].top_k == 20 and seq.stages["seq_z"].recipe == "seq-z"
+    assert seq.stages["seq_z"].biased_k == 20 and seq.stages["seq_z"].recipe == "seq-z"
     clf = seq.stages["clf_debiased"]
     assert (clf.model, clf.learning_rate, clf.batch_size, clf.warmup_steps, clf.patience) == (
         "bert-base-uncased",
@@ -114,8 +114,10 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
     with pytest.raises(ConfigError) as err:
         recipe_from_dict(data)
     assert str(err.value) == (
-        "stages.zf: unknown key 'topk'; valid keys: batch_size, feature_settings, features, "
-        "input, min_z, seed, seed_data, shuffle_seed, stage, top_k"
+        "stages.zf: unknown key 'topk'; valid keys: biased_k, feature_options, features, "
+        "hypo_len_bins, hypo_only_classifier, hypo_only_folds, hypo_only_model, input, "
+        "len_ratio_bins, lex_overlap_thresholds, lowercase, min_z, ngram_fields, ngram_range, "
+        "seed, seed_data, shuffle, stage, text_len_bins, token_pattern, zfilter_batch_size"
     )
     data = _base()
     data["sed"] = 3
@@ -137,10 +139,10 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
 
 def test_bad_values_and_kinds() -> None:
     data = _base()
-    data["stages"]["zf"]["batch_size"] = 0
+    data["stages"]["zf"]["zfilter_batch_size"] = 0
     with pytest.raises(
         ConfigError,
-        match=r"stages\.zf\.batch_size: Input should be greater "
+        match=r"stages\.zf\.zfilter_batch_size: Input should be greater "
         r"than or equal to 1 \(got 0\)",
     ):
         recipe_from_dict(data)
@@ -190,18 +192,28 @@ def test_references_are_checked_before_anything_runs() -> None:
 
 
 def test_overrides_are_typed_and_dotted() -> None:
-    assert parse_override("stages.zf.batch_size=50") == (["stages", "zf", "batch_size"], 50)
+    assert parse_override("stages.zf.zfilter_batch_size=50") == (
+        ["stages", "zf", "zfilter_batch_size"],
+        50,
+    )
     assert parse_override("a=1e-5") == (["a"], 1e-5)
     assert parse_override("a=[1, 2]") == (["a"], [1, 2])
     assert parse_override("a=true") == (["a"], True)
     assert parse_override("a=x.jsonl") == (["a"], "x.jsonl")
     data = apply_overrides(
         _base(),
-        ["seed=7", "stages.zf.batch_size=50", "data.test=t2.jsonl", "stages.zf.features=[ngrams]"],
+        [
+            "seed=7",
+            "stages.zf.zfilter_batch_size=50",
+            "data.test=t2.jsonl",
+            "stages.zf.features=[ngrams]",
+        ],
     )
     recipe = recipe_from_dict(data)
     assert recipe.seed == 7
-    assert recipe.stages["zf"].batch_size == 50 and recipe.stages["zf"].features == ["ngrams"]
+    assert recipe.stages["zf"].zfilter_batch_size == 50 and recipe.stages["zf"].features == [
+        "ngrams"
+    ]
     assert recipe.data["test"].path == "t2.jsonl" and recipe.data["test"].format == "jsonl"
     assert recipe.stage_seed("zf") == 7
     with pytest.raises(ConfigError, match="no stage 'zz'; stages are zf, st, clf, ev"):
@@ -231,12 +243,12 @@ def test_dry_run_prints_the_resolved_recipe(
     path.write_text(yaml.safe_dump(_base(), sort_keys=False))
     (tmp_path / "train.jsonl").write_text("")
     result = CliRunner().invoke(
-        app, ["run", str(path), "stages.zf.top_k=7", "--dry-run", "--out", str(tmp_path / "run")]
+        app, ["run", str(path), "stages.zf.biased_k=7", "--dry-run", "--out", str(tmp_path / "run")]
     )
     assert result.exit_code == 0, result.output
     resolved = yaml.safe_load(result.output)
-    assert resolved["stages"]["zf"]["top_k"] == 7
-    assert resolved["stages"]["zf"]["batch_size"] == 100
+    assert resolved["stages"]["zf"]["biased_k"] == 7
+    assert resolved["stages"]["zf"]["zfilter_batch_size"] == 100
     assert resolved["stages"]["clf"]["learning_rate"] == 1e-5  # defaults are filled in
     plan = [line.split() for line in result.output.splitlines() if line.startswith("#   ")]
     assert plan == [

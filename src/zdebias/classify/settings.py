@@ -1,0 +1,179 @@
+"""Settings of the classifier operations: training, prediction, confidence filter, evaluation.
+
+Each is declared once here and shared by the library (``train_classifier(train, dev, out,
+settings)``), the recipe stage (its config subclasses the settings and adds references) and
+the CLI (options generated from the fields). Importing this module loads no torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import field_validator
+
+from zdebias.errors import ConfigError
+from zdebias.settings import DEFAULT_SEED, Settings, setting
+
+#: the loss names of :data:`zdebias.classify.losses.LOSSES` (a test keeps them equal)
+LOSS_NAMES = ("ce", "poe", "learned-mixin", "learned-mixin-h", "conf-reg")
+#: what a classifier reads: premise + hypothesis, the hypothesis alone, or one text
+InputKind = Literal["pair", "hypothesis-only", "text"]
+Device = Literal["auto", "cpu", "cuda"]
+#: folds of ``cross_fit_predictions`` when no ``cross_fit`` is set
+DEFAULT_FOLDS = 5
+
+_DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
+
+
+class InferenceSettings(Settings):
+    """Running a trained classifier: batch size and device (``zdebias predict``)."""
+
+    help_panel: ClassVar[str] = "Inference"
+
+    batch_size: int = setting(64, "Examples per forward pass.", ge=1)
+    device: Device = setting("auto", _DEVICE_HELP)
+
+
+class ConfidenceSettings(InferenceSettings):
+    """Confidence filter (GD-NLI §2.2.2, SPEC §7): keep samples with p(label) > τ."""
+
+    help_panel: ClassVar[str] = "Confidence filter"
+
+    threshold: float = setting(
+        0.95,
+        "τ: keep a sample when the classifier gives its label a probability above this "
+        "(Table 8).",
+        ge=0,
+        le=1,
+        deprecated=("--tau", "tau"),
+    )
+
+
+class EvaluateSettings(InferenceSettings):
+    """Evaluation on suites (SPEC §9)."""
+
+    help_panel: ClassVar[str] = "Evaluation"
+
+    average: bool = setting(False, "Add an Avg. column (Table 5 style).")
+
+
+class ClassifierSettings(Settings):
+    """Fine-tuning a classifier (SPEC §8): GD-NLI Table 9 defaults, debiasing losses."""
+
+    help_panel: ClassVar[str] = "Training"
+
+    model: str = setting("minilm", "Encoder: minilm (packaged), a local folder or a hub name.")
+    input_kind: InputKind | None = setting(
+        None,
+        "What the model reads: pair, hypothesis-only or text (default: pair for NLI, text "
+        "otherwise).",
+        deprecated=("--input", "input"),
+    )
+    loss: str = setting(
+        "ce", f"Training loss: {', '.join(LOSS_NAMES)} (all but ce need --bias-model)."
+    )
+    bias_model: str | None = setting(
+        None,
+        "Hypothesis-only classifier folder (the bias model of poe / learned-mixin / conf-reg).",
+    )
+    teacher_model: str | None = setting(
+        None, "conf-reg teacher: a classifier trained with ce on the same data."
+    )
+    beta: float = setting(1.0, "PoE β (weight of log b).")
+    gamma: float = setting(0.0, "PoE γ (weight of CE(l, b)).")
+    entropy_weight: float | None = setting(
+        None, "Learned-Mixin entropy penalty (default 0, or 0.03 for learned-mixin-h).", ge=0
+    )
+    seed: int = setting(DEFAULT_SEED, "Random seed (training, subsets, folds).")
+    learning_rate: float = setting(1e-5, "Peak learning rate.", gt=0, deprecated=("--lr", "lr"))
+    batch_size: int = setting(32, "Training batch size.", ge=1)
+    epochs: float = setting(5.0, "Training epochs.", gt=0)
+    max_steps: int = setting(-1, "Stop after N steps (overrides --epochs; -1: off).", ge=-1)
+    warmup_steps: int = setting(2000, "Linear warm-up steps, then constant.", ge=0)
+    max_length: int = setting(128, "Max tokens per input.", ge=8)
+    patience: int = setting(
+        3, "Stop after N evaluations without a better dev accuracy (0: never).", ge=0
+    )
+    eval_steps: int | None = setting(
+        None, "Evaluate every N steps instead of every epoch.", ge=1
+    )
+    eval_batch_size: int = setting(128, "Dev evaluation batch size.", ge=1)
+    group_by_length: bool = setting(
+        True, "Batch training examples of similar length together (less padding)."
+    )
+    device: Device = setting("auto", _DEVICE_HELP)
+    subset: int | None = setting(
+        None,
+        "Train on a seeded random N examples (kept in file order).",
+        ge=1,
+        deprecated=("--sample", "sample"),
+    )
+    dev_subset: int | None = setting(
+        None,
+        "Use a seeded random N dev examples.",
+        ge=1,
+        deprecated=("--dev-sample", "dev_sample"),
+    )
+    cross_fit: int | None = setting(
+        None,
+        "Hypothesis-only models: also write K-fold out-of-fold predictions for every training "
+        "record to OUT/cross_fit_predictions.jsonl.",
+        ge=2,
+    )
+    keep_folds: bool = setting(False, "Keep the cross-fit fold models in OUT/folds/.")
+
+    @field_validator("model", "bias_model", "teacher_model", mode="before")
+    @classmethod
+    def _path_text(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("loss")
+    @classmethod
+    def _known_loss(cls, value: str) -> str:
+        if value not in LOSS_NAMES:
+            raise ValueError(f"unknown loss {value!r}; expected one of {', '.join(LOSS_NAMES)}")
+        return value
+
+    def check(self) -> None:
+        """Settings that only make sense together (fails before any data is read)."""
+        if self.cross_fit is not None and self.input_kind != "hypothesis-only":
+            raise ConfigError(
+                "cross_fit is for hypothesis-only models: set input_kind hypothesis-only "
+                "(--input-kind hypothesis-only)"
+            )
+
+
+def torch_device(device: str | None) -> str | None:
+    """The device to load a model on: ``None`` (the GPU when there is one) for ``auto``."""
+    return None if device in (None, "auto") else device
+
+
+R = TypeVar("R")
+
+
+def subset_records(records: Sequence[R], n: int | None, seed: int) -> list[R]:
+    """A seeded random subset of ``n`` records, kept in file order (all when ``n`` is None)."""
+    if n is None or n >= len(records):
+        return list(records)
+    if n <= 0:
+        raise ConfigError(f"subset size must be positive, got {n}")
+    import numpy as np
+
+    picked = np.sort(np.random.default_rng(seed).choice(len(records), size=n, replace=False))
+    return [records[i] for i in picked]
+
+
+__all__ = [
+    "DEFAULT_FOLDS",
+    "LOSS_NAMES",
+    "ClassifierSettings",
+    "ConfidenceSettings",
+    "Device",
+    "EvaluateSettings",
+    "InferenceSettings",
+    "InputKind",
+    "subset_records",
+    "torch_device",
+]

@@ -1,0 +1,99 @@
+"""Feature-extraction settings (SPEC §2): which features, tokenisation, bins, hypothesis-only."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import model_validator
+
+from zdebias.settings import DEFAULT_SEED, Settings, setting
+
+
+class FeatureSettings(Settings):
+    """Which features to extract and how; ``None`` means the feature's own default."""
+
+    help_panel: ClassVar[str] = "Features"
+
+    features: list[str] | None = setting(
+        None,
+        "Comma-separated feature groups (ngrams, unigrams, bigrams, hypo-len, len-ratio, "
+        "lex-overlap, hypo-only, null) or pkg.module:function paths. Default: all (n-grams, "
+        "length and null for single-text data).",
+    )
+    seed: int = setting(
+        DEFAULT_SEED,
+        "Random seed (z-filter order, hypothesis-only folds).",
+        deprecated=("--shuffle-seed",),
+    )
+    token_pattern: str | None = setting(
+        None, "Regular expression of a word token (default: \\w+(?:'\\w+)?)."
+    )
+    lowercase: bool = setting(True, "Lower-case tokens before n-grams.", cli=False)
+    ngram_range: tuple[int, int] | None = setting(None, "n-gram sizes, e.g. 1,2.", cli=False)
+    ngram_fields: list[str] | None = setting(None, "Fields for n-grams.", cli=False)
+    hypo_len_bins: list[int] | None = setting(None, "Hypothesis length bin edges.", cli=False)
+    text_len_bins: list[int] | None = setting(None, "Text length bin edges.", cli=False)
+    len_ratio_bins: list[float] | None = setting(None, "Length-ratio bin edges.", cli=False)
+    lex_overlap_thresholds: list[float] | None = setting(
+        None, "Lexical-overlap thresholds.", cli=False
+    )
+    hypo_only_model: str | None = setting(
+        None,
+        "Trained hypothesis-only classifier folder for the hypo-only feature (default: a "
+        "cross-fitted linear model on hypothesis n-grams).",
+    )
+    hypo_only_classifier: Literal["nb", "logreg"] | None = setting(
+        None, "Default hypo-only model: nb (fast) or logreg."
+    )
+    hypo_only_folds: int | None = setting(None, "Cross-fitting folds (default 5).", ge=2)
+    feature_options: dict[str, Any] = setting(
+        default_factory=dict,
+        help="Settings of plugin features (pkg.module:function), by keyword.",
+        cli=False,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_feature_settings(cls, data: Any) -> Any:
+        """Recipes before 0.2 nested these settings under ``feature_settings``."""
+        if isinstance(data, dict) and "feature_settings" in data:
+            import logging
+
+            data = dict(data)
+            nested = dict(data.pop("feature_settings") or {})
+            logging.getLogger("zdebias").warning(
+                "feature_settings is deprecated; write its keys (%s) next to the other settings",
+                ", ".join(nested) or "none",
+            )
+            known = set(FeatureSettings.model_fields)
+            for key, value in nested.items():
+                if key in known:
+                    data.setdefault(key, value)
+                else:
+                    data.setdefault("feature_options", {})[key] = value
+        return data
+
+    def feature_kwargs(self) -> dict[str, Any]:
+        """The settings the feature functions read, by keyword (only those that are set)."""
+        out: dict[str, Any] = {"seed": self.seed}
+        if not self.lowercase:
+            out["lowercase"] = False
+        for key in (
+            "token_pattern",
+            "ngram_range",
+            "ngram_fields",
+            "hypo_len_bins",
+            "text_len_bins",
+            "len_ratio_bins",
+            "lex_overlap_thresholds",
+            "hypo_only_model",
+            "hypo_only_classifier",
+            "hypo_only_folds",
+        ):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return {**out, **self.feature_options}
+
+
+__all__ = ["FeatureSettings"]

@@ -1,0 +1,212 @@
+"""Settings of the generator operations (SPEC §6): training, debiasing and sampling.
+
+Declared once here; :func:`~zdebias.generation.trainer.train_generator`,
+:func:`~zdebias.generation.sample.sample_generator`, the recipe stages
+(``zdebias.pipeline.stages.generation``) and the commands (``zdebias.commands.generate``) all
+take these objects. Only pydantic and the standard library load here; torch only inside
+:func:`fast_bf16`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, field_validator
+
+from zdebias.errors import ConfigError
+from zdebias.settings import DEFAULT_SEED, Settings, cli_meta, setting
+
+T = TypeVar("T")
+
+
+def fast_bf16() -> bool:
+    """Whether bfloat16 is fast here: a CUDA GPU, or a CPU with AVX-512 BF16 or AMX."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _parse_sets(value: Any) -> Any:
+    """``KEY=VALUE`` strings (``--set``, repeatable) as a dict, values read as YAML."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        return value
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in value:
+        key, sep, text = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(text) if text.strip() else ""
+    return out
+
+
+class GeneratorSettings(Settings):
+    """Fine-tuning a generator (GD-NLI §2, Table 7): L_MLE + λ·L_consistency."""
+
+    help_panel: ClassVar[str] = "Training"
+
+    epochs: float = setting(
+        5.0, "Training epochs (Table 7: 5).", gt=0, deprecated=("num_train_epochs",)
+    )
+    learning_rate: float = setting(
+        1e-5, "Learning rate (Table 7: 1e-5).", gt=0, deprecated=("--lr", "lr")
+    )
+    batch_size: int = setting(
+        24,
+        "Training sequences per device batch (Table 7: 24).",
+        ge=1,
+        deprecated=("per_device_train_batch_size",),
+    )
+    gradient_accumulation_steps: int = setting(1, "Batches per optimizer step.", ge=1)
+    max_length: int = setting(128, "Longest sequence in tokens; longer ones are dropped.", ge=8)
+    max_steps: int = setting(-1, "Stop after this many steps (-1: run all epochs).")
+    precision: Literal["fp32", "bf16", "auto"] = setting(
+        "fp32", "fp32; bf16: bfloat16 autocast; auto: bf16 where the hardware runs it fast."
+    )
+    seed: int = setting(DEFAULT_SEED, "Random seed (subset, perturbed labels, training).")
+    consistency_weight: float = setting(
+        0.5, "λ of the label-consistency unlikelihood (0: MLE only).", ge=0
+    )
+    subset: int | None = setting(
+        None,
+        "Train on N records drawn at random (seeded by --seed), kept in file order.",
+        ge=1,
+        deprecated=("--limit",),
+    )
+    extra: dict[str, Any] = setting(
+        default_factory=dict,
+        help="Any other TrainingArguments field, KEY=VALUE (repeatable), e.g. "
+        "--set logging_steps=5 --set label_init=eos.",
+        flag="--set",
+        cli=False,  # a repeatable option: the commands declare --set themselves
+    )
+
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _sets(cls, value: Any) -> Any:
+        return _parse_sets(value)
+
+    @classmethod
+    def of(cls, settings: BaseModel | None = None, /, **overrides: Any) -> Any:
+        """As :meth:`Settings.of`; a keyword that is not a field is a ``TrainingArguments``
+        field and goes to ``extra`` (``train_generator(..., logging_steps=5)``)."""
+        known = set(cls.model_fields)
+        for info in cls.model_fields.values():
+            known |= {d for d in cli_meta(info)["deprecated"] if not d.startswith("-")}
+        passed = {k: overrides.pop(k) for k in list(overrides) if k not in known}
+        if passed:
+            before = getattr(settings, "extra", {}) if settings is not None else {}
+            overrides["extra"] = {**before, **_parse_sets(overrides.get("extra")), **passed}
+        return super().of(settings, **overrides)
+
+    def pick(self, records: Sequence[T]) -> list[T]:
+        """``records``, or ``subset`` of them drawn at random (seeded), kept in file order."""
+        if self.subset is None or self.subset >= len(records):
+            return list(records)
+        keep = sorted(random.Random(self.seed).sample(range(len(records)), self.subset))
+        return [records[i] for i in keep]
+
+    def training_arguments(self, *, progress: bool = True) -> dict[str, Any]:
+        """The ``GeneratorTrainingArguments`` fields these settings set (``extra`` wins)."""
+        out: dict[str, Any] = {
+            "num_train_epochs": self.epochs,
+            "learning_rate": self.learning_rate,
+            "per_device_train_batch_size": self.batch_size,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "max_length": self.max_length,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "consistency_weight": self.consistency_weight,
+            "disable_tqdm": not progress,
+        }
+        if self.precision == "bf16" or (self.precision == "auto" and fast_bf16()):
+            import torch
+
+            out["bf16"] = True
+            if not torch.cuda.is_available():
+                out["use_cpu"] = True  # HF refuses CPU bf16 unless told the run is on CPU
+        return {**out, **self.extra}
+
+
+class DebiasSettings(GeneratorSettings):
+    """Debiasing a generator (GD-NLI §4.1): L_MLE(Z) + α·masked L_UL(Z⁻), λ off by default."""
+
+    alpha: float = setting(
+        1.0, "α of the masked unlikelihood loss on Z⁻.", ge=0, deprecated=("debias_alpha",)
+    )
+    consistency_weight: float = setting(
+        0.0, "λ during debiasing (SPEC §6's L_debias has none: 0).", ge=0
+    )
+
+    def training_arguments(self, *, progress: bool = True) -> dict[str, Any]:
+        """As :meth:`GeneratorSettings.training_arguments`, with α (``debias_alpha``)."""
+        return {"debias_alpha": self.alpha, **super().training_arguments(progress=progress)}
+
+
+class SampleSettings(Settings):
+    """Sampling a generator into resumable shards (SPEC §6)."""
+
+    help_panel: ClassVar[str] = "Sampling"
+    #: the settings that decide which samples a run produces: a resumed run must keep them
+    RUN_KEYS: ClassVar[tuple[str, ...]] = (
+        "batch_size",
+        "top_p",
+        "top_k",
+        "temperature",
+        "seed",
+        "shard_size",
+        "backend",
+    )
+
+    n: int = setting(..., "Unique well-formed samples to write.", ge=1)
+    batch_size: int = setting(64, "Sequences per sampling round.", ge=1)
+    top_p: float = setting(0.9, "Nucleus sampling mass (1: off).")
+    top_k: int = setting(0, "Sampling top-k (0: off).", ge=0)
+    temperature: float = setting(1.0, "Sampling temperature.", gt=0)
+    shard_size: int = setting(10_000, "Samples per shard file.", ge=1)
+    backend: Literal["hf", "vllm"] = setting("hf", "hf, or vllm (needs vLLM and a CUDA GPU).")
+    device: str | None = setting(None, "cpu, cuda, cuda:1 ... (default: cuda when available).")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = setting(
+        None,
+        "Model dtype (default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 where the "
+        "hardware runs it fast).",
+    )
+    max_shards: int | None = setting(
+        None, "Stop after writing this many shards (rerun to resume).", ge=1
+    )
+    merge: bool = setting(True, "Also write samples.jsonl (all shards) when complete.")
+    patience_rounds: int = setting(
+        200, "Fail after this many rounds in a row without a new sample.", ge=1
+    )
+    seed: int = setting(DEFAULT_SEED, "Sampling seed (round r draws with a seed from it and r).")
+    keep_dropped: bool = setting(
+        True, "Write every dropped output to dropped-NNNNN.jsonl.", cli=False
+    )
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p(cls, value: float) -> float:
+        if not 0 < value <= 1:
+            raise ValueError(f"top-p must be in (0, 1], not {value}")
+        return value
+
+    def run_settings(self) -> dict[str, Any]:
+        """The :attr:`RUN_KEYS` settings, as the sampler's ``state.json`` records them."""
+        return {k: getattr(self, k) for k in self.RUN_KEYS}
+
+
+__all__ = ["DebiasSettings", "GeneratorSettings", "SampleSettings", "fast_bf16"]

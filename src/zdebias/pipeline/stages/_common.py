@@ -1,0 +1,84 @@
+"""What the built-in stages share: reference types, examples for the report, helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_json
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.registry import StageContext
+from zdebias.settings import Settings
+
+RecordsRef = Annotated[str, Ref("records")]
+OptRecordsRef = Annotated[str | None, Ref("records")]
+ModelRef = Annotated[str, Ref("model", external=True)]
+OptModelRef = Annotated[str | None, Ref("model", external=True)]
+#: how many examples a stage keeps in ``examples.json`` for the report
+N_EXAMPLES = 12
+
+
+def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]]:
+    out = []
+    for r in records[:n]:
+        row = r.to_dict()
+        row["meta"] = {
+            k: v
+            for k, v in r.meta.items()
+            if k
+            in (
+                "type",
+                "source_id",
+                "original_label",
+                "target_label",
+                "confidence",
+                "rejected_by",
+                "construction",
+                "planted",
+            )
+        }
+        out.append(row)
+    return out
+
+
+def _write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> None:
+    write_json({"examples": _examples(records), **extra}, ctx.out_dir / "examples.json")
+
+
+def fast_bf16() -> bool:
+    """Whether bfloat16 is fast here: a CUDA GPU, or a CPU with AVX-512 BF16 or AMX."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _labels(ctx: StageContext) -> list[str]:
+    return list(ctx.task.labels)
+
+
+def _count_types(records: list[Record]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        kind = str(r.meta.get("type", "original"))
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _pick(summary: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: summary[k] for k in keys if k in summary}
+
+
+S = TypeVar("S", bound=Settings)
+
+
+def settings_for(cls: type[S], cfg: StageConfig, ctx: StageContext) -> S:
+    """The operation's settings from a stage config, with the stage's effective seed."""
+    extra = {"seed": ctx.seed} if "seed" in cls.model_fields else {}
+    return cls.take(cfg, **extra)

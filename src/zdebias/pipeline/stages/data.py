@@ -1,0 +1,91 @@
+"""Data stages: the built-in demo corpus and concatenation."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_records
+from zdebias.errors import ConfigError
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.registry import (
+    Inputs,
+    StageContext,
+    StageResult,
+    register_stage,
+)
+from zdebias.pipeline.stages._common import (
+    _count_types,
+)
+
+# --------------------------------------------------------------------------- demo data
+
+
+class DemoDataConfig(StageConfig):
+    """The built-in synthetic corpus (see :mod:`zdebias.pipeline.demo_data`)."""
+
+    n_train: int = Field(1500, ge=30)
+    n_dev: int = Field(300, ge=3)
+    n_test: int = Field(600, ge=3)
+
+
+@register_stage(
+    "demo-data",
+    config=DemoDataConfig,
+    outputs={
+        "train": "records",
+        "dev": "records",
+        "test": "records",
+        "test_hard": "records",
+        "test_easy": "records",
+        "artifacts": "json",
+    },
+)
+def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Write the synthetic NLI corpus with planted artifacts (train/dev) and a clean test."""
+    from zdebias.pipeline.demo_data import write_demo_corpus
+
+    if ctx.task.name != "nli":
+        raise ConfigError(f"demo-data makes an nli corpus; the recipe's task is {ctx.task.name!r}")
+    info = write_demo_corpus(
+        ctx.out_dir, seed=ctx.seed, n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test
+    )
+    return StageResult(
+        {
+            "train": "train.jsonl",
+            "dev": "dev.jsonl",
+            "test": "test.jsonl",
+            "test_hard": "test_hard.jsonl",
+            "test_easy": "test_easy.jsonl",
+            "artifacts": "artifacts.json",
+        },
+        rows_out=dict(info["sizes"]),
+        metrics={"planted": {p["feature"]: p["label"] for p in info["planted"]}},
+    )
+
+
+class ConcatConfig(StageConfig):
+    """Concatenate datasets in order (e.g. original + counterfactuals for AutoCAD)."""
+
+    inputs: Annotated[list[str], Ref("records")] = Field(..., min_length=1)
+
+
+@register_stage("concat", config=ConcatConfig, outputs={"data": "records"})
+def concat_stage(cfg: ConcatConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """All records of the inputs, in order; ids must stay unique."""
+    records: list[Record] = []
+    seen: set[str] = set()
+    for i, value in enumerate(inputs.get("inputs")):
+        part = inputs.read(value)
+        ctx.rows_in[f"inputs.{i}"] = len(part)
+        for r in part:
+            if r.id in seen:
+                raise ConfigError(f"stage {ctx.name!r}: record id {r.id!r} occurs twice")
+            seen.add(r.id)
+            records.append(r)
+    write_records(records, ctx.out_dir / "data.jsonl")
+    return StageResult(
+        {"data": "data.jsonl"}, rows_out={"total": len(records), **_count_types(records)}
+    )

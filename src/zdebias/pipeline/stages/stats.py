@@ -1,0 +1,134 @@
+"""Statistics stages: z-statistics, z-filtering and the dataset recipes (SPEC §3-§5).
+
+Each stage config is its operation's settings (``zdebias.stats.settings``) plus references.
+"""
+
+from __future__ import annotations
+
+from zdebias.data.writers import write_json, write_records
+from zdebias.pipeline.config import StageConfig
+from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
+from zdebias.pipeline.stages._common import (
+    OptRecordsRef,
+    RecordsRef,
+    _count_types,
+    _labels,
+    _write_examples,
+    settings_for,
+)
+from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+
+# --------------------------------------------------------------------------- statistics
+
+
+class StatsConfig(StatsSettings, StageConfig):
+    """z-statistics of a dataset (SPEC §3): top features per label and Gardner-plot points."""
+
+    input: RecordsRef
+
+
+@register_stage("stats", config=StatsConfig, outputs={"stats": "json"})
+def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """z-statistics report of one dataset, with the Gardner-plot points."""
+    from zdebias.stats.measure import measure
+
+    records = inputs.records("input")
+    m = measure(records, settings_for(StatsSettings, cfg, ctx), labels=_labels(ctx))
+    report = m.report
+    report["gardner"] = m.gardner_points(cfg.min_n)
+    write_json(report, ctx.out_dir / "stats.json")
+    return StageResult(
+        {"stats": "stats.json"},
+        metrics={
+            "n_significant": report["n_significant"],
+            "max_z": report["max_z"],
+            "z_critical": round(report["z_critical"], 4),
+        },
+    )
+
+
+# --------------------------------------------------------------------------- z-filter
+
+
+class FilterConfig(ZFilterSettings, StageConfig):
+    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set."""
+
+    input: RecordsRef
+    seed_data: OptRecordsRef = None
+
+
+@register_stage(
+    "filter",
+    config=FilterConfig,
+    outputs={"data": "records", "rejected": "records", "summary": "json"},
+)
+def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Z (kept) and Z⁻ (rejected, each with the features that rejected it)."""
+    from zdebias.stats.zfilter import z_filter
+
+    records = inputs.records("input")
+    seed = inputs.records("seed_data") if "seed_data" in inputs else None
+    result = z_filter(
+        records,
+        settings_for(ZFilterSettings, cfg, ctx),
+        seed_records=seed,
+        labels=_labels(ctx),
+        progress=ctx.progress,
+    )
+    write_records(result.kept, ctx.out_dir / "kept.jsonl")
+    write_records(result.rejected, ctx.out_dir / "rejected.jsonl")
+    write_json(result.summary, ctx.out_dir / "summary.json")
+    return StageResult(
+        {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
+        rows_out={"kept": len(result.kept), "rejected": len(result.rejected)},
+        metrics={
+            k: result.summary.get(k)
+            for k in (
+                "n_kept",
+                "n_rejected",
+                "kept_share_of_input",
+                "n_significant_before",
+                "n_significant_after",
+            )
+        },
+    )
+
+
+# --------------------------------------------------------------------------- dataset recipes
+
+
+class CombineConfig(CombineSettings, StageConfig):
+    """Z-Aug, Par-Z or Seq-Z (SPEC §5) of the original and the generated data."""
+
+    original: RecordsRef
+    generated: RecordsRef
+
+
+@register_stage(
+    "combine",
+    config=CombineConfig,
+    outputs={"data": "records", "rejected": "records", "summary": "json"},
+)
+def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Build the debiased dataset with one of the GD-NLI recipes."""
+    from zdebias.stats.recipes import combine
+
+    result = combine(
+        cfg.recipe,
+        inputs.records("original"),
+        inputs.records("generated"),
+        settings_for(ZFilterSettings, cfg, ctx),
+        labels=_labels(ctx),
+        progress=ctx.progress,
+    )
+    records = result.records
+    write_records(records, ctx.out_dir / "data.jsonl")
+    write_records(result.rejected, ctx.out_dir / "rejected.jsonl")
+    write_json(result.summary, ctx.out_dir / "summary.json")
+    kinds = _count_types(records)
+    _write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
+    return StageResult(
+        {"data": "data.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
+        rows_out={"total": len(records), **kinds, "rejected": len(result.rejected)},
+        metrics={"recipe": cfg.recipe, **kinds},
+    )

@@ -1,0 +1,140 @@
+"""One settings object per operation, shared by the library, the recipe stage and the CLI.
+
+Each operation (z-filtering, classifier training, sampling, ...) declares its settings once,
+as a :class:`Settings` subclass in its own area::
+
+    class ZFilterSettings(Settings):
+        biased_k: int = setting(20, "biased features per label (k, Table 8)", ge=1)
+
+- the library function takes the data plus one such object: ``z_filter(records, settings)``;
+- the recipe stage's config subclasses it and adds only its references (``input: RecordsRef``);
+- the CLI command's options are generated from its fields (``zdebias.commands._cli``).
+
+Field metadata for the CLI lives in ``json_schema_extra["cli"]`` (see :func:`setting`): a flag
+name other than ``--field-name``, a short flag, old spellings kept for one release (accepted
+with a deprecation message), or ``cli=False`` for settings that only a recipe can set.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from zdebias.errors import ConfigError
+
+#: the one default random seed of every operation run from the command line or Python
+DEFAULT_SEED = 0
+
+
+def setting(
+    default: Any = ...,
+    help: str = "",
+    *,
+    flag: str | None = None,
+    short: str | None = None,
+    deprecated: tuple[str, ...] = (),
+    cli: bool = True,
+    default_factory: Any = None,
+    **constraints: Any,
+) -> Any:
+    """A settings field: default, one-line help, CLI metadata and pydantic constraints.
+
+    ``flag``: the CLI spelling when it is not ``--field-name``; ``short``: e.g. ``-q``;
+    ``deprecated``: old spellings, still accepted for one release with a warning: CLI flags
+    (``--lr``) and recipe / Python keys (``lr``);
+    ``cli=False``: the field is not offered on the command line (recipe / Python only).
+    """
+    extra = {"cli": {"flag": flag, "short": short, "deprecated": list(deprecated), "cli": cli}}
+    if default_factory is not None:
+        return Field(
+            default_factory=default_factory,
+            description=help,
+            json_schema_extra=extra,
+            **constraints,
+        )
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+def cli_meta(info: Any) -> dict[str, Any]:
+    """The CLI metadata of a pydantic ``FieldInfo`` (defaults when the field has none)."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    meta = dict(extra.get("cli") or {})
+    meta.setdefault("flag", None)
+    meta.setdefault("short", None)
+    meta.setdefault("deprecated", [])
+    meta.setdefault("cli", True)
+    return meta
+
+
+class Settings(BaseModel):
+    """Base of every operation's settings: validated, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        """Old recipe / Python key spellings still work for one release, with a warning."""
+        return cls.renamed(data) if isinstance(data, dict) else data
+
+    @classmethod
+    def renamed(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with deprecated keys renamed to today's (warning once per key)."""
+        out = data
+        for name, info in cls.model_fields.items():
+            for old in cli_meta(info)["deprecated"]:
+                if old.startswith("-") or old not in out:
+                    continue
+                out = dict(out) if out is data else out
+                value = out.pop(old)
+                logging.getLogger("zdebias").warning("%r is deprecated; use %r", old, name)
+                out.setdefault(name, value)  # today's spelling wins when both are given
+        return out
+
+    @classmethod
+    def take(cls, source: BaseModel, **update: Any) -> Self:
+        """This class's fields taken from ``source`` (e.g. a stage config), then ``update``."""
+        return cls.checked({**cls._fields_of(source), **cls.renamed(update)})
+
+    @classmethod
+    def of(cls, settings: BaseModel | None = None, /, **overrides: Any) -> Self:
+        """``settings`` (default: all defaults) with ``overrides``, validated as this class.
+
+        The one way library functions turn their ``settings`` argument and keyword shortcuts
+        into a settings object: a keyword must be a field of this class.
+        """
+        if type(settings) is cls and not overrides:
+            return settings
+        values = {} if settings is None else cls._fields_of(settings)
+        return cls.checked({**values, **cls.renamed(overrides)})
+
+    @classmethod
+    def _fields_of(cls, source: BaseModel) -> dict[str, Any]:
+        return {k: getattr(source, k) for k in cls.model_fields if k in type(source).model_fields}
+
+    @classmethod
+    def checked(cls, data: dict[str, Any], *, names: dict[str, str] | None = None) -> Self:
+        """Validate ``data``; a bad value ends in one :class:`ConfigError` line per problem.
+
+        ``names``: how to call each field in the message (e.g. its CLI flag).
+        """
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            problems = []
+            for e in err.errors():
+                loc = [str(x) for x in e.get("loc", ())]
+                where = (names or {}).get(loc[0], loc[0]) if loc else cls.__name__
+                where = ".".join([where, *loc[1:]])
+                if e.get("type") == "extra_forbidden":
+                    valid = ", ".join(sorted(cls.model_fields))
+                    problems.append(f"unknown setting {where!r}; valid settings: {valid}")
+                else:
+                    msg = e.get("msg", "invalid value")
+                    problems.append(f"{where}: {msg} (got {e.get('input')!r})")
+            raise ConfigError("; ".join(problems)) from None
+
+
+__all__ = ["DEFAULT_SEED", "Settings", "cli_meta", "setting"]

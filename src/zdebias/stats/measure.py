@@ -1,0 +1,95 @@
+"""One z-statistics measurement of a dataset: what ``zdebias stats`` and the stats stage report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zdebias.data.schema import Record
+from zdebias.stats.settings import StatsSettings
+from zdebias.stats.zstats import describe, infer_labels, label_ids, z_statistics
+
+
+@dataclass
+class Measurement:
+    """The report (JSON-ready) and the full arrays behind it (features × labels)."""
+
+    report: dict[str, Any]
+    names: list[str]
+    labels: list[str]
+    z: np.ndarray
+    n: np.ndarray
+    p_hat: np.ndarray
+
+    def gardner_points(self, min_n: int) -> dict[str, Any]:
+        """The Gardner-plot data: every feature with n > min_n, its n, p̂ and z per label."""
+        keep = np.flatnonzero(np.asarray(self.n) > min_n)
+        return {
+            "min_n": min_n,
+            "features": [self.names[j] for j in keep.tolist()],
+            "n": [int(v) for v in np.asarray(self.n)[keep]],
+            "p": {
+                lab: [round(float(v), 5) for v in self.p_hat[keep, i]]
+                for i, lab in enumerate(self.labels)
+            },
+            "z": {
+                lab: [round(float(v), 3) for v in self.z[keep, i]]
+                for i, lab in enumerate(self.labels)
+            },
+        }
+
+    def tracked(self, track: Sequence[str]) -> dict[str, Any]:
+        """Per tracked feature and label: z, n, p̂ and its rank by z among present features."""
+        index = {name: j for j, name in enumerate(self.names)}
+        present = np.asarray(self.n) > 0
+        out: dict[str, Any] = {}
+        for feature in track:
+            j = index.get(feature)
+            if j is None:
+                out[feature] = None
+                continue
+            out[feature] = {
+                lab: {
+                    "z": float(self.z[j, i]),
+                    "n": int(self.n[j]),
+                    "p": float(self.p_hat[j, i]),
+                    "rank": int((self.z[present, i] > self.z[j, i]).sum()) + 1,
+                }
+                for i, lab in enumerate(self.labels)
+            }
+        return out
+
+
+def measure(
+    records: Sequence[Record],
+    settings: StatsSettings | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> Measurement:
+    """z-statistics of every feature and label of ``records`` (SPEC §3).
+
+    ``settings``: a :class:`StatsSettings` (features, table size, α, tracked features);
+    ``overrides``: fields of it as keywords. The report holds :func:`describe`'s keys plus
+    ``features_used`` and ``tracked``.
+    """
+    from zdebias.features.registry import extract_features
+
+    cfg = StatsSettings.of(settings, **overrides)
+    labels = tuple(labels) if labels is not None else infer_labels(records)
+    fm = extract_features(
+        records, cfg.features, labels=labels, progress=progress, **cfg.feature_kwargs()
+    )
+    report = describe(records, labels=labels, top=cfg.top, alpha=cfg.alpha, feature_matrix=fm)
+    z, n, p_hat = z_statistics(fm.matrix, label_ids(records, labels), len(labels))
+    m = Measurement(report, list(fm.names), list(labels), z, n, p_hat)
+    report["features_used"] = cfg.features or "default"
+    report["tracked"] = m.tracked(cfg.track)
+    return m
+
+
+__all__ = ["Measurement", "measure"]

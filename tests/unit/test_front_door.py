@@ -1,0 +1,142 @@
+"""One front door per operation: a stage, its command and its library function agree.
+
+Every stage config that subclasses an operation's settings class must keep each of its fields
+with the same type, default and choices (references may re-declare a model name as a ref);
+every command generated from a settings class must offer each CLI field with the same flag,
+default and choices; the library functions take that settings class.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Literal, get_args, get_origin
+
+import click
+import pytest
+import typer.main
+
+from zdebias.cli import app
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.registry import STAGES, get_stage
+from zdebias.settings import Settings, cli_meta
+
+
+def _settings_bases(config: type[StageConfig]) -> list[type[Settings]]:
+    return [
+        k
+        for k in config.__mro__[1:]
+        if issubclass(k, Settings) and not issubclass(k, StageConfig) and k is not Settings
+    ]
+
+
+def _choices(tp: Any) -> tuple[Any, ...] | None:
+    args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) else []
+    if get_origin(tp) is Literal:
+        return get_args(tp)
+    for a in args:
+        if get_origin(a) is Literal:
+            return get_args(a)
+    return None
+
+
+def _is_ref(info: Any) -> bool:
+    return any(isinstance(m, Ref) for m in info.metadata)
+
+
+def _commands() -> dict[str, click.Command]:
+    group = typer.main.get_command(app)
+    out: dict[str, click.Command] = {}
+    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+        if isinstance(cmd, click.Group):
+            out.update({f"{name} {sub}": c for sub, c in cmd.commands.items()})
+        else:
+            out[name] = cmd
+    return out
+
+
+def _stage_pairs() -> list[tuple[str, type[Settings]]]:
+    get_stage("stats")
+    return [(kind, base) for kind, spec in STAGES.items() for base in _settings_bases(spec.config)]
+
+
+def test_every_operation_stage_is_built_on_a_settings_class() -> None:
+    kinds = {kind for kind, _ in _stage_pairs()}
+    plain = {"demo-data", "concat", "evaluate"}  # no operation settings of their own
+    assert set(STAGES) - plain <= kinds, sorted(set(STAGES) - plain - kinds)
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings"), _stage_pairs(), ids=lambda v: getattr(v, "__name__", v)
+)
+def test_stage_keeps_every_setting(kind: str, settings: type[Settings]) -> None:
+    config = STAGES[kind].config
+    for name, info in settings.model_fields.items():
+        assert name in config.model_fields, (kind, name)
+        mine = config.model_fields[name]
+        if _is_ref(mine):
+            continue  # a model name re-declared as a reference to a stage output
+        assert mine.annotation == info.annotation, (kind, name)
+        assert mine.default == info.default, (kind, name)
+        assert _choices(mine.annotation) == _choices(info.annotation), (kind, name)
+        assert mine.metadata == info.metadata, (kind, name)
+
+
+def _command_pairs() -> list[tuple[str, Any]]:
+    out = []
+    for name, cmd in _commands().items():
+        fn = getattr(cmd, "callback", None)
+        models = getattr(fn, "settings_models", None) or getattr(
+            getattr(fn, "__wrapped__", None), "settings_models", None
+        )
+        if models:
+            out.append((name, (fn, models)))
+    return out
+
+
+def test_commands_take_settings() -> None:
+    names = {name for name, _ in _command_pairs()}
+    assert {"stats", "filter", "combine", "inspect", "convert"} <= names
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"), _command_pairs(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_command_offers_every_setting(name: str, entry: Any) -> None:
+    fn, models = entry
+    cmd = _commands()[name]
+    by_flag = {opt: p for p in cmd.params for opt in p.opts}
+    excluded = set(getattr(fn, "settings_excluded", ()))
+    for model in models.values():
+        for field, info in model.model_fields.items():
+            meta = cli_meta(info)
+            if not meta["cli"] or field in excluded:
+                continue
+            flag = meta["flag"] or "--" + field.replace("_", "-")
+            assert flag in by_flag, (name, field, flag)
+            param = by_flag[flag]
+            if info.default_factory is None and not info.is_required():
+                assert param.default == info.default, (name, field, param.default)
+            choices = _choices(info.annotation)
+            if choices is not None:
+                offered = tuple(param.type_descriptor.choices or ())
+                assert offered == tuple(choices), (name, field, offered)
+            for old in meta["deprecated"]:
+                if old.startswith("-"):
+                    assert old in by_flag and by_flag[old].hidden, (name, field, old)
+
+
+LIBRARY = {
+    "zdebias.stats.zfilter:z_filter": "ZFilterSettings",
+    "zdebias.stats.recipes:combine": "ZFilterSettings",
+    "zdebias.stats.measure:measure": "StatsSettings",
+}
+
+
+@pytest.mark.parametrize("target", sorted(LIBRARY))
+def test_library_functions_take_the_settings_object(target: str) -> None:
+    import importlib
+
+    module, fn_name = target.split(":")
+    fn = getattr(importlib.import_module(module), fn_name)
+    param = inspect.signature(fn).parameters["settings"]
+    assert LIBRARY[target] in str(param.annotation)
