@@ -80,7 +80,9 @@ def main() -> None:
         }
         fmt = GeneratorFormat.load(gen)
         tok = AutoTokenizer.from_pretrained(gen)
-        backend = HFBackend(gen, fmt, SampleSettings(batch_size=args.sample_batch), device="cpu")
+        backend = HFBackend(
+            gen, fmt, SampleSettings(n=1, batch_size=args.sample_batch), device="cpu"
+        )
         backend.generate(2, round_seed(0, 999))  # warm-up
         start = time.perf_counter()
         ok = n = 0

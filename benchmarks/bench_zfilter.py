@@ -110,14 +110,15 @@ def stage_parse_tokenise(path: Path) -> dict[str, float]:
 
 
 def stage_stats(path: Path) -> dict[str, float]:
+    from zdebias.data.labels import infer_task
     from zdebias.data.readers import read_records
     from zdebias.features.registry import extract_features
-    from zdebias.stats.zstats import describe, infer_labels
+    from zdebias.stats.zstats import describe
 
     clock = Clock()
     records = read_records(path)
     clock.lap("read")
-    labels = infer_labels(records)
+    labels = infer_task(records).labels
     fm = extract_features(records, labels=labels)
     clock.lap("features")
     report = describe(records, labels=labels, feature_matrix=fm)
@@ -131,19 +132,21 @@ def stage_stats(path: Path) -> dict[str, float]:
 
 
 def stage_filter(path: Path, out: Path) -> dict[str, float]:
+    from zdebias.data.labels import infer_task
     from zdebias.data.readers import read_records
     from zdebias.data.writers import write_json, write_jsonl
     from zdebias.features.registry import extract_features
     from zdebias.stats.zfilter import z_filter
-    from zdebias.stats.zstats import infer_labels
 
     clock = Clock()
     records = read_records(path)
     clock.lap("read")
-    labels = infer_labels(records)
+    labels = infer_task(records).labels
     fm = extract_features(records, labels=labels)
     clock.lap("features")
-    result = z_filter(records, features=fm, labels=labels, top_k=20, batch_size=1000)
+    result = z_filter(
+        records, feature_matrix=fm, labels=labels, biased_k=20, zfilter_batch_size=1000
+    )
     clock.lap("filter")
     write_jsonl(result.kept, out / "kept.jsonl")
     write_jsonl(result.rejected, out / "rejected.jsonl")

@@ -204,7 +204,7 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
             out["vllm"] = "not installed (or no GPU): skipped"
         for name, cls in backends:
             try:
-                settings = SampleSettings(batch_size=batch, backend=name)
+                settings = SampleSettings(n=1, batch_size=batch, backend=name)
                 engine = cls(
                     gen, fmt, settings, device=device, dtype="bfloat16" if bf16 else "float32"
                 )

@@ -44,13 +44,13 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     common = [
         "--train",
         train,
-        "--sample",
+        "--subset",
         96,
         "--dev",
         dev,
         "--model",
         base,
-        "--lr",
+        "--learning-rate",
         "2e-3",
         "--epochs",
         1,
@@ -68,10 +68,11 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
             *common,
             "--out",
             hyp,
-            "--input",
+            "--input-kind",
             "hypothesis-only",
             "--cross-fit",
             2,
+            "--json",
         )
     )
     assert summary["n_train"] == 96 and summary["n_dev"] == 60 and summary["steps"] == 6
@@ -106,7 +107,7 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     assert poe_metrics["settings"]["beta"] == 2.0 and poe_metrics["settings"]["bias_model"]
 
     pred_file = tmp_path / "pred.jsonl"
-    pred = json.loads(cli("predict", runs["ce"][0], hard, "--out", pred_file, "--quiet"))
+    pred = json.loads(cli("predict", runs["ce"][0], hard, "--out", pred_file, "--quiet", "--json"))
     predicted = read_records(pred_file)
     assert pred["n"] == len(predicted) == 150
     for r in predicted:

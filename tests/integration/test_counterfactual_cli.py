@@ -35,7 +35,7 @@ runner = CliRunner()
 
 
 def _run(*args: str) -> dict:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = runner.invoke(app, [str(a) for a in args] + ["--json"])
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     return json.loads(result.stdout)
 
@@ -77,7 +77,6 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         "rationales",
         "--classifier",
         clf_dir,
-        "--data",
         data,
         "--out",
         rat,
@@ -97,7 +96,7 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
     s = _run(
         "counterfactual",
         "train",
-        "--rationales",
+        "--train",
         rat,
         "--model",
         tiny_model("t5"),
@@ -105,7 +104,7 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         inf,
         "--epochs",
         "2",
-        "--lr",
+        "--learning-rate",
         "1e-3",
         "--batch-size",
         "2",
@@ -122,7 +121,6 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         inf,
         "--classifier",
         clf_dir,
-        "--data",
         rat,
         "--out",
         out,
@@ -144,7 +142,6 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
     m = _run(
         "counterfactual",
         "metrics",
-        "--data",
         out,
         "--lm",
         tiny_model("gpt2"),
@@ -154,7 +151,7 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
     assert m["n_outputs"] == 12 and m["n_kept"] == s["n_kept"]
     assert m["flip_rate"] == pytest.approx(s["flip_rate"], abs=1e-6)
     assert 0 < m["distinct_1"] <= 1 and m["perplexity"] > 1
-    m2 = _run("counterfactual", "metrics", "--data", out, "--classifier", clf_dir)
+    m2 = _run("counterfactual", "metrics", out, "--classifier", clf_dir)
     assert m2["flip_rate"] == pytest.approx(s["flip_rate"], abs=1e-6)
 
     base = tmp_path / "random"
@@ -165,7 +162,6 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         inf,
         "--classifier",
         clf_dir,
-        "--data",
         data,
         "--out",
         base,
@@ -182,7 +178,6 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
             str(inf),
             "--classifier",
             str(clf_dir),
-            "--data",
             str(data),
             "--out",
             str(tmp_path / "x"),
@@ -207,7 +202,6 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
         "rationales",
         "--classifier",
         clf_dir,
-        "--data",
         data,
         "--out",
         rat,
@@ -221,7 +215,7 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
     s = _run(
         "counterfactual",
         "train",
-        "--rationales",
+        "--train",
         rat,
         "--model",
         tiny_model("gpt2"),
@@ -229,7 +223,7 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
         inf,
         "--epochs",
         "1",
-        "--lr",
+        "--learning-rate",
         "1e-3",
         "--batch-size",
         "2",
@@ -243,7 +237,6 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
         inf,
         "--classifier",
         clf_dir,
-        "--data",
         rat,
         "--out",
         out,
@@ -254,7 +247,7 @@ def test_sentiment_end_to_end(tiny_model, tmp_path: Path) -> None:
     rows = _lines(out / "kept.jsonl") + _lines(out / "rejected.jsonl")
     assert len(rows) == 9
     assert all(r["label"] != r["meta"]["original_label"] for r in rows)
-    m = _run("counterfactual", "metrics", "--data", out)
+    m = _run("counterfactual", "metrics", out)
     assert m["n_outputs"] == 9 and m["flip_rate"] == pytest.approx(s["flip_rate"], abs=1e-6)
 
 
@@ -278,13 +271,13 @@ def test_bert2bert_from_minilm(tiny_model, tmp_path: Path) -> None:
     spans = [{"hypothesis": [(0, 3)]}] * 2
     s = train_infiller(
         recs,
-        "minilm",
         tmp_path / "b2b",
+        model="minilm",
         labels=["entailment", "neutral", "contradiction"],
         spans=spans,
         epochs=1,
         batch_size=2,
-        lr=1e-4,
+        learning_rate=1e-4,
         max_source_length=64,
         progress=False,
     )
@@ -309,13 +302,12 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
         "rationales",
         "--classifier",
         clf_dir,
-        "--data",
         data_dir / "cad/sentiment/orig/train.tsv",
         "--limit",
         "6",
         "--out",
         rat,
-        "--any-prediction",
+        "--no-require-correct",
         "--min-confidence",
         "0",
         "--min-score",
@@ -326,7 +318,7 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
     s = _run(
         "counterfactual",
         "train",
-        "--rationales",
+        "--train",
         rat,
         "--model",
         tiny_model("t5"),
@@ -336,7 +328,7 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
         "1",
         "--max-source-length",
         "96",
-        "--lr",
+        "--learning-rate",
         "1e-3",
     )
     recs = read_records(rat)
@@ -360,7 +352,6 @@ def test_long_imdb_reviews_are_cut_not_lost(data_dir: Path, tiny_model, tmp_path
         inf,
         "--classifier",
         clf_dir,
-        "--data",
         rat,
         "--out",
         out,

@@ -34,7 +34,7 @@ def test_train_sample_resume_debias(tiny_model, tmp_path: Path, data_dir: Path) 
     gen = tmp_path / "gen"
     summary = _invoke(
         "train-generator",
-        "--data",
+        "--train",
         str(data),
         "--model",
         str(tiny_model("gpt2")),
@@ -42,7 +42,7 @@ def test_train_sample_resume_debias(tiny_model, tmp_path: Path, data_dir: Path) 
         str(gen),
         "--max-steps",
         "60",
-        "--lr",
+        "--learning-rate",
         "1e-2",
         "--batch-size",
         "12",
@@ -98,7 +98,7 @@ def test_train_sample_resume_debias(tiny_model, tmp_path: Path, data_dir: Path) 
         "debias-generator",
         "--generator",
         str(gen),
-        "--data",
+        "--train",
         str(real),
         "--out",
         str(tmp_path / "gen2"),

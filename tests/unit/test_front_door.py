@@ -22,11 +22,13 @@ from zdebias.settings import Settings, cli_meta
 
 
 def _settings_bases(config: type[StageConfig]) -> list[type[Settings]]:
-    return [
+    """The operation settings a stage config is built on (the most derived ones)."""
+    found = [
         k
         for k in config.__mro__[1:]
         if issubclass(k, Settings) and not issubclass(k, StageConfig) and k is not Settings
     ]
+    return [k for k in found if not any(o is not k and issubclass(o, k) for o in found)]
 
 
 def _choices(tp: Any) -> tuple[Any, ...] | None:

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from zdebias.classify.settings import ConfidenceSettings
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.errors import ConfigError, DataError
 
-#: τ of Table 8.
+#: τ of Table 8 (the default ``threshold`` of :class:`ConfidenceSettings`).
 DEFAULT_TAU = 0.95
 CONFIDENCE_KEY = "confidence"
 
@@ -53,15 +54,17 @@ def confidence_profile(p_gold: np.ndarray) -> dict[str, Any]:
 def confidence_filter(
     records: Sequence[Record],
     model: Any,
+    settings: ConfidenceSettings | None = None,
     *,
-    tau: float = DEFAULT_TAU,
-    batch_size: int = 64,
     progress: bool = True,
+    **overrides: Any,
 ) -> tuple[list[Record], list[Record], dict[str, Any]]:
     """Split ``records`` into (kept, rejected, summary) by the classifier ``model``'s p(label).
 
-    ``model`` is a classifier folder / reference or a loaded classifier. Every record's label
-    must be one the classifier predicts.
+    ``model`` is a classifier folder / reference or a loaded classifier. ``settings``: a
+    :class:`~zdebias.classify.settings.ConfidenceSettings` (``threshold`` τ, ``batch_size``,
+    ``device``); ``overrides``: any of its fields by keyword. Every record's label must be one
+    the classifier predicts.
     """
     from zdebias.classify.predict import (
         LoadedClassifier,
@@ -70,11 +73,13 @@ def confidence_filter(
         predict_proba,
     )
 
+    s = ConfidenceSettings.of(settings, **overrides)
+    tau = s.threshold
     if isinstance(model, LoadedClassifier):
         clf = model
     else:
         with hf_progress(progress):
-            clf = load_classifier(model)
+            clf = load_classifier(model, device=s.device)
     index = {name: i for i, name in enumerate(clf.labels)}
     gold = np.empty(len(records), dtype=np.int64)
     for i, r in enumerate(records):
@@ -85,7 +90,7 @@ def confidence_filter(
                 field="label",
             )
         gold[i] = index[r.label]
-    probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
+    probs = predict_proba(clf, records, batch_size=s.batch_size, progress=progress)
     keep = confidence_mask(probs, gold, tau)
     kept: list[Record] = []
     rejected: list[Record] = []

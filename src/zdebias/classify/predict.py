@@ -14,16 +14,16 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from zdebias.classify.settings import InputKind, torch_device
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.models.resolve import resolve_model
 
 CLASSIFIER_INFO = "zdebias_classifier.json"
-InputKind = Literal["pair", "hypothesis-only", "text"]
 
 
 @dataclass
@@ -64,7 +64,10 @@ def read_info(folder: str | Path) -> dict[str, Any]:
 
 
 def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClassifier:
-    """Load a classifier folder (or hub name / packaged alias) for prediction."""
+    """Load a classifier folder (or hub name / packaged alias) for prediction.
+
+    ``device``: ``cpu``, ``cuda``, or ``None`` / ``auto`` (the GPU when there is one).
+    """
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -79,6 +82,7 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:
             model.config.pad_token_id = tokenizer.pad_token_id
+    device = torch_device(device)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device).eval()

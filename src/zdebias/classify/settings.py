@@ -27,6 +27,11 @@ DEFAULT_FOLDS = 5
 _DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
 
 
+def _auto_device(value: Any) -> Any:
+    """``device=None`` (the 0.1 library default) means ``auto``."""
+    return "auto" if value is None else value
+
+
 class InferenceSettings(Settings):
     """Running a trained classifier: batch size and device (``zdebias predict``)."""
 
@@ -34,6 +39,8 @@ class InferenceSettings(Settings):
 
     batch_size: int = setting(64, "Examples per forward pass.", ge=1)
     device: Device = setting("auto", _DEVICE_HELP)
+
+    _auto = field_validator("device", mode="before")(_auto_device)
 
 
 class ConfidenceSettings(InferenceSettings):
@@ -43,8 +50,7 @@ class ConfidenceSettings(InferenceSettings):
 
     threshold: float = setting(
         0.95,
-        "τ: keep a sample when the classifier gives its label a probability above this "
-        "(Table 8).",
+        "τ: keep a sample when the classifier gives its label a probability above this (Table 8).",
         ge=0,
         le=1,
         deprecated=("--tau", "tau"),
@@ -57,6 +63,17 @@ class EvaluateSettings(InferenceSettings):
     help_panel: ClassVar[str] = "Evaluation"
 
     average: bool = setting(False, "Add an Avg. column (Table 5 style).")
+
+
+class CompareSettings(Settings):
+    """t-tests of evaluation results against a baseline (``zdebias compare``)."""
+
+    help_panel: ClassVar[str] = "Comparison"
+
+    alpha: float = setting(0.05, "Significance level.", gt=0, lt=1)
+    welch: bool = setting(False, "Welch's t-test (unequal variances) instead of Student's.")
+    average: bool = setting(False, "Also test the per-run average.")
+    detail: bool = setting(False, "Also test per-heuristic sub-results (HANS).")
 
 
 class ClassifierSettings(Settings):
@@ -96,9 +113,7 @@ class ClassifierSettings(Settings):
     patience: int = setting(
         3, "Stop after N evaluations without a better dev accuracy (0: never).", ge=0
     )
-    eval_steps: int | None = setting(
-        None, "Evaluate every N steps instead of every epoch.", ge=1
-    )
+    eval_steps: int | None = setting(None, "Evaluate every N steps instead of every epoch.", ge=1)
     eval_batch_size: int = setting(128, "Dev evaluation batch size.", ge=1)
     group_by_length: bool = setting(
         True, "Batch training examples of similar length together (less padding)."
@@ -123,6 +138,8 @@ class ClassifierSettings(Settings):
         ge=2,
     )
     keep_folds: bool = setting(False, "Keep the cross-fit fold models in OUT/folds/.")
+
+    _auto = field_validator("device", mode="before")(_auto_device)
 
     @field_validator("model", "bias_model", "teacher_model", mode="before")
     @classmethod
@@ -169,6 +186,7 @@ __all__ = [
     "DEFAULT_FOLDS",
     "LOSS_NAMES",
     "ClassifierSettings",
+    "CompareSettings",
     "ConfidenceSettings",
     "Device",
     "EvaluateSettings",

@@ -29,12 +29,6 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
-from zdebias.classify.settings import (
-    DEFAULT_FOLDS,
-    ClassifierSettings,
-    subset_records,
-    torch_device,
-)
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
     InputKind,
@@ -43,6 +37,12 @@ from zdebias.classify.predict import (
     model_inputs,
     predict_proba,
 )
+from zdebias.classify.settings import (
+    DEFAULT_FOLDS,
+    ClassifierSettings,
+    subset_records,
+    torch_device,
+)
 from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
@@ -50,6 +50,7 @@ from zdebias.errors import ConfigError, DataError
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 from zdebias.models.resolve import resolve_model
+from zdebias.settings import DEFAULT_SEED
 
 #: Name of the per-run metrics file written into every classifier folder.
 METRICS_FILE = "metrics.json"
@@ -529,16 +530,20 @@ def cross_fit_predictions(
 ) -> list[Record]:
     """Out-of-fold hypothesis-only predictions for every record (SPEC §2 ``hypo-only-pred``).
 
-    Trains ``k`` hypothesis-only classifiers, each on ``k − 1`` folds, and predicts the held-out
-    fold, so no record is labelled by a model that saw it. Each returned record carries
-    ``meta["hypo_only_pred"]`` (label name), ``meta["hypo_only_probs"]`` and
-    ``meta["hypo_only_fold"]``; they are also written to ``out_file``. Fold models are kept in
-    ``folds_dir`` when given, else deleted.
+    Trains K = ``cross_fit`` (default 5) hypothesis-only classifiers with ``settings``, each on
+    K − 1 folds, and predicts the held-out fold, so no record is labelled by a model that saw
+    it. Each returned record carries ``meta["hypo_only_pred"]`` (label name),
+    ``meta["hypo_only_probs"]`` and ``meta["hypo_only_fold"]``; they are also written to
+    ``out_file``. Fold models are kept in ``folds_dir`` when given, else deleted.
     """
     s = ClassifierSettings.of(settings, **overrides)
     k = s.cross_fit or DEFAULT_FOLDS
     fold_settings = ClassifierSettings.of(
-        s, input_kind="hypothesis-only", cross_fit=None, keep_folds=False, subset=None,
+        s,
+        input_kind="hypothesis-only",
+        cross_fit=None,
+        keep_folds=False,
+        subset=None,
         dev_subset=None,
     )
     records = list(records)

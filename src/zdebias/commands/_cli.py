@@ -1,253 +1,21 @@
-"""Command-line options generated from the settings objects, so each setting is declared once.
+"""What the commands share: output policy, printing, legacy spellings.
 
-A command names its settings objects as parameters; :func:`command` replaces each such
-parameter by one option per field (``batch_size`` → ``--batch-size``, help from the field's
-description, default and choices from its type) and hands the command validated objects::
-
-    @command
-    def filter_command(input: InputArg, settings: ZFilterSettings, read: ReadOptions,
-                       out: OutOption, cli: CliOptions) -> None: ...
-
-A value that fails validation ends in one line naming the flag (exit 2). Old flag spellings
-listed in a field's ``deprecated`` metadata still work for one release, with a warning.
+The options themselves are generated from settings objects by :mod:`zdebias.settings_cli`.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 import typer
-from pydantic import BaseModel
 
 from zdebias.errors import ConfigError
-from zdebias.settings import Settings, cli_meta, setting
+from zdebias.settings_cli import CliOptions, InputArg, build, command, configure_logging
 
 log = logging.getLogger("zdebias")
-
-InputArg = Annotated[
-    str | None,
-    typer.Argument(
-        help="Input: a file (any supported format), DIR or DIR::SPLIT of a triplet folder, "
-        "or hf:NAME[@CONFIG][:SPLIT].",
-        show_default=False,
-    ),
-]
-
-
-class CliOptions(Settings):
-    """What every command shares: JSON output, overwrite policy, verbosity."""
-
-    help_panel: ClassVar[str] = "Output"
-
-    json_out: bool = setting(False, "Print the result as JSON on stdout.", flag="--json")
-    overwrite: bool = setting(False, "Replace a non-empty output (refused without it).")
-    quiet: bool = setting(False, "Only warnings and errors; no progress bars.", short="-q")
-    verbose: bool = setting(False, "Also debug messages.", short="-v")
-
-    @property
-    def progress(self) -> bool:
-        """Whether to show progress bars."""
-        return not self.quiet
-
-
-# --------------------------------------------------------------------------- field → option
-
-
-def _strip_optional(tp: Any) -> tuple[Any, bool]:
-    if get_origin(tp) in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return tp, False
-
-
-def _cli_type(tp: Any) -> Any:
-    """The type typer parses: scalars and Literals as they are, anything else as text."""
-    inner, _ = _strip_optional(tp)
-    if inner in (int, float, str, bool) or get_origin(inner) is Literal:
-        return inner
-    if inner is Path:
-        return str
-    return str
-
-
-def _from_text(tp: Any, value: Any) -> Any:
-    """A CLI string for a list / tuple / dict field, as the data pydantic validates."""
-    if not isinstance(value, str):
-        return value
-    inner, _ = _strip_optional(tp)
-    origin = get_origin(inner)
-    if origin in (list, tuple, set):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value  # dicts: the field's own validator parses "a=b,c=d"
-
-
-def flag_of(name: str, info: Any) -> str:
-    """The CLI flag of a settings field."""
-    return cli_meta(info)["flag"] or "--" + name.replace("_", "-")
-
-
-def _option(name: str, info: Any, tp: Any, panel: str | None) -> tuple[Any, Any]:
-    """(annotation, default) of the typer parameter for one field."""
-    meta = cli_meta(info)
-    flag = flag_of(name, info)
-    cli_tp = _cli_type(tp)
-    decls = [flag]
-    if cli_tp is bool and info.default is True:
-        decls = [f"{flag}/--no-{flag[2:]}"]
-    if meta["short"]:
-        decls.append(meta["short"])
-    required = info.is_required()
-    default: Any = None
-    show_default: bool | str = True
-    if not required:
-        if info.default_factory is not None:
-            show_default = False
-        else:
-            default = info.default
-    _, optional = _strip_optional(tp)
-    annotation = (
-        cli_tp if (cli_tp is bool or (not optional and default is not None)) else (cli_tp | None)
-    )
-    help_text = info.description or ""
-    if cli_tp is bool and info.default is not True:
-        show_default = False
-    opt = typer.Option(*decls, help=help_text, show_default=show_default, rich_help_panel=panel)
-    return Annotated[annotation, opt], (... if required else default)
-
-
-def _panel(model: type[BaseModel], field: str) -> str | None:
-    """The help panel of a field: ``help_panel`` of the class that declares it."""
-    for klass in model.__mro__:
-        if field in getattr(klass, "__annotations__", {}):
-            return getattr(klass, "help_panel", None)
-    return None
-
-
-def _deprecated_option(old: str, tp: Any) -> tuple[Any, Any]:
-    cli_tp = _cli_type(tp)
-    if cli_tp is bool:
-        return Annotated[bool | None, typer.Option(old, hidden=True)], None
-    return Annotated[cli_tp | None, typer.Option(old, hidden=True)], None
-
-
-def _dep_param(name: str, i: int) -> str:
-    return f"{name}__deprecated{i}"
-
-
-# --------------------------------------------------------------------------- the decorator
-
-
-def _settings_params(fn: Callable[..., Any]) -> dict[str, type[BaseModel]]:
-    hints = get_type_hints(fn)
-    return {
-        name: tp
-        for name, tp in hints.items()
-        if isinstance(tp, type) and issubclass(tp, BaseModel) and name != "return"
-    }
-
-
-def build(model: type[Settings], values: dict[str, Any]) -> Any:
-    """A validated settings object from CLI values, failing with the flag's name."""
-    flags = {name: flag_of(name, info) for name, info in model.model_fields.items()}
-    return model.checked(values, names=flags)
-
-
-def command(fn: Callable[..., Any] | None = None, *, exclude: tuple[str, ...] = ()) -> Any:
-    """Generate a command's options from the settings objects it takes (see module doc).
-
-    ``exclude``: fields not offered by this command (their defaults apply).
-    """
-    if fn is None:
-        return functools.partial(command, exclude=exclude)
-    models = _settings_params(fn)
-    sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
-    params: list[inspect.Parameter] = []
-    owners: dict[str, list[str]] = {}  # field name → settings parameters it feeds
-    deprecated: dict[str, tuple[str, str]] = {}  # hidden param → (field, old flag)
-    field_types: dict[str, Any] = {}
-    field_infos: dict[str, Any] = {}
-    for pname, param in sig.parameters.items():
-        if pname not in models:
-            params.append(param.replace(annotation=hints.get(pname, param.annotation)))
-            continue
-        model = models[pname]
-        for fname, info in model.model_fields.items():
-            if fname in exclude or not cli_meta(info)["cli"]:
-                continue
-            owners.setdefault(fname, []).append(pname)
-            if fname in field_types:
-                continue  # one option feeds every settings object that has the field
-            tp = info.annotation
-            field_types[fname] = tp
-            field_infos[fname] = info
-            annotation, default = _option(fname, info, tp, _panel(model, fname))
-            params.append(
-                inspect.Parameter(
-                    fname, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
-                )
-            )
-            old_flags = [d for d in cli_meta(info)["deprecated"] if d.startswith("-")]
-            for i, old in enumerate(old_flags):
-                hidden = _dep_param(fname, i)
-                deprecated[hidden] = (fname, old)
-                ann, dflt = _deprecated_option(old, tp)
-                params.append(
-                    inspect.Parameter(
-                        hidden, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=dflt
-                    )
-                )
-    names = [p.name for p in params]
-    clash = {n for n in names if names.count(n) > 1}
-    if clash:
-        raise TypeError(f"{fn.__name__}: parameter names clash: {sorted(clash)}")
-    # positional-or-keyword parameters (typer arguments) first, then the options
-    params.sort(key=lambda p: p.kind != inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs: Any) -> Any:
-        for hidden, (fname, old) in deprecated.items():
-            value = kwargs.pop(hidden, None)
-            if value is not None:
-                new = flag_of(fname, field_infos[fname])
-                log.warning("%s is deprecated; use %s", old, new)
-                kwargs[fname] = value
-        call: dict[str, Any] = {}
-        values: dict[str, dict[str, Any]] = {p: {} for p in models}
-        for key, value in kwargs.items():
-            if key in owners:
-                if value is None and field_infos[key].default_factory is not None:
-                    continue
-                value = _from_text(field_types[key], value)
-                for owner in owners[key]:
-                    values[owner][key] = value
-            else:
-                call[key] = value
-        for pname, model in models.items():
-            call[pname] = build(model, values[pname])
-            if isinstance(call[pname], CliOptions):
-                configure_logging(call[pname])
-        return fn(**call)
-
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapper.settings_models = dict(models)  # type: ignore[attr-defined]
-    wrapper.settings_excluded = tuple(exclude)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    wrapper.__wrapped__ = None  # type: ignore[attr-defined]
-    del wrapper.__wrapped__
-    return wrapper
-
-
-# --------------------------------------------------------------------------- output helpers
 
 
 def legacy_argv(argv: list[str]) -> list[str]:
@@ -268,22 +36,6 @@ def legacy_argv(argv: list[str]) -> list[str]:
         out[i] = "--out"
         log.warning("--json FILE is deprecated; use --out FILE (--json prints JSON on stdout)")
     return out
-
-
-def configure_logging(cli: CliOptions) -> None:
-    """Messages go to stderr through ``logging``: -q warnings only, -v debug."""
-    level = logging.WARNING if cli.quiet else logging.DEBUG if cli.verbose else logging.INFO
-    root = logging.getLogger("zdebias")
-    root.setLevel(level)
-    if not any(getattr(h, "_zdebias", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler._zdebias = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
-        root.propagate = False
-    for h in root.handlers:
-        if getattr(h, "_zdebias", False):
-            h.stream = sys.stderr  # the current stderr (tests swap it)
 
 
 def require(value: str | None, what: str, old: str | None = None) -> str:

@@ -1,318 +1,173 @@
-"""Classifier commands: ``train-classifier``, ``predict``, ``confidence-filter``, ``evaluate``,
-``compare``.
+"""``train-classifier``, ``predict``, ``confidence-filter``, ``evaluate``, ``compare``.
 
-torch / transformers / scipy are imported inside the commands, never at module level.
+Options are generated from the settings of ``zdebias.classify.settings``; torch,
+transformers and scipy are imported inside the commands, never at module level.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._common import (
-    ColumnsOpt,
-    FormatOpt,
-    LabelMapOpt,
-    OnErrorOpt,
-    TaskOpt,
-    echo_json,
-    open_input,
-    report_skips,
+from zdebias.classify.settings import (
+    ClassifierSettings,
+    CompareSettings,
+    ConfidenceSettings,
+    EvaluateSettings,
+    InferenceSettings,
 )
+from zdebias.commands._cli import (
+    CliOptions,
+    InputArg,
+    check_output,
+    command,
+    emit,
+    report_skips,
+    require,
+)
+from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
 
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", help="Examples per forward pass.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto (GPU when available), cpu or cuda.")]
+log = logging.getLogger("zdebias")
+MarkdownOpt = Annotated[
+    Path | None, typer.Option("--markdown", help="Markdown tables (evaluate: default OUT.md).")
+]
 
 
-def _read(path: str, what: str, **options: Any) -> tuple[list[Any], dict[str, Any]]:
-    ds = open_input(path, **options)
-    records = list(ds)
-    report_skips(ds)
-    if not records:
-        raise ConfigError(f"{path}: no labelled records in the {what} set")
-    return records, ds.report.summary()
+def _read(path: str, read: ReadOptions, what: str) -> tuple[list[Any], Any]:
+    records, report = read.read(path, what=what)
+    report_skips(report)
+    return records, report
 
 
-def sample_records(records: list[Any], n: int | None, seed: int) -> list[Any]:
-    """A seeded random subset of ``n`` records, kept in file order (all when ``n`` is None)."""
-    if n is None or n >= len(records):
-        return records
-    if n <= 0:
-        raise ConfigError(f"sample size must be positive, got {n}")
-    import numpy as np
-
-    picked = np.sort(np.random.default_rng(seed).choice(len(records), size=n, replace=False))
-    return [records[i] for i in picked]
+def _skipped(report: Any) -> dict[str, int]:
+    return {"unlabelled": report.n_unlabelled, "errors": report.n_errors}
 
 
+def _train_text(s: dict[str, Any]) -> str:
+    best = s["best"]
+    line = f"trained on {s['n_train']:,} examples: {s['steps']} steps"
+    if best.get("dev_accuracy") is not None:
+        line += f", best dev accuracy {best['dev_accuracy']:.4f} at step {best['step']}"
+    lines = [line]
+    if "cross_fit" in s:
+        cf = s["cross_fit"]
+        lines.append(
+            f"cross-fit, {cf['k']} folds: out-of-fold accuracy {cf['out_of_fold_accuracy']:.4f}"
+        )
+    return "\n".join([*lines, f"wrote {s['out']}"])
+
+
+@command
 def train_classifier_cmd(
     train: Annotated[str, typer.Option("--train", help="Training set (any supported input).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the trained classifier.")],
+    settings: ClassifierSettings,
+    read: ReadOptions,
+    cli: CliOptions,
     dev: Annotated[
         str | None, typer.Option("--dev", help="Dev set: picks the best epoch, early stopping.")
     ] = None,
-    model: Annotated[
-        str, typer.Option("--model", help="Encoder: minilm, a local folder or a hub name.")
-    ] = "minilm",
-    loss: Annotated[
-        str, typer.Option("--loss", help="ce, poe, learned-mixin, learned-mixin-h, conf-reg.")
-    ] = "ce",
-    bias_model: Annotated[
-        Path | None,
-        typer.Option(
-            "--bias-model",
-            help="Hypothesis-only classifier folder "
-            "(the bias model of poe / learned-mixin / conf-reg).",
-        ),
-    ] = None,
-    teacher_model: Annotated[
-        Path | None,
-        typer.Option(
-            "--teacher-model",
-            help="conf-reg teacher: a classifier trained with ce on the same data.",
-        ),
-    ] = None,
-    input: Annotated[
-        str | None,
-        typer.Option(
-            "--input", help="pair, hypothesis-only or text (default: pair for NLI, text otherwise)."
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 42,
-    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 1e-5,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Training batch size.")] = 32,
-    epochs: Annotated[float, typer.Option("--epochs", help="Training epochs.")] = 5.0,
-    max_steps: Annotated[
-        int, typer.Option("--max-steps", help="Stop after N steps (overrides --epochs).")
-    ] = -1,
-    warmup_steps: Annotated[
-        int, typer.Option("--warmup-steps", help="Linear warm-up, then constant.")
-    ] = 2000,
-    max_length: Annotated[int, typer.Option("--max-length", help="Max tokens per input.")] = 128,
-    patience: Annotated[
-        int,
-        typer.Option(
-            "--patience", help="Stop after N evaluations without a better dev accuracy (0: never)."
-        ),
-    ] = 3,
-    eval_steps: Annotated[
-        int | None,
-        typer.Option("--eval-steps", help="Evaluate every N steps instead of every epoch."),
-    ] = None,
-    beta: Annotated[float, typer.Option("--beta", help="PoE β (weight of log b).")] = 1.0,
-    gamma: Annotated[float, typer.Option("--gamma", help="PoE γ (weight of CE(l, b)).")] = 0.0,
-    entropy_weight: Annotated[
-        float | None,
-        typer.Option(
-            "--entropy-weight",
-            help="Learned-Mixin entropy penalty (default 0, or 0.03 for learned-mixin-h).",
-        ),
-    ] = None,
-    sample: Annotated[
-        int | None, typer.Option("--sample", help="Train on a seeded random N examples.")
-    ] = None,
-    dev_sample: Annotated[
-        int | None, typer.Option("--dev-sample", help="Use a seeded random N dev examples.")
-    ] = None,
-    cross_fit: Annotated[
-        int | None,
-        typer.Option(
-            "--cross-fit",
-            help="With --input hypothesis-only: also "
-            "write K-fold out-of-fold predictions for every training "
-            "record to OUT/cross_fit_predictions.jsonl.",
-        ),
-    ] = None,
-    keep_folds: Annotated[
-        bool, typer.Option("--keep-folds", help="Keep the K fold models in OUT/folds/.")
-    ] = False,
-    device: DeviceOpt = "auto",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT.")] = False,
-    quiet: QuietOpt = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    on_error: OnErrorOpt = "raise",
 ) -> None:
     """Fine-tune a classifier (plain, hypothesis-only, PoE, Learned-Mixin, conf-reg)."""
-    from zdebias.classify.losses import get_loss
+    settings.check()
+    check_output(out, cli)
+    records, report = _read(train, read, "training")
+    dev_records = _read(dev, read, "dev")[0] if dev is not None else None
+    from zdebias.classify.train import train_classifier
 
-    get_loss(loss)  # fail on a bad name before reading any data
-    options = dict(
-        format=format, task=task, columns=columns, label_map=label_map, on_error=on_error
-    )
-    train_records, train_report = _read(train, "training", **options)
-    train_records = sample_records(train_records, sample, seed)
-    dev_records = None
-    if dev is not None:
-        dev_records, _ = _read(dev, "dev", **options)
-        dev_records = sample_records(dev_records, dev_sample, seed)
-    if cross_fit is not None and input != "hypothesis-only":
-        raise ConfigError("--cross-fit is for hypothesis-only models: add --input hypothesis-only")
-
-    from zdebias.classify.train import cross_fit_predictions, train_classifier
-
-    settings: dict[str, Any] = dict(
-        model=model,
-        task=task or train_report["task"],
-        loss=loss,
-        bias_model=bias_model,
-        teacher_model=teacher_model,
-        beta=beta,
-        gamma=gamma,
-        entropy_weight=entropy_weight,
-        learning_rate=lr,
-        batch_size=batch_size,
-        epochs=epochs,
-        max_steps=max_steps,
-        warmup_steps=warmup_steps,
-        max_length=max_length,
-        patience=patience,
-        eval_steps=eval_steps,
-        device=None if device == "auto" else device,
-        progress=not quiet,
-    )
+    task = read.task or report.task
     metrics = train_classifier(
-        train_records, dev_records, out, input=input, seed=seed, overwrite=overwrite, **settings
+        records,
+        dev_records,
+        out,
+        settings,
+        task=task,
+        progress=cli.progress,
+        overwrite=cli.overwrite,
     )
     summary: dict[str, Any] = {
         "out": str(out),
-        "n_train": metrics["n_train"],
-        "n_dev": metrics["n_dev"],
-        "steps": metrics["steps"],
-        "best": metrics["best"],
+        **{k: metrics[k] for k in ("n_train", "n_dev", "steps", "best")},
         "train_samples_per_second": round(metrics["train_samples_per_second"], 2),
-        "skipped": {"unlabelled": train_report["n_unlabelled"], "errors": train_report["n_errors"]},
+        "skipped": _skipped(report),
     }
-    if cross_fit is not None:
-        oof_file = out / "cross_fit_predictions.jsonl"
-        settings.pop("progress")
-        recs = cross_fit_predictions(
-            train_records,
-            dev_records,
-            oof_file,
-            k=cross_fit,
-            seed=seed,
-            folds_dir=out / "folds" if keep_folds else None,
-            progress=not quiet,
-            **settings,
-        )
-        correct = sum(r.meta["hypo_only_pred"] == r.label for r in recs)
-        summary["cross_fit"] = {
-            "k": cross_fit,
-            "file": str(oof_file),
-            "n": len(recs),
-            "out_of_fold_accuracy": correct / len(recs),
-        }
-    echo_json(summary)
+    if "cross_fit" in metrics:
+        summary["cross_fit"] = metrics["cross_fit"]
+    emit(summary, cli, lambda: _train_text(summary))
 
 
+@command
 def predict_cmd(
     model: Annotated[str, typer.Argument(help="Classifier folder (or hub name).")],
-    path: Annotated[str, typer.Argument(help="Input set (any supported format).")],
+    input: InputArg,
     out: Annotated[Path, typer.Option("--out", help="Output JSONL (or .parquet).")],
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = "auto",
-    quiet: QuietOpt = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    on_error: OnErrorOpt = "raise",
+    settings: InferenceSettings,
+    read: ReadOptions,
+    cli: CliOptions,
 ) -> None:
     """Write each record with meta.pred and meta.probs (probability per label)."""
-    records, report = _read(
-        path,
-        "input",
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        on_error=on_error,
-    )
-    from zdebias.classify.predict import (
-        hf_progress,
-        load_classifier,
-        predict_proba,
-        with_predictions,
-    )
+    check_output(out, cli)
+    records, report = _read(require(input, "INPUT"), read, "input")
+    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+    from zdebias.classify.predict import with_predictions as predicted
     from zdebias.data.writers import write_records
     from zdebias.evaluation.suites import score_predictions
 
-    with hf_progress(not quiet):
-        clf = load_classifier(model, device=None if device == "auto" else device)
-    probs = predict_proba(clf, records, batch_size=batch_size, progress=not quiet)
-    n = write_records(with_predictions(records, probs, clf.labels, clf.input), out)
-    summary: dict[str, Any] = {
-        "out": str(out),
-        "n": n,
-        "labels": clf.labels,
-        "input": clf.input or "auto",
-    }
+    with hf_progress(cli.progress):
+        clf = load_classifier(model, device=settings.device)
+    probs = predict_proba(clf, records, batch_size=settings.batch_size, progress=cli.progress)
+    n = write_records(predicted(records, probs, clf.labels, clf.input), out)
+    summary: dict[str, Any] = {"out": str(out), "n": n, "labels": clf.labels}
+    summary["input"] = clf.input or "auto"
     try:
         scored = score_predictions(probs, clf.labels, records)
-        summary["accuracy"] = scored["accuracy"]
-        summary["mapping"] = scored["mapping"]
+        summary.update(accuracy=scored["accuracy"], mapping=scored["mapping"])
     except ConfigError as err:
-        summary["accuracy"] = None
-        summary["note"] = str(err)
-    summary["skipped"] = {"unlabelled": report["n_unlabelled"], "errors": report["n_errors"]}
-    echo_json(summary)
+        summary.update(accuracy=None, note=str(err))
+    summary["skipped"] = _skipped(report)
+    acc = "-" if summary["accuracy"] is None else f"{summary['accuracy']:.4f}"
+    emit(summary, cli, f"predicted {n:,} records, accuracy {acc}\nwrote {out}")
 
 
+@command
 def confidence_filter_cmd(
+    *,
+    input: InputArg = None,
     model: Annotated[
         str, typer.Option("--model", help="Classifier trained on the original data (SPEC §7).")
     ],
-    data: Annotated[str, typer.Option("--data", help="Samples to filter.")],
     out: Annotated[
         Path, typer.Option("--out", help="Folder for kept.jsonl, rejected.jsonl, summary.json.")
     ],
-    tau: Annotated[float, typer.Option("--tau", help="Keep samples with p(label) > tau.")] = 0.95,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = "auto",
-    quiet: QuietOpt = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    on_error: OnErrorOpt = "raise",
+    settings: ConfidenceSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    data: Annotated[str | None, typer.Option("--data", hidden=True)] = None,
 ) -> None:
-    """Keep samples the classifier gives their own label with probability above tau."""
-    records, report = _read(
-        data,
-        "input",
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        on_error=on_error,
-    )
-    from zdebias.classify.confidence import confidence_filter, write_partition
-    from zdebias.classify.predict import hf_progress, load_classifier
+    """Keep samples the classifier gives their own label with probability above the threshold."""
+    if data is not None:
+        log.warning("--data is deprecated; give the input as the positional INPUT")
+    path = require(input or data, "INPUT", "--data")
+    check_output(out, cli)
+    records, report = _read(path, read, "input")
+    from zdebias.classify.confidence import confidence_filter
+    from zdebias.data.writers import publish_files
 
-    with hf_progress(not quiet):
-        clf = load_classifier(model, device=None if device == "auto" else device)
-    kept, rejected, summary = confidence_filter(
-        records, clf, tau=tau, batch_size=batch_size, progress=not quiet
-    )
-    summary["model"] = model
-    summary["input"] = report
-    paths = write_partition(kept, rejected, summary, out)
-    echo_json(
-        {
-            **{k: v for k, v in summary.items() if k != "input"},
-            "files": {k: str(v) for k, v in paths.items()},
-        }
-    )
+    kept, rejected, summary = confidence_filter(records, model, settings, progress=cli.progress)
+    summary.update(model=model, input=report.summary())
+    files = {"kept.jsonl": kept, "rejected.jsonl": rejected, "summary.json": summary}
+    paths = publish_files(out, files, overwrite=cli.overwrite)
+    result = {k: v for k, v in summary.items() if k != "input"}
+    result["files"] = {name.split(".")[0]: str(p) for name, p in paths.items()}
+    text = f"kept {len(kept):,} of {len(records):,} (p(label) > {settings.threshold})\nwrote {out}"
+    emit(result, cli, text)
 
 
+@command(exclude=("columns", "label_map", "limit"))
 def evaluate_cmd(
     models: Annotated[list[str], typer.Argument(help="Classifier folders: one per run (seed).")],
     suite: Annotated[
@@ -323,108 +178,92 @@ def evaluate_cmd(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Results JSON.")],
+    settings: EvaluateSettings,
+    read: ReadOptions,
+    cli: CliOptions,
     name: Annotated[
         str | None, typer.Option("--name", help="Method name for tables (default: model).")
     ] = None,
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Markdown tables (default: OUT with .md).")
-    ] = None,
-    average: Annotated[
-        bool, typer.Option("--average", help="Add an Avg. column (Table 5 style).")
-    ] = False,
+    markdown: MarkdownOpt = None,
     predictions: Annotated[
         Path | None,
-        typer.Option(
-            "--predictions",
-            help="Also write each run's predictions per suite to this folder (runI-SUITE.jsonl).",
-        ),
+        typer.Option("--predictions", help="Also write each run's predictions per suite here."),
     ] = None,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = "auto",
-    quiet: QuietOpt = False,
-    on_error: OnErrorOpt = "raise",
 ) -> None:
     """Accuracy of one or more runs on evaluation suites; mean ± std over runs."""
     from zdebias.data.writers import atomic_open, write_json
     from zdebias.evaluation.suites import evaluate_models, parse_suite
     from zdebias.evaluation.tables import render_markdown
 
-    suites = [parse_suite(s, on_error=on_error) for s in suite]
+    md_path = markdown or out.with_suffix(".md")
+    for path in (out, md_path, predictions):
+        if path is not None:
+            check_output(path, cli)
+    options = dict(format=read.format, task=read.task, split=read.split, on_error=read.on_error)
+    suites = [parse_suite(s, **options) for s in suite]
     doc = evaluate_models(
-        models,
-        suites,
-        name=name,
-        batch_size=batch_size,
-        progress=not quiet,
-        device=None if device == "auto" else device,
-        predictions_dir=predictions,
+        models, suites, settings, name=name, progress=cli.progress, predictions_dir=predictions
     )
     for info in doc["suites"]:
-        skipped = info["n_skipped_unlabelled"] + info["n_skipped_errors"]
-        if skipped:
-            sys.stderr.write(
-                f"{info['path']}: skipped {info['n_skipped_unlabelled']} "
-                f"unlabelled and {info['n_skipped_errors']} bad rows\n"
+        if info["n_skipped_unlabelled"] + info["n_skipped_errors"]:
+            log.warning(
+                "%s: skipped %d unlabelled and %d bad rows",
+                info["path"],
+                info["n_skipped_unlabelled"],
+                info["n_skipped_errors"],
             )
     write_json(doc, out)
-    text = render_markdown(doc, average=average)
-    md_path = markdown or out.with_suffix(".md")
+    text = render_markdown(doc, average=settings.average)
     with atomic_open(md_path) as fh:
         fh.write(text)
-    typer.echo(text)
-    typer.echo(f"wrote {out} and {md_path}")
+    emit(doc, cli, f"{text}\nwrote {out} and {md_path}")
 
 
+@command
 def compare_cmd(
     results: Annotated[
         list[str],
         typer.Argument(help="Results JSON files of zdebias evaluate; the first is the baseline."),
     ],
+    settings: CompareSettings,
+    cli: CliOptions,
     out: Annotated[Path | None, typer.Option("--out", help="Comparison JSON.")] = None,
-    markdown: Annotated[Path | None, typer.Option("--markdown", help="Markdown file.")] = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level.")] = 0.05,
-    welch: Annotated[
-        bool,
-        typer.Option("--welch", help="Welch's t-test (unequal variances) instead of Student's."),
-    ] = False,
-    average: Annotated[bool, typer.Option("--average", help="Also test the average.")] = False,
-    detail: Annotated[
-        bool, typer.Option("--detail", help="Also test per-heuristic sub-results (HANS).")
-    ] = False,
+    markdown: MarkdownOpt = None,
 ) -> None:
     """Two-tailed t-test per suite of each results file against the first."""
     if len(results) < 2:
         raise ConfigError("compare needs at least two results files: BASELINE OTHER...")
+    for path in (out, markdown):
+        if path is not None:
+            check_output(path, cli)
     from zdebias.data.writers import atomic_open, write_json
     from zdebias.evaluation.significance import compare_results, comparison_markdown
     from zdebias.evaluation.suites import read_results
     from zdebias.evaluation.tables import suite_names, summary_table, table_markdown
 
     docs = [read_results(p) for p in results]
-    keys = None
-    if detail:
-        keys = [k for k in docs[0].get("summary", {})]
-    comparison = compare_results(docs, keys=keys, alpha=alpha, equal_var=not welch, average=average)
+    keys = list(docs[0].get("summary", {})) if settings.detail else None
+    comparison = compare_results(
+        docs,
+        keys=keys,
+        alpha=settings.alpha,
+        equal_var=not settings.welch,
+        average=settings.average,
+    )
     table = summary_table(
-        docs, columns=suite_names(docs[:1]), average=average, comparison=comparison
+        docs, columns=suite_names(docs[:1]), average=settings.average, comparison=comparison
     )
-    text = "\n".join(
-        [
-            table_markdown(table),
-            "",
-            f"{'*'} p < {alpha} (two-tailed {comparison['test']} t-test against "
-            f"{comparison['baseline']}); accuracy in %, mean±std over runs.",
-            "",
-            comparison_markdown(comparison),
-            "",
-        ]
+    note = (
+        f"* p < {settings.alpha} (two-tailed {comparison['test']} t-test against "
+        f"{comparison['baseline']}); accuracy in %, mean±std over runs."
     )
-    typer.echo(text)
+    text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
     if out is not None:
         write_json({"table": table, **comparison}, out)
     if markdown is not None:
         with atomic_open(markdown) as fh:
             fh.write(text)
+    emit({"table": table, **comparison}, cli, text)
 
 
 def register(app: typer.Typer) -> None:

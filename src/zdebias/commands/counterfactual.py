@@ -1,27 +1,38 @@
-"""``zdebias counterfactual``: AutoCAD rationales, infiller training, generation, metrics."""
+"""``zdebias counterfactual``: AutoCAD rationales, infiller training, generation, metrics.
+
+The options come from ``zdebias.counterfactual.settings``; torch and transformers are imported
+inside the commands.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._common import (
-    ColumnsOpt,
-    FormatOpt,
-    LabelMapOpt,
-    OnErrorOpt,
-    SplitOpt,
-    TaskOpt,
-    echo_json,
-    open_input,
+from zdebias.commands._cli import (
+    CliOptions,
+    InputArg,
+    check_output,
+    command,
+    emit,
     report_skips,
+    require,
 )
+from zdebias.counterfactual.settings import (
+    InfillSettings,
+    MetricsSettings,
+    RationaleSettings,
+    SelectSettings,
+)
+from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
 
+log = logging.getLogger("zdebias")
 cf_app = typer.Typer(
     name="counterfactual",
     help="AutoCAD counterfactuals: rationales → label-controlled infiller → generate + "
@@ -29,368 +40,181 @@ cf_app = typer.Typer(
     no_args_is_help=True,
 )
 
-LimitOpt = Annotated[
-    int | None, typer.Option("--limit", help="Use only the first N records.", min=1)
-]
-FieldsOpt = Annotated[
-    str,
-    typer.Option(
-        "--fields",
-        help="Pair tasks: rationale words from both fields (AutoCAD), "
-        "premise only, or hypothesis only.",
-    ),
-]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Batch size.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+
+def _hidden(flag: str) -> Any:
+    return typer.Option(flag, hidden=True)
 
 
-def _read(path: str, limit: int | None, **options: Any) -> tuple[list[Any], Any]:
-    ds = open_input(path, **options)
-    records = []
-    for record in ds:
-        records.append(record)
-        if limit is not None and len(records) >= limit:
-            break
-    report_skips(ds)
-    return records, ds
+def _opt(flag: str, help: str) -> Any:
+    return typer.Option(flag, help=help)
 
 
-def _check_fields(fields: str) -> str:
-    if fields not in ("both", "premise", "hypothesis"):
-        raise ConfigError(f"--fields must be both, premise or hypothesis, not {fields!r}")
-    return fields
+OldData = Annotated[str | None, _hidden("--data")]
+Classifier = Annotated[str, _opt("--classifier", "Classifier folder.")]
+OptText = str | None
 
 
-def _check_spans(spans: str) -> str:
-    if spans not in ("rationale", "random"):
-        raise ConfigError(f"--spans must be rationale or random, not {spans!r}")
-    return spans
+def _old(value: Any, old: str, new: str) -> Any:
+    if value:
+        log.warning("%s is deprecated; use %s", old, new)
+    return value
+
+
+def _stdout_to_stderr() -> Any:
+    """Library chatter (HF Trainer logs, progress) goes to stderr: stdout is the result."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def _classifier(path: str) -> Any:
+    from zdebias.classify.predict import load_classifier
+
+    return load_classifier(path)
+
+
+def _read(path: str, read: ReadOptions, **kw: Any) -> tuple[list[Any], Any]:
+    records, report = read.read(path, **kw)
+    report_skips(report)
+    return records, report
+
+
+def _text(result: dict[str, Any], *keys: str) -> str:
+    return "  ".join(f"{k}: {result[k]}" for k in keys if result.get(k) is not None)
 
 
 @cf_app.command("rationales")
+@command
 def rationales(
-    classifier: Annotated[str, typer.Option("--classifier", help="Classifier folder.")],
-    data: Annotated[str, typer.Option("--data", help="Labelled dataset (any format).")],
-    out: Annotated[Path, typer.Option("--out", help="Rationale records (JSONL).")],
-    ratio: Annotated[float, typer.Option("--ratio", help="Share π of words to pick.")] = 0.3,
-    min_score: Annotated[
-        float, typer.Option("--min-score", help="Drop picked words below this saliency.")
-    ] = 0.3,
-    min_confidence: Annotated[
-        float, typer.Option("--min-confidence", help="Keep examples with p(gold) above this.")
-    ] = 0.8,
-    require_correct: Annotated[
-        bool,
-        typer.Option(
-            "--correct-only/--any-prediction",
-            help="Keep only examples the classifier predicts correctly.",
-        ),
-    ] = True,
-    method: Annotated[
-        str, typer.Option("--method", help="Saliency: gradient-norm or gradient-x-input.")
-    ] = "gradient-norm",
-    fields: FieldsOpt = "both",
-    normalize: Annotated[
-        str,
-        typer.Option(
-            "--normalize",
-            help="Divide scores by the max over the text's tokens "
-            "(text) or over all input tokens incl. [CLS]/[SEP] (all).",
-        ),
-    ] = "text",
-    dropped: Annotated[
-        Path | None, typer.Option("--dropped", help="Also write the dropped records here.")
-    ] = None,
-    limit: LimitOpt = None,
-    batch_size: BatchOpt = 16,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
+    classifier: Classifier,
+    out: Annotated[Path, _opt("--out", "Rationale records (JSONL).")],
+    settings: RationaleSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    input: InputArg = None,
+    dropped: Annotated[Path | None, _opt("--dropped", "Also write dropped records here.")] = None,
+    any_prediction: Annotated[bool, _hidden("--any-prediction")] = False,
+    data: OldData = None,
 ) -> None:
     """Pick rationale spans by gradient saliency for correctly, confidently predicted examples."""
-    from zdebias.classify.predict import load_classifier
     from zdebias.counterfactual.rationales import extract_rationales
     from zdebias.data.writers import write_records
 
-    records, ds = _read(
-        data,
-        limit,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
-    clf = load_classifier(classifier)
-    with contextlib.redirect_stdout(sys.stderr):
-        kept, drop = extract_rationales(
-            clf,
-            records,
-            method=method,
-            ratio=ratio,
-            min_score=min_score,
-            min_confidence=min_confidence,
-            require_correct=require_correct,
-            fields=_check_fields(fields),  # type: ignore[arg-type]
-            normalize=normalize,
-            batch_size=batch_size,
-            progress=True,
-        )
+    path = require(input or _old(data, "--data", "INPUT"), "INPUT", "--data")
+    if _old(any_prediction, "--any-prediction", "--no-require-correct"):
+        settings = RationaleSettings.of(settings, require_correct=False)
+    for target in (out, dropped):
+        if target is not None:
+            check_output(target, cli)
+    records, report = _read(path, read)
+    with _stdout_to_stderr():
+        clf = _classifier(classifier)
+        kept, drop = extract_rationales(clf, records, settings, progress=cli.progress)
     write_records(kept, out)
     if dropped is not None:
         write_records(drop, dropped)
-    reasons = {
-        code: sum(r.meta["dropped_by"] == code for r in drop)
-        for code in ("mispredicted", "low-confidence", "no-rationale")
-    }
+    codes = ("mispredicted", "low-confidence", "no-rationale")
     n_spans = sum(len(v) for r in kept for v in r.meta["rationales"].values())
     n_words = sum(
         len(s.split()) for r in kept for v in r.meta["rationale_text"].values() for s in v
     )
-    echo_json(
-        {
-            "data": data,
-            "out": str(out),
-            "n_input": len(records),
-            "n_skipped_unlabelled": ds.report.n_unlabelled,
-            "n_skipped_errors": ds.report.n_errors,
-            "n_kept": len(kept),
-            "n_dropped": len(drop),
-            "dropped_by": reasons,
-            "mean_spans": round(n_spans / len(kept), 3) if kept else 0.0,
-            "mean_rationale_words": round(n_words / len(kept), 3) if kept else 0.0,
-            "method": method,
-            "ratio": ratio,
-            "min_score": min_score,
-            "min_confidence": min_confidence,
-            "fields": fields,
-            "normalize": normalize,
-        }
-    )
-
-
-def _spans_for(
-    records: list[Any], spans: str, fields: str, density: float, seed: int, path: str
-) -> list[dict[str, list[tuple[int, int]]]]:
-    import numpy as np
-
-    from zdebias.counterfactual.rationales import random_rationales, read_spans
-
-    rng = np.random.default_rng(seed)
-    if spans == "rationale":
-        return [read_spans(r, path=path) for r in records]
-    return [
-        random_rationales(r, fields=fields, density=density, rng=rng)  # type: ignore[arg-type]
-        for r in records
-    ]
+    result = {
+        "input": path,
+        "out": str(out),
+        "n_input": len(records),
+        "n_skipped_unlabelled": report.n_unlabelled,
+        "n_skipped_errors": report.n_errors,
+        "n_kept": len(kept),
+        "n_dropped": len(drop),
+        "dropped_by": {c: sum(r.meta["dropped_by"] == c for r in drop) for c in codes},
+        "mean_spans": round(n_spans / len(kept), 3) if kept else 0.0,
+        "mean_rationale_words": round(n_words / len(kept), 3) if kept else 0.0,
+        **settings.model_dump(exclude={"batch_size", "require_correct"}),
+    }
+    emit(result, cli, lambda: _text(result, "n_input", "n_kept", "n_dropped", "out"))
 
 
 @cf_app.command("train")
+@command
 def train(
-    rationales_file: Annotated[
-        str, typer.Option("--rationales", help="Rationale records from `rationales`.")
-    ],
-    model: Annotated[
-        str,
-        typer.Option(
-            "--model",
-            help="Base model: T5 family, a BERT encoder (bert2bert, "
-            "e.g. minilm) or a causal LM (e.g. smollm2); alias, folder or hub name.",
-        ),
-    ],
-    out: Annotated[Path, typer.Option("--out", help="Output folder for the infiller.")],
-    alpha: Annotated[
-        float | None,
-        typer.Option(
-            "--alpha",
-            help="Unlikelihood weight α (default 1.0 for pair tasks, 0.3 for single text).",
-        ),
-    ] = None,
-    arch: Annotated[
-        str, typer.Option("--arch", help="auto, seq2seq, bert2bert or causal.")
-    ] = "auto",
-    spans: Annotated[
-        str, typer.Option("--spans", help="Mask rationale spans, or random spans (ablation).")
-    ] = "rationale",
-    ratio: Annotated[float, typer.Option("--ratio", help="Random spans: share of words.")] = 0.3,
-    fields: FieldsOpt = "both",
-    dev: Annotated[
-        str | None,
-        typer.Option(
-            "--dev", help="Dev rationale records: best epoch by dev loss, early stopping."
-        ),
-    ] = None,
-    epochs: Annotated[float, typer.Option("--epochs", help="Training epochs.")] = 10,
-    batch_size: BatchOpt = 8,
-    lr: Annotated[float, typer.Option("--lr", help="Learning rate (AdamW).")] = 1e-5,
-    patience: Annotated[int, typer.Option("--patience", help="Early-stop patience.")] = 3,
-    max_source_length: Annotated[int, typer.Option("--max-source-length")] = 256,
-    max_target_length: Annotated[int, typer.Option("--max-target-length")] = 64,
-    seed: SeedOpt = 0,
-    limit: LimitOpt = None,
-    task: TaskOpt = None,
+    out: Annotated[Path, _opt("--out", "Output folder for the infiller.")],
+    settings: InfillSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    train: Annotated[OptText, _opt("--train", "Rationale records from `rationales`.")] = None,
+    dev: Annotated[OptText, _opt("--dev", "Dev rationales (best epoch, early stop).")] = None,
+    rationales: Annotated[str | None, _hidden("--rationales")] = None,
 ) -> None:
     """Fine-tune a label-controlled infiller: MLE + α·unlikelihood on rationale tokens."""
     from zdebias.counterfactual.trainer import train_infiller
     from zdebias.data.labels import get_task
 
-    _check_spans(spans)
-    _check_fields(fields)
-    records, ds = _read(rationales_file, limit, task=task)
-    labels = list(get_task(task or ds.report.task).labels)
-    sp = _spans_for(records, spans, fields, ratio, seed, rationales_file)
-    dev_pair = None
+    path = require(train or _old(rationales, "--rationales", "--train"), "--train")
+    records, report = _read(path, read, what="training")
+    dev_records = None
     if dev is not None:
-        dev_records, _ = _read(dev, None, task=task)
-        dev_pair = (dev_records, _spans_for(dev_records, spans, fields, ratio, seed + 1, dev))
-    with contextlib.redirect_stdout(sys.stderr):
+        dev_read = ReadOptions(task=read.task or report.task, on_error=read.on_error)
+        dev_records, _ = _read(dev, dev_read)
+    with _stdout_to_stderr():
         summary = train_infiller(
             records,
-            model,
             out,
-            labels=labels,
-            spans=sp,
-            alpha=alpha,
-            arch=arch,
-            dev=dev_pair,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            patience=patience,
-            seed=seed,
-            max_source_length=max_source_length,
-            max_target_length=max_target_length,
-            extra_info={"spans": spans, "fields": fields},
+            settings,
+            labels=list(get_task(read.task or report.task).labels),
+            dev=dev_records,
+            path=path,
+            overwrite=cli.overwrite,
+            progress=cli.progress,
         )
     summary.pop("history", None)
-    echo_json(summary)
+    emit(summary, cli, lambda: _text(summary, "arch", "n_train", "train_loss", "out"))
 
 
 @cf_app.command("generate")
+@command
 def generate(
-    infiller: Annotated[
-        str,
-        typer.Option(
-            "--infiller", help="Trained infiller folder (or a base model: the untrained baseline)."
-        ),
-    ],
-    classifier: Annotated[str, typer.Option("--classifier", help="Classifier for selection.")],
-    data: Annotated[
-        str, typer.Option("--data", help="Rationale records (or any dataset with --spans random).")
-    ],
-    out: Annotated[
-        Path, typer.Option("--out", help="Output folder: kept.jsonl, rejected.jsonl, summary.json.")
-    ],
-    n: Annotated[int, typer.Option("--n", min=1, help="Samples per example and target.")] = 1,
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling p.")] = 0.9,
-    temperature: Annotated[float, typer.Option("--temperature")] = 0.7,
-    spans: Annotated[
-        str, typer.Option("--spans", help="rationale (from the data) or random (baseline).")
-    ] = "rationale",
-    ratio: Annotated[float, typer.Option("--ratio", help="Random spans: share of words.")] = 0.3,
-    fields: FieldsOpt = "both",
-    max_filler_tokens: Annotated[
-        int, typer.Option("--max-filler-tokens", min=1, help="Longest filler (tokens).")
-    ] = 8,
-    constrained: Annotated[
-        bool,
-        typer.Option(
-            "--constrained/--free",
-            help="Force the sentinel structure while "
-            "decoding (every sample parses), or leave the model free.",
-        ),
-    ] = True,
-    min_prob: Annotated[
-        float, typer.Option("--min-prob", help="Also require p(target) >= this.")
-    ] = 0.0,
-    seed: SeedOpt = 0,
-    batch_size: BatchOpt = 16,
-    limit: LimitOpt = None,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
+    infiller: Annotated[str, _opt("--infiller", "Infiller folder (or a base model: baseline).")],
+    classifier: Classifier,
+    out: Annotated[Path, _opt("--out", "Output folder: kept, rejected.jsonl, summary.json.")],
+    settings: SelectSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    input: InputArg = None,
+    free: Annotated[bool, _hidden("--free")] = False,
+    data: OldData = None,
 ) -> None:
     """Fill spans for every other label, rebuild, and keep what the classifier agrees with."""
-    from zdebias.classify.predict import load_classifier
     from zdebias.counterfactual.model import load_infiller
     from zdebias.counterfactual.select import generate_counterfactuals
-    from zdebias.data.writers import write_json, write_records
+    from zdebias.data.writers import publish_files
 
-    _check_spans(spans)
-    records, _ = _read(
-        data,
-        limit,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
-    inf = load_infiller(infiller)
-    clf = load_classifier(classifier)
-    with contextlib.redirect_stdout(sys.stderr):
+    path = require(input or _old(data, "--data", "INPUT"), "INPUT", "--data")
+    if _old(free, "--free", "--no-constrained"):
+        settings = SelectSettings.of(settings, constrained=False)
+    check_output(out, cli)
+    records, _ = _read(path, read)
+    with _stdout_to_stderr():
+        inf, clf = load_infiller(infiller), _classifier(classifier)
         kept, rejected, summary = generate_counterfactuals(
-            inf,
-            clf,
-            records,
-            spans=spans,  # type: ignore[arg-type]
-            n=n,
-            top_p=top_p,
-            temperature=temperature,
-            seed=seed,
-            density=ratio,
-            fields=_check_fields(fields),  # type: ignore[arg-type]
-            max_filler_tokens=max_filler_tokens,
-            constrained=constrained,
-            min_prob=min_prob,
-            batch_size=batch_size,
-            path=data,
-            progress=True,
+            inf, clf, records, settings, path=path, progress=cli.progress
         )
-    out.mkdir(parents=True, exist_ok=True)
-    write_records(kept, out / "kept.jsonl")
-    write_records(rejected, out / "rejected.jsonl")
-    summary = {"data": data, "infiller": infiller, "classifier": classifier, **summary}
-    write_json(summary, out / "summary.json")
-    echo_json(summary)
+    summary = {"input": path, "infiller": infiller, "classifier": classifier, **summary}
+    files = {"kept.jsonl": kept, "rejected.jsonl": rejected, "summary.json": summary}
+    publish_files(out, files, overwrite=cli.overwrite)
+    emit(summary, cli, lambda: _text(summary, "n_outputs", "n_kept", "flip_rate", "keep_rate"))
 
 
 @cf_app.command("metrics")
+@command
 def metrics(
-    data: Annotated[
-        str | None,
-        typer.Option(
-            "--data",
-            help="Generated counterfactuals: a `generate` "
-            "folder (all parsed outputs) or a JSONL file.",
-        ),
+    settings: MetricsSettings,
+    cli: CliOptions,
+    input: Annotated[
+        OptText, typer.Argument(help="Counterfactuals: a `generate` folder or a file.")
     ] = None,
-    classifier: Annotated[
-        str | None,
-        typer.Option(
-            "--classifier",
-            help="Classifier for the flip rate (default: the predictions stored at generation).",
-        ),
-    ] = None,
-    lm: Annotated[
-        str | None, typer.Option("--lm", help="Causal LM for perplexity (smollm2, folder, hub).")
-    ] = None,
-    rationales_file: Annotated[
-        str | None, typer.Option("--rationales", help="Rationale records to score against --human.")
-    ] = None,
-    human: Annotated[
-        str | None, typer.Option("--human", help="Human highlights: e-SNLI CSV or JSONL.")
-    ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON here.")] = None,
-    batch_size: BatchOpt = 16,
+    classifier: Annotated[OptText, _opt("--classifier", "Flip rate by this classifier.")] = None,
+    rationales: Annotated[OptText, _opt("--rationales", "Rationales to score vs --human.")] = None,
+    human: Annotated[OptText, _opt("--human", "Human highlights: e-SNLI CSV or JSONL.")] = None,
+    out: Annotated[Path | None, _opt("--out", "Also write the JSON here.")] = None,
+    data: OldData = None,
 ) -> None:
     """Flip rate, distinct-1/2/3, perplexity, and rationale macro-F1 against human highlights."""
     from zdebias.counterfactual.metrics import (
@@ -400,39 +224,32 @@ def metrics(
     )
     from zdebias.data.writers import write_json
 
-    if data is None and rationales_file is None:
-        raise ConfigError("give --data (counterfactuals) and/or --rationales with --human")
-    if (rationales_file is None) != (human is None):
+    input = input or _old(data, "--data", "INPUT")
+    if input is None and rationales is None:
+        raise ConfigError("give INPUT (counterfactuals) and/or --rationales with --human")
+    if (rationales is None) != (human is None):
         raise ConfigError("--rationales and --human go together")
+    if out is not None:
+        check_output(out, cli)
     result: dict[str, Any] = {}
-    if data is not None:
-        path = Path(data)
-        files = [path / "kept.jsonl", path / "rejected.jsonl"] if path.is_dir() else [path]
-        records: list[Any] = []
-        for f in files:
-            if f.exists():
-                records.extend(_read(str(f), None)[0])
+    if input is not None:
+        path = Path(input)
         if path.is_dir() and not (path / "kept.jsonl").exists():
             raise ConfigError(f"{path}: not a `generate` output folder (no kept.jsonl)")
-        clf = None
-        if classifier is not None:
-            from zdebias.classify.predict import load_classifier
-
-            clf = load_classifier(classifier)
-        with contextlib.redirect_stdout(sys.stderr):
-            result.update(
-                counterfactual_metrics(
-                    records, classifier=clf, lm=lm, batch_size=batch_size, progress=True
-                )
-            )
+        files = [path / "kept.jsonl", path / "rejected.jsonl"] if path.is_dir() else [path]
+        records = [r for f in files if f.exists() for r in _read(str(f), ReadOptions())[0]]
+        with _stdout_to_stderr():
+            clf = _classifier(classifier) if classifier else None
+            m = counterfactual_metrics(records, settings, classifier=clf, progress=cli.progress)
+        result.update(m)
         result["n_kept"] = sum(1 for r in records if "rejected_by" not in r.meta)
-        result["data"] = data
-    if rationales_file is not None and human is not None:
-        recs, _ = _read(rationales_file, None)
+        result["input"] = input
+    if rationales is not None and human is not None:
+        recs, _ = _read(rationales, ReadOptions())
         result.update(rationale_agreement(recs, read_human_rationales(human)))
     if out is not None:
         write_json(result, out)
-    echo_json(result)
+    emit(result, cli, lambda: _text(result, "n_outputs", "flip_rate", "distinct_2", "perplexity"))
 
 
 def register(app: typer.Typer) -> None:

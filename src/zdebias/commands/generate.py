@@ -1,351 +1,195 @@
 """``zdebias train-generator``, ``debias-generator`` and ``sample`` (SPEC §6).
 
-torch and transformers are imported inside the commands, never at module level.
+Options come from the settings objects (``zdebias.generation.settings``; for debias-generator
+also the z-filter's). torch and transformers are imported inside the commands only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import create_model
+from pydantic.fields import FieldInfo
 
-from zdebias.commands._common import (
-    ColumnsOpt,
-    FormatOpt,
-    LabelMapOpt,
-    OnErrorOpt,
-    SplitOpt,
-    TaskOpt,
-    echo_json,
-    open_input,
-    report_skips,
-)
+from zdebias.commands._cli import CliOptions, check_output, command, emit, report_skips, require
+from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
+from zdebias.generation.settings import DebiasSettings, GeneratorSettings, SampleSettings
+from zdebias.stats.settings import ZFilterSettings
 
-DataOpt = Annotated[str, typer.Option("--data", help="Training data (any supported input).")]
+log = logging.getLogger("zdebias")
+
 OutOpt = Annotated[str, typer.Option("--out", help="Output folder.")]
-EpochsOpt = Annotated[float, typer.Option("--epochs", help="Training epochs (Table 7: 5).")]
-LrOpt = Annotated[float, typer.Option("--lr", help="Learning rate (Table 7: 1e-5).")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", help="Batch size per device (Table 7: 24).")]
-MaxLenOpt = Annotated[
-    int, typer.Option("--max-length", help="Longest sequence in tokens; longer are dropped.")
+GeneratorOpt = Annotated[str, typer.Option("--generator", help="A trained generator folder.")]
+TrainOpt = Annotated[
+    str | None, typer.Option("--train", help="Training data (any supported input).")
 ]
-MaxStepsOpt = Annotated[
-    int, typer.Option("--max-steps", help="Stop after this many steps (-1: run all epochs).")
-]
-LimitOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--limit",
-        help="Train on N records drawn at random (seeded by --seed), e.g. for a quick run.",
-    ),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+DataOpt = Annotated[str | None, typer.Option("--data", hidden=True, help="Deprecated: --train.")]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--set",
-        help="Any TrainingArguments field, KEY=VALUE (repeatable), e.g. "
-        "--set bf16=true --set gradient_accumulation_steps=4.",
-    ),
+    typer.Option("--set", help=GeneratorSettings.model_fields["extra"].description),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 
 
-def _parse_sets(items: list[str] | None) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"bad --set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-    return out
-
-
-def _read(data: str, limit: int | None, seed: int, **opts: Any) -> tuple[list[Any], str]:
-    """All records, or ``limit`` of them drawn at random (seeded), kept in file order."""
-    import random
-
-    ds = open_input(data, **opts)
-    records = list(ds)
-    report_skips(ds)
-    if not records:
-        raise ConfigError(f"{data}: no records to train on")
-    if limit is not None and limit < len(records):
-        keep = sorted(random.Random(seed).sample(range(len(records)), limit))
-        records = [records[i] for i in keep]
-    return records, ds.report.task
+def _without_old_batch_flag() -> type[ZFilterSettings]:
+    """The z-filter settings without 0.1's ``--batch-size`` spelling of
+    ``--zfilter-batch-size``: on debias-generator ``--batch-size`` is the training batch."""
+    info = ZFilterSettings.model_fields["zfilter_batch_size"]
+    cli = dict(info.json_schema_extra["cli"])  # type: ignore[index]
+    cli["deprecated"] = [d for d in cli["deprecated"] if d != "--batch-size"]
+    field = FieldInfo.merge_field_infos(info, json_schema_extra={"cli": cli})
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "ZFilterSettings", __base__=ZFilterSettings, zfilter_batch_size=(int, field)
+    )
 
 
-def _chatter_to_stderr() -> Any:
+DebiasZFilterSettings = _without_old_batch_flag()
+
+
+def _train_set(train: str | None, data: str | None, read: ReadOptions) -> tuple[list[Any], str]:
+    if data:
+        log.warning("--data is deprecated; use --train")
+    path = require(train or data, "--train", "--data")
+    records, report = read.read(path, what="training")
+    report_skips(report)
+    return records, report.task
+
+
+def _with_sets(settings: Any, sets: list[str] | None) -> Any:
+    return type(settings).of(settings, extra=sets) if sets else settings
+
+
+def _stdout_to_stderr() -> Any:
     """Training logs (HF Trainer prints them) go to stderr; stdout keeps only the summary."""
-    import contextlib
-    import sys
-
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def _print_train(summary: dict[str, Any], json_out: bool) -> None:
-    shown = {k: v for k, v in summary.items() if k != "log_history"}
-    if json_out:
-        echo_json(shown)
-        return
-    typer.echo(
-        f"generator saved to {summary['out']}: {summary['n_trained']:,} sequences trained "
-        f"({summary['n_dropped_too_long']:,} too long dropped), {summary['steps']} steps, "
-        f"loss {summary['train_loss']}, {summary['train_tokens_per_s']:,.0f} tokens/s"
-    )
-    if "z_filter" in summary:
-        z = summary["z_filter"]
-        mask = summary.get("mask", {})
-        typer.echo(
-            f"z-filter: kept {z['n_kept']:,} (Z), rejected {z['n_rejected']:,} (Z⁻); "
-            f"unlikelihood on {mask.get('n_biased_tokens', 0):,} tokens "
-            f"{mask.get('biased_tokens_by_kind', {})}; "
-            f"{mask.get('n_unmatched_ngrams', 0)} n-grams not found"
-        )
+def _emit_train(summary: dict[str, Any], cli: CliOptions) -> None:
+    def text() -> str:
+        s = summary
+        lines = [
+            f"generator saved to {s['out']}: {s['n_trained']:,} sequences trained "
+            f"({s['n_dropped_too_long']:,} too long dropped), {s['steps']} steps, "
+            f"loss {s['train_loss']}, {s['train_tokens_per_s']:,.0f} tokens/s"
+        ]
+        if "z_filter" in s:
+            z, mask = s["z_filter"], s.get("mask", {})
+            lines.append(
+                f"z-filter: kept {z['n_kept']:,} (Z), rejected {z['n_rejected']:,} (Z⁻); "
+                f"unlikelihood on {mask.get('n_biased_tokens', 0):,} tokens "
+                f"{mask.get('biased_tokens_by_kind', {})}; "
+                f"{mask.get('n_unmatched_ngrams', 0)} n-grams not found"
+            )
+        return "\n".join(lines)
+
+    emit({k: v for k, v in summary.items() if k != "log_history"}, cli, text)
 
 
-def _overrides(
-    epochs: float,
-    lr: float,
-    batch_size: int,
-    max_length: int,
-    max_steps: int,
-    seed: int,
-    sets: list[str] | None,
-    **more: Any,
-) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "num_train_epochs": epochs,
-        "learning_rate": lr,
-        "per_device_train_batch_size": batch_size,
-        "max_length": max_length,
-        "max_steps": max_steps,
-        "seed": seed,
-        **more,
-    }
-    values.update(_parse_sets(sets))
-    return values
-
-
+@command(exclude=("limit",))
 def train_generator_cmd(
-    data: DataOpt,
     model: Annotated[
         str,
-        typer.Option(
-            "--model", help="Causal LM: packaged alias (smollm2), local folder or hub name."
-        ),
+        typer.Option("--model", help="Causal LM: packaged alias (smollm2), local folder or hub."),
     ],
     out: OutOpt,
-    consistency_weight: Annotated[
-        float,
-        typer.Option(
-            "--consistency-weight", help="λ of the label-consistency unlikelihood (0: MLE only)."
-        ),
-    ] = 0.5,
-    epochs: EpochsOpt = 5.0,
-    lr: LrOpt = 1e-5,
-    batch_size: BatchOpt = 24,
-    max_length: MaxLenOpt = 128,
-    max_steps: MaxStepsOpt = -1,
-    limit: LimitOpt = None,
-    seed: SeedOpt = 42,
+    settings: GeneratorSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    train: TrainOpt = None,
+    data: DataOpt = None,
     sets: SetOpt = None,
-    json_out: JsonOpt = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
 ) -> None:
     """Fine-tune a causal LM into a P → label → H data generator (L_MLE + λ·L_consistency)."""
-    records, task_name = _read(
-        data,
-        limit,
-        seed,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
     from zdebias.generation.trainer import train_generator
 
-    with _chatter_to_stderr():
+    check_output(out, cli)
+    records, task = _train_set(train, data, read)
+    with _stdout_to_stderr():
         summary = train_generator(
-            records,
-            model,
-            out,
-            task=task_name,
-            **_overrides(
-                epochs,
-                lr,
-                batch_size,
-                max_length,
-                max_steps,
-                seed,
-                sets,
-                consistency_weight=consistency_weight,
-            ),
+            records, model, out, _with_sets(settings, sets), task=task, progress=cli.progress
         )
-    _print_train(summary, json_out)
+    _emit_train(summary, cli)
 
 
+#: the z-filter summary keys debias-generator reports
+_ZSHOWN = ("n_input", "kept_share_of_input", "batch_size", "top_k", "features")
+_ZSHOWN += ("top_z_before", "top_z_after", "rejections_by_feature")
+
+
+@command(exclude=("limit",))
 def debias_generator_cmd(
-    generator: Annotated[str, typer.Option("--generator", help="A trained generator folder.")],
-    data: DataOpt,
+    generator: GeneratorOpt,
     out: OutOpt,
-    alpha: Annotated[
-        float, typer.Option("--alpha", help="α of the masked unlikelihood loss on Z⁻.")
-    ] = 1.0,
-    top_k: Annotated[
-        int,
-        typer.Option("--top-k", help="Biased features per label for z-filtering (Table 8: 20)."),
-    ] = 20,
-    zfilter_batch_size: Annotated[
-        int | None,
-        typer.Option("--zfilter-batch-size", help="z-filter batch size (default: the filter's)."),
-    ] = None,
-    features: Annotated[
-        str | None,
-        typer.Option(
-            "--features",
-            help="Comma-separated feature groups for z-filtering: ngrams, "
-            "hypo-len, len-ratio, lex-overlap, hypo-only, null (default: all).",
-        ),
-    ] = None,
-    shuffle_seed: Annotated[int, typer.Option("--shuffle-seed", help="z-filter order seed.")] = 0,
-    consistency_weight: Annotated[
-        float,
-        typer.Option("--consistency-weight", help="λ during debiasing (SPEC §6: not used, 0)."),
-    ] = 0.0,
-    epochs: EpochsOpt = 5.0,
-    lr: LrOpt = 1e-5,
-    batch_size: BatchOpt = 24,
-    max_length: MaxLenOpt = 128,
-    max_steps: MaxStepsOpt = -1,
-    limit: LimitOpt = None,
-    seed: SeedOpt = 42,
+    zfilter: DebiasZFilterSettings,  # type: ignore[valid-type]  # first: its --seed aliases
+    settings: DebiasSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    train: TrainOpt = None,
+    data: DataOpt = None,
     sets: SetOpt = None,
-    json_out: JsonOpt = False,
-    format: FormatOpt = None,
-    task: TaskOpt = None,
-    columns: ColumnsOpt = None,
-    label_map: LabelMapOpt = None,
-    split: SplitOpt = None,
-    on_error: OnErrorOpt = "raise",
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
-    records, _ = _read(
-        data,
-        limit,
-        seed,
-        format=format,
-        task=task,
-        columns=columns,
-        label_map=label_map,
-        split=split,
-        on_error=on_error,
-    )
+    from zdebias.generation.format import GeneratorFormat
     from zdebias.generation.trainer import debias_generator
+    from zdebias.stats.zfilter import z_filter
 
-    names = [f.strip() for f in features.split(",") if f.strip()] if features else None
-    with _chatter_to_stderr():
+    if not GeneratorFormat.is_generator(generator):
+        raise ConfigError(
+            f"{generator}: not a generator folder; train one with `zdebias train-generator`"
+        )
+    check_output(out, cli)
+    records, _ = _train_set(train, data, read)
+    result = z_filter(settings.pick(records), zfilter, progress=cli.progress)
+    z = {"n_kept": len(result.kept), "n_rejected": len(result.rejected)}
+    z.update((k, result.summary[k]) for k in _ZSHOWN if k in result.summary)
+    with _stdout_to_stderr():
         summary = debias_generator(
             generator,
-            records,
+            result.kept,
+            result.rejected,
             out,
-            alpha=alpha,
-            top_k=top_k,
-            zfilter_batch_size=zfilter_batch_size,
-            shuffle_seed=shuffle_seed,
-            features=names,
-            **_overrides(
-                epochs,
-                lr,
-                batch_size,
-                max_length,
-                max_steps,
-                seed,
-                sets,
-                consistency_weight=consistency_weight,
-            ),
+            _with_sets(settings, sets),
+            progress=cli.progress,
+            extra_info={"z_filter": z},
         )
-    _print_train(summary, json_out)
+    _emit_train(summary, cli)
 
 
+@command
 def sample_cmd(
-    generator: Annotated[str, typer.Option("--generator", help="A trained generator folder.")],
-    n: Annotated[int, typer.Option("--n", help="Unique well-formed samples to write.")],
-    out: OutOpt,
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1: off).")] = 0.9,
-    top_k: Annotated[int, typer.Option("--top-k", help="Top-k sampling (0: off).")] = 0,
-    temperature: Annotated[
-        float, typer.Option("--temperature", help="Sampling temperature.")
-    ] = 1.0,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per round.")] = 64,
-    shard_size: Annotated[
-        int, typer.Option("--shard-size", help="Samples per shard file.")
-    ] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", help="Sampling seed.")] = 0,
-    backend: Annotated[
-        str, typer.Option("--backend", help="hf, or vllm (needs vLLM and a GPU).")
-    ] = "hf",
-    device: Annotated[
-        str | None,
-        typer.Option("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)."),
-    ] = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option("--dtype", help="float32, bfloat16, float16 (default: bfloat16 on GPU)."),
-    ] = None,
-    max_shards: Annotated[
-        int | None,
-        typer.Option("--max-shards", help="Stop after writing this many shards (resume later)."),
-    ] = None,
-    merge: Annotated[
-        bool,
-        typer.Option(
-            "--merge/--no-merge", help="Also write samples.jsonl (all shards) when complete."
-        ),
-    ] = True,
-    json_out: JsonOpt = False,
+    generator: GeneratorOpt, out: OutOpt, settings: SampleSettings, cli: CliOptions
 ) -> None:
     """Sample N unique (premise, label, hypothesis) records into resumable shards."""
-    from zdebias.generation.sample import sample_generator
+    import shutil
 
-    with _chatter_to_stderr():
-        summary = sample_generator(
-            generator,
-            out,
-            n,
-            batch_size=batch_size,
-            top_p=top_p,
-            top_k=top_k,
-            temperature=temperature,
-            seed=seed,
-            shard_size=shard_size,
-            backend=backend,  # type: ignore[arg-type]
-            device=device,
-            dtype=dtype,
-            max_shards=max_shards,
-            merge=merge,
+    from zdebias.generation.sample import STATE, sample_generator
+
+    path = Path(out)
+    if cli.overwrite or not (path / STATE).is_file():  # a sampling run here is resumed
+        check_output(path, cli)
+        if cli.overwrite and path.is_dir():
+            shutil.rmtree(path)
+        elif cli.overwrite and path.exists():
+            path.unlink()
+    with _stdout_to_stderr():
+        summary = sample_generator(generator, out, settings, progress=cli.progress)
+
+    def text() -> str:
+        s = summary
+        state = "complete" if s["complete"] else "stopped (rerun the same command to resume)"
+        return (
+            f"{s['n_written']:,}/{s['n_requested']:,} samples in {s['out']}, {state}; "
+            f"generated {s['n_generated']:,}, malformed {s['n_malformed']:,} {s['malformed']}, "
+            f"duplicates {s['n_duplicates']:,}; parseable {s['parseable_share']}, "
+            f"{s['samples_per_s']} samples/s"
         )
-    if json_out:
-        echo_json(summary)
-        return
-    state = "complete" if summary["complete"] else "stopped (rerun the same command to resume)"
-    typer.echo(
-        f"{summary['n_written']:,}/{summary['n_requested']:,} samples in {summary['out']}, "
-        f"{state}; generated {summary['n_generated']:,}, malformed {summary['n_malformed']:,} "
-        f"{summary['malformed']}, duplicates {summary['n_duplicates']:,}; parseable "
-        f"{summary['parseable_share']}, {summary['samples_per_s']} samples/s"
-    )
+
+    emit(summary, cli, text)
 
 
 def register(app: typer.Typer) -> None:

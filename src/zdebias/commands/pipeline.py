@@ -10,6 +10,7 @@ import typer
 
 from zdebias.commands._cli import CliOptions, check_output, command, emit
 from zdebias.errors import ZdebiasError
+from zdebias.pipeline.demo_data import DemoDataSettings
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -116,41 +117,52 @@ def report(
 @command
 def demo_data(
     out_dir: Annotated[str, typer.Argument(help="Folder for train/dev/test.jsonl.")],
+    settings: DemoDataSettings,
     cli: CliOptions,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
-    n_train: Annotated[int, typer.Option("--n-train", min=30)] = 1500,
-    n_dev: Annotated[int, typer.Option("--n-dev", min=3)] = 300,
-    n_test: Annotated[int, typer.Option("--n-test", min=3)] = 600,
 ) -> None:
     """Write the built-in synthetic NLI corpus (planted artifacts; artifact-free test split)."""
     from zdebias.pipeline.demo_data import write_demo_corpus
 
     check_output(out_dir, cli)
-    info = write_demo_corpus(out_dir, seed=seed, n_train=n_train, n_dev=n_dev, n_test=n_test)
+    info = write_demo_corpus(out_dir, settings)
     sizes = ", ".join(f"{k} {v:,}" for k, v in info["sizes"].items())
     emit({"out": out_dir, **info}, cli, f"wrote {out_dir}: {sizes}")
 
 
-def stages() -> None:
+@command
+def stages(cli: CliOptions) -> None:
     """List the stage kinds a recipe can use, with their outputs and settings."""
     from zdebias.pipeline.config import field_refs
     from zdebias.pipeline.registry import STAGES, get_stage
 
     get_stage("stats")  # loads the built-in stages
+    kinds: dict[str, Any] = {}
     for kind in sorted(STAGES):
         spec = STAGES[kind]
         refs = field_refs(spec.config)
-        typer.echo(f"{kind}: {spec.doc}")
-        outs = ", ".join(f"{k} ({v})" for k, v in spec.outputs.items())
-        typer.echo(f"    outputs: {outs}")
-        settings = []
-        for name, info in spec.config.model_fields.items():
-            if name == "stage":
-                continue
-            mark = "*" if info.is_required() else ""
-            ref = f" → {refs[name].kind}" if name in refs else ""
-            settings.append(f"{name}{mark}{ref}")
-        typer.echo(f"    settings: {', '.join(settings)}")
+        fields = {n: i for n, i in spec.config.model_fields.items() if n != "stage"}
+        kinds[kind] = {
+            "doc": spec.doc,
+            "outputs": spec.outputs,
+            "settings": {
+                n: {"required": i.is_required(), "ref": refs[n].kind if n in refs else None}
+                for n, i in fields.items()
+            },
+        }
+
+    def text() -> str:
+        lines = []
+        for kind, info in kinds.items():
+            outs = ", ".join(f"{k} ({v})" for k, v in info["outputs"].items())
+            names = [
+                n + ("*" if f["required"] else "") + (f" → {f['ref']}" if f["ref"] else "")
+                for n, f in info["settings"].items()
+            ]
+            lines += [f"{kind}: {info['doc']}", f"    outputs: {outs}"]
+            lines.append(f"    settings: {', '.join(names)}")
+        return "\n".join(lines)
+
+    emit(kinds, cli, text)
 
 
 def register(app: typer.Typer) -> None:

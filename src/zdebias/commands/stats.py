@@ -13,14 +13,22 @@ import typer
 
 from zdebias.commands._cli import CliOptions, InputArg, command, emit, report_skips, require
 from zdebias.data.options import ReadOptions
+from zdebias.report.text import combine_text, filter_text, stats_text
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
 
 OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
 
 
-def _read(path: str, read: ReadOptions, *, task: Any = None) -> tuple[list[Any], Any]:
+def _read(
+    path: str, read: ReadOptions, settings: Any, *, task: Any = None, progress: bool = True
+) -> tuple[list[Any], Any]:
+    """Records of ``path`` (skips reported), with a trained hypothesis-only model's
+    predictions in ``meta`` when ``--hypo-only-model`` is given."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
+
     records, report = read.read(path, task=task)
     report_skips(report)
+    records = apply_hypo_only_model(records, settings, report.labels, progress=progress)
     return records, report
 
 
@@ -30,35 +38,6 @@ def _check_features(settings: Any) -> None:
 
     for name in settings.features or []:
         get_feature(name)
-
-
-def _stats_text(report: dict[str, Any], top: int) -> str:
-    from io import StringIO
-
-    from rich.console import Console
-    from rich.table import Table
-
-    buf = StringIO()
-    console = Console(file=buf, width=100, soft_wrap=True)
-    console.print(
-        f"examples: {report['n_examples']:,}   features: {report['n_features']:,}   "
-        f"z_critical (α={report['alpha']}, Bonferroni): {report['z_critical']:.2f}   "
-        f"significant features: {report['n_significant']:,}"
-    )
-    for label, rows in report["top"].items():
-        table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
-        for row in rows:
-            table.add_row(row["feature"], f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
-        console.print(table)
-    if "plot" in report:
-        p = report["plot"]
-        console.print(
-            f"Gardner plot: {p['png']}, {p['html']} ({p['n_above_curve']:,} of "
-            f"{p['n_points']:,} plotted features above the curve)",
-            markup=False,
-            highlight=False,
-        )
-    return buf.getvalue().rstrip("\n")
 
 
 @command
@@ -81,7 +60,7 @@ def stats(
 
     path = require(input, "INPUT")
     _check_features(settings)
-    records, read_report = _read(path, read)
+    records, read_report = _read(path, read, settings, progress=cli.progress)
     if not records:
         from zdebias.errors import DataError
 
@@ -111,23 +90,7 @@ def stats(
         )
     if out:
         write_json(report, out)
-    emit(report, cli, lambda: _stats_text(report, settings.top))
-
-
-def _filter_text(summary: dict[str, Any], out: Path) -> str:
-    lines = [
-        f"input {summary['n_input']:,}"
-        + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
-        + f": kept {summary['n_kept']:,}, rejected {summary['n_rejected']:,} "
-        f"({summary['n_batches']} batches of {summary['batch_size']})",
-    ]
-    for label in summary["labels"]:
-        before = summary["top_z_before"].get(label)
-        after = summary["top_z_after"].get(label)
-        fmt = lambda r: f"{r['feature']} z={r['z']:.1f}" if r else "-"  # noqa: E731
-        lines.append(f"  {label}: top z {fmt(before)}  →  {fmt(after)}")
-    lines.append(f"wrote {out / 'kept.jsonl'}, {out / 'rejected.jsonl'}, {out / 'summary.json'}")
-    return "\n".join(lines)
+    emit(report, cli, lambda: stats_text(report, settings.top))
 
 
 @command
@@ -148,12 +111,14 @@ def filter_command(
 
     path = require(input, "INPUT")
     _check_features(settings)
-    records, report = _read(path, read)
+    records, report = _read(path, read, settings, progress=cli.progress)
     seed_records: list[Any] = []
     seed_report = None
     if seed_data:
         seed_read = ReadOptions(task=read.task, on_error=read.on_error)
-        seed_records, seed = _read(seed_data, seed_read, task=report.task)
+        seed_records, seed = _read(
+            seed_data, seed_read, settings, task=report.task, progress=cli.progress
+        )
         seed_report = seed.summary()
     labels = report.labels if report.task != "?" else None
     result = z_filter(
@@ -171,23 +136,7 @@ def filter_command(
         {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected, "summary.json": summary},
         overwrite=cli.overwrite,
     )
-    emit(summary, cli, lambda: _filter_text(summary, out))
-
-
-def _combine_text(s: dict[str, Any], out: Path) -> str:
-    lines = [
-        f"{s['recipe']}: original {s['n_original']:,} → {s['n_output_original']:,}, generated "
-        f"{s['n_generated']:,} → {s['n_output_generated']:,}; output {s['n_output']:,}, "
-        f"rejected {s['n_rejected']:,}"
-    ]
-    for label, row in s["top_z_output"].items():
-        if row:
-            lines.append(f"  {label}: top z {row['feature']} z={row['z']:.1f}")
-    files = ", ".join(
-        str(out / name) for name in ("combined.jsonl", "rejected.jsonl", "summary.json")
-    )
-    lines.append(f"wrote {files}")
-    return "\n".join(lines)
+    emit(summary, cli, lambda: filter_text(summary, out))
 
 
 @command
@@ -205,8 +154,8 @@ def combine_command(
     from zdebias.stats.recipes import combine
 
     _check_features(settings)
-    orig, orig_report = _read(original, read)
-    gen, gen_report = _read(generated, read, task=orig_report.task)
+    orig, orig_report = _read(original, read, settings, progress=cli.progress)
+    gen, gen_report = _read(generated, read, settings, task=orig_report.task, progress=cli.progress)
     labels = orig_report.labels if orig_report.task != "?" else None
     result = combine(
         settings.recipe,
@@ -225,7 +174,7 @@ def combine_command(
     }
     files = {"combined.jsonl": result.records, "rejected.jsonl": result.rejected}
     publish_files(out, {**files, "summary.json": summary}, overwrite=cli.overwrite)
-    emit(summary, cli, lambda: _combine_text(summary, out))
+    emit(summary, cli, lambda: combine_text(summary, out))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from zdebias.counterfactual.settings import MetricsSettings
 from zdebias.data.schema import Record
 from zdebias.errors import DataError
 from zdebias.features.tokenize import tokenize
@@ -245,17 +246,20 @@ def rationale_agreement(
 
 def counterfactual_metrics(
     records: Sequence[Record],
+    settings: MetricsSettings | None = None,
     *,
     classifier: Any | None = None,
-    lm: str | Path | None = None,
-    batch_size: int = 16,
     progress: bool = False,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """Flip rate, distinct-1/2/3 (texts and fillers) and optional perplexity of outputs.
+    """Flip rate, distinct-1/2/3 (texts and fillers) and, with ``settings.lm``, perplexity.
 
+    ``settings`` (:class:`MetricsSettings`; keywords override its fields, e.g. ``lm=``).
     Without ``classifier`` the flip rate uses the predictions stored at generation time
     (``meta.classifier_label``).
     """
+    cfg = MetricsSettings.of(settings, **overrides)
+    lm, batch_size = cfg.lm, cfg.batch_size
     outputs = [r for r in records if r.meta.get("rejected_by") != "malformed"]
     targets = [r.label for r in outputs]
     if classifier is not None:

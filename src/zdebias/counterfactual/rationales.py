@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from zdebias.counterfactual.settings import Fields, RationaleSettings, SpansMode
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import word_spans
 
-Fields = Literal["both", "premise", "hypothesis"]
 Span = tuple[int, int]
 
 
@@ -204,30 +204,48 @@ def read_spans(record: Record, *, path: str | None = None) -> dict[str, list[Spa
     return out
 
 
+def record_spans(
+    records: Sequence[Record],
+    spans: SpansMode = "rationale",
+    *,
+    fields: Fields = "both",
+    ratio: float = 0.3,
+    mean_span: float = 2.0,
+    seed: int = 0,
+    path: str | None = None,
+) -> list[dict[str, list[Span]]]:
+    """The spans to mask in each record: its rationales, or seeded random spans (baseline)."""
+    if spans == "rationale":
+        return [read_spans(r, path=path) for r in records]
+    if spans != "random":
+        raise ConfigError(f"unknown spans {spans!r}; expected rationale or random")
+    rng = np.random.default_rng(seed)
+    return [
+        random_rationales(r, fields=fields, density=ratio, mean_span=mean_span, rng=rng)
+        for r in records
+    ]
+
+
 def extract_rationales(
     clf: Any,
     records: Sequence[Record],
+    settings: RationaleSettings | None = None,
     *,
-    method: str = "gradient-norm",
-    ratio: float = 0.3,
-    min_score: float = 0.3,
-    min_confidence: float = 0.8,
-    require_correct: bool = True,
-    fields: Fields = "both",
-    normalize: str = "text",
-    batch_size: int = 16,
     progress: bool = False,
+    **overrides: Any,
 ) -> tuple[list[Record], list[Record]]:
     """Rationale records (kept) and dropped records (``meta.dropped_by`` and ``dropped_reason``).
 
-    A record is dropped when the classifier mispredicts it (``mispredicted``, with
-    ``require_correct``), when ``p(gold) <= min_confidence`` (``low-confidence``), or when no
-    word passes ``min_score`` (``no-rationale``).
+    ``settings`` (:class:`RationaleSettings`; keywords override its fields). A record is
+    dropped when the classifier mispredicts it (``mispredicted``, with ``require_correct``),
+    when ``p(gold) <= min_confidence`` (``low-confidence``), or when no word passes
+    ``min_score`` (``no-rationale``).
     """
     from zdebias.counterfactual.saliency import compute_saliency, input_fields
 
-    if not 0.0 < ratio <= 1.0:
-        raise ConfigError(f"ratio must be in (0, 1], got {ratio}")
+    cfg = RationaleSettings.of(settings, **overrides)
+    method, ratio, min_score = cfg.method, cfg.ratio, cfg.min_score
+    min_confidence, fields = cfg.min_confidence, cfg.fields
     seen = set(input_fields(records[0], clf.input)) if records else set()
     for r in records[:1]:
         missing = [f for f in candidate_fields(r, fields) if f not in seen]
@@ -237,7 +255,12 @@ def extract_rationales(
                 f"choose --fields among {', '.join(sorted(seen))}"
             )
     sal = compute_saliency(
-        clf, records, method=method, normalize=normalize, batch_size=batch_size, progress=progress
+        clf,
+        records,
+        method=method,
+        normalize=cfg.normalize,
+        batch_size=cfg.batch_size,
+        progress=progress,
     )
     kept: list[Record] = []
     dropped: list[Record] = []
@@ -247,7 +270,7 @@ def extract_rationales(
             "classifier_label": clf.labels[ex.pred],
         }
         code = reason = None
-        if require_correct and ex.pred != ex.gold:
+        if cfg.require_correct and ex.pred != ex.gold:
             code = "mispredicted"
             reason = f"mispredicted as {clf.labels[ex.pred]} (p={ex.probs[ex.pred]:.3f})"
         elif ex.gold_prob <= min_confidence:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -40,11 +40,11 @@ from zdebias.counterfactual.format import (
     special_ids,
 )
 from zdebias.counterfactual.model import LoadedInfiller
-from zdebias.counterfactual.rationales import Fields, random_rationales, read_spans
+from zdebias.counterfactual.rationales import record_spans
+from zdebias.counterfactual.settings import SelectSettings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 
-SpansMode = Literal["rationale", "random"]
 _PLACEHOLDER = re.compile(r"^\[unused\d+\]$")
 REJECT_REASONS = ("truncated", "malformed", "empty", "unchanged", "duplicate", "classifier")
 
@@ -315,25 +315,18 @@ def generate_counterfactuals(
     infiller: LoadedInfiller,
     classifier: Any,
     records: Sequence[Record],
+    settings: SelectSettings | None = None,
     *,
-    spans: SpansMode = "rationale",
-    n: int = 1,
-    top_p: float = 0.9,
-    temperature: float = 0.7,
-    seed: int = 0,
-    density: float = 0.3,
-    mean_span: float = 2.0,
-    fields: Fields = "both",
-    max_filler_tokens: int = 8,
-    constrained: bool = True,
-    ban_label_words: bool = True,
-    min_prob: float = 0.0,
     max_source_length: int | None = None,
-    batch_size: int = 16,
     path: str | None = None,
     progress: bool = False,
+    **overrides: Any,
 ) -> tuple[list[Record], list[Record], dict[str, Any]]:
-    """Counterfactuals for every (record, other label): ``(kept, rejected, summary)``."""
+    """Counterfactuals for every (record, other label): ``(kept, rejected, summary)``.
+
+    ``settings`` (:class:`SelectSettings`; keywords override its fields, e.g. ``n=3``).
+    ``max_source_length``: default, the infiller's own (from its training).
+    """
     from zdebias.classify.predict import predict_proba
 
     labels = list(infiller.labels or classifier.labels)
@@ -342,22 +335,24 @@ def generate_counterfactuals(
         raise ConfigError(
             f"infiller labels {missing} are not labels of the classifier ({classifier.labels})"
         )
-    if spans not in ("rationale", "random"):
-        raise ConfigError(f"unknown spans {spans!r}; expected rationale or random")
+    cfg = SelectSettings.of(settings, **overrides)
+    spans, n, seed = cfg.spans, cfg.n, cfg.seed
     if max_source_length is None:
         max_source_length = int(infiller.info.get("max_source_length", 256))
-    rng = np.random.default_rng(seed)
+    all_spans = record_spans(
+        records,
+        spans,
+        fields=cfg.fields,
+        ratio=cfg.ratio,
+        mean_span=cfg.mean_span,
+        seed=seed,
+        path=path,
+    )
     jobs: list[
         tuple[Record, dict[str, list[tuple[int, int]]], str, list[int] | None, list[str]]
     ] = []
     n_without_spans = 0
-    for record in records:
-        if spans == "rationale":
-            sp = read_spans(record, path=path)
-        else:
-            sp = random_rationales(
-                record, fields=fields, density=density, mean_span=mean_span, rng=rng
-            )
+    for record, sp in zip(records, all_spans, strict=True):
         masked, fillers = mask_record(record, sp)
         if not fillers:
             n_without_spans += 1
@@ -379,12 +374,12 @@ def generate_counterfactuals(
             [j[3] for j in todo],
             [len(j[4]) for j in todo],
             n=n,
-            top_p=top_p,
-            temperature=temperature,
-            max_filler_tokens=max_filler_tokens,
-            constrained=constrained,
-            ban_words=labels if ban_label_words else (),
-            batch_size=batch_size,
+            top_p=cfg.top_p,
+            temperature=cfg.temperature,
+            max_filler_tokens=cfg.max_filler_tokens,
+            constrained=cfg.constrained,
+            ban_words=labels if cfg.ban_label_words else (),
+            batch_size=cfg.batch_size,
             seed=seed,
             progress=progress,
         )
@@ -470,7 +465,7 @@ def generate_counterfactuals(
         selectable,
         np.array(selectable_probs).reshape(-1, len(classifier.labels)),
         classifier.labels,
-        min_prob=min_prob,
+        min_prob=cfg.min_prob,
     )
     rejected.extend(rej)
     order = {f"{r.id}:cf:{t}:{j}": i for i, (r, _, t, _, _) in enumerate(jobs) for j in range(n)}
@@ -493,9 +488,9 @@ def generate_counterfactuals(
         "keep_rate": round(len(kept) / (len(jobs) * n), 6) if jobs else None,
         "spans": spans,
         "n": n,
-        "top_p": top_p,
-        "temperature": temperature,
-        "constrained": constrained,
+        "top_p": cfg.top_p,
+        "temperature": cfg.temperature,
+        "constrained": cfg.constrained,
         "seed": seed,
     }
     return kept, rejected, summary

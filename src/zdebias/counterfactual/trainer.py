@@ -3,7 +3,7 @@
 - :class:`InfillTrainingArguments`: ``TrainingArguments`` plus α and the architecture.
 - :class:`InfillTrainer`: overrides only ``compute_loss`` (MLE + α·UL, as in trl; the loss is
   :func:`zdebias.counterfactual.losses.infill_loss`) and ``log`` to report both terms.
-- :func:`train_infiller` (``zdebias counterfactual train-infiller``): encode, train with the
+- :func:`train_infiller` (``zdebias counterfactual train``): encode, train with the
   shared early-stopping policy (best epoch by dev loss), publish the folder atomically.
 """
 
@@ -23,6 +23,8 @@ from transformers import Trainer, TrainingArguments
 from zdebias.counterfactual.format import Encoded, Span, encode_records
 from zdebias.counterfactual.losses import infill_loss
 from zdebias.counterfactual.model import INFO_FILE, is_infiller, load_base_infiller
+from zdebias.counterfactual.rationales import record_spans
+from zdebias.counterfactual.settings import InfillSettings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.models.early_stopping import EarlyStopping
@@ -100,67 +102,69 @@ class InfillTrainer(Trainer):
         super().log(logs, start_time)
 
 
-def _check_out(out: Path) -> None:
+def _check_out(out: Path, overwrite: bool = True) -> None:
     """Refuse an ``out`` that holds something other than an earlier infiller."""
-    check_out_dir(out, overwrite=True)
+    check_out_dir(out, overwrite=overwrite)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_infiller(out))):
         raise ConfigError(f"{out}: exists and is not an infiller folder; choose another --out")
 
 
 def train_infiller(
     records: Sequence[Record],
-    model_ref: str | Path,
     out_dir: str | Path,
+    settings: InfillSettings | None = None,
     *,
     labels: Sequence[str],
-    spans: Sequence[dict[str, Sequence[Span]]],
-    alpha: float | None = None,
-    arch: str = "auto",
-    dev: tuple[Sequence[Record], Sequence[dict[str, Sequence[Span]]]] | None = None,
-    epochs: float = 10,
-    batch_size: int = 8,
-    lr: float = 1e-5,
-    weight_decay: float = 0.1,
-    patience: int = 3,
-    seed: int = 0,
-    max_source_length: int = 256,
-    max_target_length: int = 64,
+    spans: Sequence[dict[str, Sequence[Span]]] | None = None,
+    dev: Sequence[Record] | None = None,
+    dev_spans: Sequence[dict[str, Sequence[Span]]] | None = None,
+    path: str | None = None,
+    overwrite: bool = True,
     progress: bool = True,
-    extra_info: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """Fine-tune an infiller on rationale-masked records; save it to ``out_dir``.
+    """Fine-tune ``settings.model`` as an infiller on span-masked records; save it to ``out_dir``.
 
-    ``spans[i]`` are the character spans to mask in ``records[i]``. With ``dev`` the model is
-    evaluated each epoch, the best epoch (lowest dev loss) is kept and training stops after
-    ``patience`` epochs without improvement. ``out_dir`` is written atomically; an earlier
-    infiller there is replaced, any other non-empty folder refused. Returns a JSON-ready
+    ``settings`` (:class:`InfillSettings`; keywords override its fields, e.g. ``model=``).
+    ``spans[i]`` are the character spans to mask in ``records[i]`` (default: by
+    ``settings.spans``: the records' rationales, or seeded random spans; ``dev_spans`` alike,
+    random ones seeded ``seed + 1``). With ``dev`` the model is evaluated each epoch, the best
+    epoch (lowest dev loss) is kept and training stops after ``patience`` epochs without
+    improvement. ``out_dir`` is written atomically; an earlier infiller there is replaced
+    (refused without ``overwrite``), any other non-empty folder refused. Returns a JSON-ready
     summary.
     """
     from transformers import set_seed
 
     from zdebias.data.writers import write_json
 
+    cfg = InfillSettings.of(settings, **overrides)
     if not records:
         raise ZdebiasError("no training records (did the rationale step keep any?)")
     out = Path(out_dir)
-    _check_out(out)
+    _check_out(out, overwrite)
     pair = records[0].is_pair
-    if alpha is None:
-        alpha = DEFAULT_ALPHA[pair]
+    alpha = DEFAULT_ALPHA[pair] if cfg.alpha is None else cfg.alpha
+    seed, batch_size = cfg.seed, cfg.batch_size
+    pick = {"fields": cfg.fields, "ratio": cfg.ratio}
+    if spans is None:
+        spans = record_spans(records, cfg.spans, **pick, seed=seed, path=path)
+    if dev is not None and dev_spans is None:
+        dev_spans = record_spans(dev, cfg.spans, **pick, seed=seed + 1, path=path)
     set_seed(seed)
-    model, tok, arch_ = load_base_infiller(model_ref, arch)
+    model, tok, arch_ = load_base_infiller(cfg.model, cfg.arch)
     encode = {
         "wrong_labels": alpha > 0,
-        "max_source_length": max_source_length,
-        "max_target_length": max_target_length,
+        "max_source_length": cfg.max_source_length,
+        "max_target_length": cfg.max_target_length,
     }
     feats, skipped = encode_records(tok, arch_, records, spans, labels, **encode)
     if not feats:
         raise DataError(f"no usable training example: skipped {dict(skipped)}")
     dev_feats: list[dict[str, Any]] = []
     dev_skipped: Counter[str] = Counter()
-    if dev is not None:
-        dev_feats, dev_skipped = encode_records(tok, arch_, dev[0], dev[1], labels, **encode)
+    if dev is not None and dev_spans is not None:
+        dev_feats, dev_skipped = encode_records(tok, arch_, dev, dev_spans, labels, **encode)
     has_dev = bool(dev_feats)
     work = work_dir_for(out)
     try:
@@ -168,11 +172,11 @@ def train_infiller(
             output_dir=str(work / "trainer"),
             alpha=alpha,
             infill_arch=arch_,
-            num_train_epochs=epochs,
+            num_train_epochs=cfg.epochs,
             per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=batch_size,
-            learning_rate=lr,
-            weight_decay=weight_decay,
+            learning_rate=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
             adam_beta2=0.98,
             lr_scheduler_type="constant",
             seed=seed,
@@ -187,7 +191,7 @@ def train_infiller(
             dataloader_num_workers=0,
             dataloader_pin_memory=False,
         )
-        stopper = EarlyStopping("eval_loss", greater_is_better=False, patience=patience)
+        stopper = EarlyStopping("eval_loss", greater_is_better=False, patience=cfg.patience)
         before = {n: p.detach().clone() for n, p in list(model.named_parameters())[:4]}
         trainer = InfillTrainer(
             model=model,
@@ -215,17 +219,19 @@ def train_infiller(
         ]
         info = {
             "arch": arch_,
-            "base_model": str(model_ref),
+            "base_model": cfg.model,
             "labels": list(labels),
             "pair": pair,
             "alpha": alpha,
-            "epochs": epochs,
+            "epochs": cfg.epochs,
             "batch_size": batch_size,
-            "lr": lr,
-            "max_source_length": max_source_length,
-            "max_target_length": max_target_length,
+            "learning_rate": cfg.learning_rate,
+            "max_source_length": cfg.max_source_length,
+            "max_target_length": cfg.max_target_length,
+            "spans": cfg.spans,
+            "fields": cfg.fields,
+            "seed": seed,
             "trained": True,
-            **(extra_info or {}),
         }
         write_json(info, work / INFO_FILE)
         summary = {
@@ -242,7 +248,7 @@ def train_infiller(
             "history": [h for h in history if h],
         }
         write_json(summary, work / "train_summary.json")
-        publish_dir(work, out, overwrite=True)
+        publish_dir(work, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

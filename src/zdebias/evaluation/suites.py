@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from zdebias.classify.settings import InferenceSettings
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
@@ -222,14 +223,18 @@ def _run_info(model: str) -> dict[str, Any]:
 def evaluate_models(
     models: Sequence[str | Path],
     suites: Sequence[Suite],
+    settings: InferenceSettings | None = None,
     *,
     name: str | None = None,
-    batch_size: int = 64,
     progress: bool = True,
-    device: str | None = None,
     predictions_dir: str | Path | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
+
+    ``settings``: batch size and device (an :class:`~zdebias.classify.settings.InferenceSettings`
+    or :class:`~zdebias.classify.settings.EvaluateSettings`); ``overrides``: those fields by
+    keyword (``batch_size=256``).
 
     Document: ``name``, ``suites`` (descriptions), ``runs`` (per model: ``model``, ``seed``...,
     ``results`` per suite, ``metrics`` flat), ``summary`` (flat metric → mean ± std over runs).
@@ -239,6 +244,7 @@ def evaluate_models(
     from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
     from zdebias.data.writers import write_records
 
+    opts = InferenceSettings.of(settings, **overrides)
     if not models:
         raise ConfigError("evaluate needs at least one model")
     if not suites:
@@ -251,11 +257,11 @@ def evaluate_models(
     runs = []
     for run_index, model in enumerate(models):
         with hf_progress(progress):
-            clf = load_classifier(model, device=device)
+            clf = load_classifier(model, device=opts.device)
         results: dict[str, Any] = {}
         metrics: dict[str, float] = {}
         for suite, (records, _info) in zip(suites, loaded, strict=True):
-            probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
+            probs = predict_proba(clf, records, batch_size=opts.batch_size, progress=progress)
             results[suite.name] = score_predictions(probs, clf.labels, records)
             if predictions_dir is not None:
                 preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})

@@ -4,8 +4,8 @@ Where the prediction comes from, per record, first match wins:
 
 1. ``record.meta["hypo_only_pred"]`` (a label name or index), e.g. precomputed by a trained
    transformer hypothesis-only model;
-2. the setting ``hypo_only_model=DIR``: a classifier folder (``zdebias classify``), run through
-   :func:`zdebias.classify.predict.predict_proba` on the hypotheses;
+2. (filled into ``meta`` by :mod:`zdebias.classify.hypo_only` when ``hypo_only_model=DIR``
+   is set: a trained classifier folder; the commands and stages do it first);
 3. the fast default (no GPU): a scikit-learn linear classifier on hypothesis unigrams and
    bigrams, with **out-of-fold** predictions: records are split into ``hypo_only_folds`` (5)
    seeded folds and each fold is predicted by a model trained on the others, so no record's
@@ -61,35 +61,6 @@ def _meta_predictions(ctx: FeatureContext, labels: tuple[str, ...]) -> np.ndarra
                 field="meta.hypo_only_pred",
             )
     return out
-
-
-def _model_predictions(
-    ctx: FeatureContext, rows: np.ndarray, model_dir: str, labels: tuple[str, ...]
-) -> np.ndarray:
-    """Argmax label index of a trained hypothesis-only classifier folder."""
-    from zdebias.classify.predict import load_classifier, predict_proba
-
-    clf = load_classifier(model_dir)
-    if clf.input not in (None, "hypothesis-only", "text"):
-        raise ConfigError(
-            f"hypo_only_model {model_dir!r} was trained on {clf.input!r} input; a "
-            "hypothesis-only classifier is needed"
-        )
-    if clf.input is None and ctx.pair:
-        clf.input = "hypothesis-only"
-    missing = [name for name in clf.labels if name not in labels]
-    if missing:
-        raise ConfigError(
-            f"hypo_only_model {model_dir!r} predicts labels {clf.labels}, not the task's "
-            f"{list(labels)}"
-        )
-    proba = predict_proba(
-        clf,
-        [ctx.records[i] for i in rows.tolist()],
-        batch_size=int(ctx.settings.get("hypo_only_batch_size", 64)),
-    )
-    remap = np.array([labels.index(name) for name in clf.labels])
-    return remap[proba.argmax(axis=1)]
 
 
 def sgd_epochs(n_train: int) -> int:
@@ -195,10 +166,13 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     labels = _labels(ctx)
     preds = _meta_predictions(ctx, labels)
     todo = np.flatnonzero(preds < 0)
-    model_dir = ctx.settings.get("hypo_only_model")
-    if len(todo) and model_dir:
-        preds[todo] = _model_predictions(ctx, todo, str(model_dir), labels)
-    elif len(todo):
+    if len(todo) and ctx.settings.get("hypo_only_model"):
+        raise ConfigError(
+            f"hypo_only_model is set but {len(todo)} records have no meta.hypo_only_pred: "
+            "zdebias commands and stages run the model first; in Python call "
+            "zdebias.classify.hypo_only.with_hypothesis_only_predictions(records, DIR, labels)"
+        )
+    if len(todo):
         y = label_ids(ctx.records, labels, unknown=-1)
         fit = _fit_rows(ctx)
         unknown = fit[y[fit] < 0]
@@ -234,7 +208,6 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
         "hypo_only_folds",
         "hypo_only_classifier",
         "hypo_only_fit",
-        "hypo_only_batch_size",
     ),
 )
 def hypothesis_only(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:

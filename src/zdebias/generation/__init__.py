@@ -1,5 +1,6 @@
 """The data generator (SPEC §6): train, debias and sample a P → label → H causal LM.
 
+- :mod:`~zdebias.generation.settings`: the settings objects (training, debiasing, sampling);
 - :mod:`~zdebias.generation.format`: the sequence format, label tokens, parsing outputs back;
 - :mod:`~zdebias.generation.losses`: likelihood, unlikelihood and masked unlikelihood losses;
 - :mod:`~zdebias.generation.mask`: which tokens of a z-filter-rejected example are biased;

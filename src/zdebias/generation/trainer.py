@@ -435,8 +435,8 @@ def debias_generator(
     missing = [r.id for r in rejected if "rejected_by" not in r.meta]
     if missing:
         raise ConfigError(
-            f"'rejected' records need meta.rejected_by (the rejected output of z-filtering); "
-            f"{len(missing)} lack it, e.g. {missing[0]!r}"
+            "'rejected' records need meta.rejected_by (the output 'rejected' of z-filtering or "
+            f"of a filter stage); {len(missing)} lack it, e.g. {missing[0]!r}"
         )
     return train_generator(
         kept,

@@ -35,6 +35,7 @@ from typing import Any
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.features.tokenize import tokenize
+from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -504,13 +505,17 @@ def artifact_subsets(records: list[Record]) -> dict[str, list[Record]]:
     return {"hard": hard, "easy": easy}
 
 
+class DemoDataSettings(Settings):
+    """Size and seed of the built-in synthetic corpus."""
+
+    seed: int = setting(DEFAULT_SEED, "Random seed.")
+    n_train: int = setting(1500, "Training examples.", ge=30)
+    n_dev: int = setting(300, "Dev examples.", ge=3)
+    n_test: int = setting(600, "Test examples (a multiple of 3 is used).", ge=3)
+
+
 def write_demo_corpus(
-    out_dir: str | Path,
-    *,
-    seed: int = 0,
-    n_train: int = 1500,
-    n_dev: int = 300,
-    n_test: int = 600,
+    out_dir: str | Path, settings: DemoDataSettings | None = None, **overrides: Any
 ) -> dict[str, Any]:
     """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, the test subsets
     ``test_hard.jsonl`` and ``test_easy.jsonl`` (:func:`artifact_subsets`) and
@@ -520,13 +525,16 @@ def write_demo_corpus(
     strongly each split carries them.
     """
     out = Path(out_dir)
-    splits = make_demo_corpus(seed=seed, n_train=n_train, n_dev=n_dev, n_test=n_test)
+    cfg = DemoDataSettings.of(settings, **overrides)
+    splits = make_demo_corpus(
+        seed=cfg.seed, n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test
+    )
     subsets = artifact_subsets(splits["test"])
     splits = {**splits, "test_hard": subsets["hard"], "test_easy": subsets["easy"]}
     for name, records in splits.items():
         write_records(records, out / f"{name}.jsonl")
     info = {
-        "seed": seed,
+        "seed": cfg.seed,
         "sizes": {name: len(records) for name, records in splits.items()},
         "planted": [
             {"feature": f, "label": label, "description": PLANTED_DESCRIPTIONS[f]}

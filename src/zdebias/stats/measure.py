@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.stats.settings import StatsSettings
-from zdebias.stats.zstats import describe, infer_labels, label_ids, z_statistics
+from zdebias.stats.zstats import describe, label_ids, z_statistics
 
 
 @dataclass
@@ -80,7 +81,7 @@ def measure(
     from zdebias.features.registry import extract_features
 
     cfg = StatsSettings.of(settings, **overrides)
-    labels = tuple(labels) if labels is not None else infer_labels(records)
+    labels = tuple(labels) if labels is not None else infer_task(records).labels
     fm = extract_features(
         records, cfg.features, labels=labels, progress=progress, **cfg.feature_kwargs()
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import RECIPE_NAMES, ZFilterSettings
@@ -33,7 +34,7 @@ from zdebias.stats.zfilter import (
     gc_paused,
     z_filter_matrix,
 )
-from zdebias.stats.zstats import infer_labels, label_counts, label_ids, top_table, z_from_counts
+from zdebias.stats.zstats import label_counts, label_ids, top_table, z_from_counts
 
 
 @dataclass
@@ -76,7 +77,7 @@ class _Combined:
         self.original = _tagged(original, "original")
         self.generated = _tagged(generated, "generated")
         self.records = self.original + self.generated
-        self.labels = tuple(labels) if labels is not None else infer_labels(self.records)
+        self.labels = tuple(labels) if labels is not None else infer_task(self.records).labels
         self.y = label_ids(self.records, self.labels)
         n_orig = len(self.original)
         self.orig_rows = np.arange(n_orig)
@@ -162,66 +163,20 @@ class _Combined:
         return RecipeResult(records=records, rejected=rejected, summary=summary)
 
 
-def _combined(
-    original: Sequence[Record],
-    generated: Sequence[Record],
-    settings: ZFilterSettings | None,
-    labels: Sequence[str] | None,
-    progress: bool,
-    overrides: dict[str, Any],
-) -> _Combined:
-    cfg = ZFilterSettings.of(settings, **overrides)
-    return _Combined(original, generated, cfg, labels=labels, progress=progress)
-
-
-def z_aug(
-    original: Sequence[Record],
-    generated: Sequence[Record],
-    settings: ZFilterSettings | None = None,
-    *,
-    labels: Sequence[str] | None = None,
-    progress: bool = False,
-    **overrides: Any,
-) -> RecipeResult:
-    """Z-Aug: all of D0, plus the generated records accepted by Z(D_G | D0).
-
-    ``settings`` / ``overrides``: the z-filter settings, as for
-    :func:`~zdebias.stats.zfilter.z_filter`.
-    """
-    c = _combined(original, generated, settings, labels, progress, overrides)
+def _z_aug(c: _Combined) -> RecipeResult:
     gen = c.filter(c.gen_rows, seed_rows=c.orig_rows)
     kept = np.concatenate([c.orig_rows, gen.accepted])
     return c.result("z-aug", kept, [("Z(generated | original)", gen, len(c.orig_rows))])
 
 
-def par_z(
-    original: Sequence[Record],
-    generated: Sequence[Record],
-    settings: ZFilterSettings | None = None,
-    *,
-    labels: Sequence[str] | None = None,
-    progress: bool = False,
-    **overrides: Any,
-) -> RecipeResult:
-    """Par-Z: Z(D0) ∪ Z(D_G), each z-filtered on its own."""
-    c = _combined(original, generated, settings, labels, progress, overrides)
+def _par_z(c: _Combined) -> RecipeResult:
     orig = c.filter(c.orig_rows)
     gen = c.filter(c.gen_rows)
     kept = np.concatenate([orig.accepted, gen.accepted])
     return c.result("par-z", kept, [("Z(original)", orig, 0), ("Z(generated)", gen, 0)])
 
 
-def seq_z(
-    original: Sequence[Record],
-    generated: Sequence[Record],
-    settings: ZFilterSettings | None = None,
-    *,
-    labels: Sequence[str] | None = None,
-    progress: bool = False,
-    **overrides: Any,
-) -> RecipeResult:
-    """Seq-Z: Z(D_G | Z(D0)): filter D0, then filter D_G seeded with what D0 kept."""
-    c = _combined(original, generated, settings, labels, progress, overrides)
+def _seq_z(c: _Combined) -> RecipeResult:
     orig = c.filter(c.orig_rows)
     gen = c.filter(c.gen_rows, seed_rows=orig.accepted)
     kept = np.concatenate([orig.accepted, gen.accepted])
@@ -232,7 +187,11 @@ def seq_z(
     )
 
 
-RECIPES: dict[str, Callable[..., RecipeResult]] = {"z-aug": z_aug, "par-z": par_z, "seq-z": seq_z}
+RECIPES: dict[str, Callable[[_Combined], RecipeResult]] = {
+    "z-aug": _z_aug,
+    "par-z": _par_z,
+    "seq-z": _seq_z,
+}
 
 
 def combine(
@@ -245,12 +204,36 @@ def combine(
     progress: bool = False,
     **overrides: Any,
 ) -> RecipeResult:
-    """Run the recipe of that name (``z-aug``, ``par-z``, ``seq-z``; case and ``_`` ignored)."""
+    """Run the recipe of that name (``z-aug``, ``par-z``, ``seq-z``; case and ``_`` ignored).
+
+    ``settings`` / ``overrides``: the z-filter settings, as for
+    :func:`~zdebias.stats.zfilter.z_filter`.
+    """
     key = recipe_name.lower().replace("_", "-")
     if key not in RECIPES:
         raise ConfigError(
             f"unknown recipe {recipe_name!r}; expected one of {', '.join(RECIPE_NAMES)}"
         )
-    return RECIPES[key](
-        original, generated, settings, labels=labels, progress=progress, **overrides
-    )
+    cfg = ZFilterSettings.of(settings, **overrides)
+    return RECIPES[key](_Combined(original, generated, cfg, labels=labels, progress=progress))
+
+
+def z_aug(
+    original: Sequence[Record], generated: Sequence[Record], *a: Any, **kw: Any
+) -> RecipeResult:
+    """Z-Aug: all of D0, plus the generated records accepted by Z(D_G | D0)."""
+    return combine("z-aug", original, generated, *a, **kw)
+
+
+def par_z(
+    original: Sequence[Record], generated: Sequence[Record], *a: Any, **kw: Any
+) -> RecipeResult:
+    """Par-Z: Z(D0) ∪ Z(D_G), each z-filtered on its own."""
+    return combine("par-z", original, generated, *a, **kw)
+
+
+def seq_z(
+    original: Sequence[Record], generated: Sequence[Record], *a: Any, **kw: Any
+) -> RecipeResult:
+    """Seq-Z: Z(D_G | Z(D0)): filter D0, then filter D_G seeded with what D0 kept."""
+    return combine("seq-z", original, generated, *a, **kw)

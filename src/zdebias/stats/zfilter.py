@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zdebias.data.labels import infer_task
 from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import ZFilterSettings
 from zdebias.stats.zstats import (
     _check,
-    infer_labels,
     label_counts,
     label_ids,
     top_k_column,
@@ -320,7 +320,8 @@ class ZFilterResult:
 
     ``kept``: Z — the seed records (conditional mode), then the accepted input records, each
     group in input order. ``rejected``: Z⁻ — copies of the rejected input records with
-    ``meta["rejected_by"]`` = the biased feature names that rejected each. ``accepted``: the
+    ``meta["rejected_by"]`` = the biased feature names that rejected each (and
+    ``meta["rejected_by_features"]``, the same as FeatureKey dicts). ``accepted``: the
     accepted input records only. ``summary``: counts and top z per label before and after.
     ``features``: the feature matrix of seed + input rows (seed first).
     """
@@ -473,7 +474,7 @@ def z_filter(
     records = list(records)
     seed = list(seed_records or [])
     everything = seed + records
-    labels = tuple(labels) if labels is not None else infer_labels(everything)
+    labels = tuple(labels) if labels is not None else infer_task(everything).labels
     if not records:
         return ZFilterResult(
             kept=seed,

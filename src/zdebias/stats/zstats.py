@@ -19,7 +19,7 @@ examples. Features with n = 0 get z = 0 and p̂ = 0 and are never picked by :fun
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
@@ -32,15 +32,6 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
     from zdebias.data.schema import Record
-
-
-def infer_labels(records: Iterable[Record]) -> tuple[str, ...]:
-    """The label set of some records: ``infer_task(records).labels``.
-
-    Kept for callers outside the statistics layer (``commands/stats.py``); new code uses
-    :func:`zdebias.data.labels.infer_task`.
-    """
-    return infer_task(records).labels
 
 
 def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:

@@ -41,7 +41,7 @@ def test_partition_is_exact(tiny_model, tmp_path: Path, data_dir: Path) -> None:
     tau = float(np.median(p_gold))
     expected_kept = [r.id for r, p in zip(records, p_gold, strict=True) if p > tau]
 
-    kept, rejected, summary = confidence_filter(records, model, tau=tau, progress=False)
+    kept, rejected, summary = confidence_filter(records, model, threshold=tau, progress=False)
     assert [r.id for r in kept] == expected_kept
     assert len(kept) + len(rejected) == len(records) == 60
     assert sorted(r.id for r in kept + rejected) == sorted(r.id for r in records)

@@ -133,7 +133,9 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
         )
     texts = [Record("t", "positive", text="fine")]
     with pytest.raises(ConfigError, match="needs premise/hypothesis records"):
-        train_classifier(texts, None, tmp_path / "a", model=base, input="hypothesis-only", **FAST)
+        train_classifier(
+            texts, None, tmp_path / "a", model=base, input_kind="hypothesis-only", **FAST
+        )
     with pytest.raises(DataError, match="record 'odd' has label 'maybe'"):
         train_classifier(
             [*train, Record("odd", "maybe", "p", "h")],
@@ -215,7 +217,7 @@ def test_learned_mixin_training_drops_the_gate(tiny_model, tmp_path: Path) -> No
     base = tiny_model("bert", head="encoder")
     train = toy_nli(24, seed=3)
     hyp = tmp_path / "hyp"
-    train_classifier(train, None, hyp, model=base, input="hypothesis-only", epochs=1, **FAST)
+    train_classifier(train, None, hyp, model=base, input_kind="hypothesis-only", epochs=1, **FAST)
     out = tmp_path / "mixin"
     metrics = train_classifier(
         train, None, out, model=base, loss="learned-mixin", bias_model=hyp, epochs=1, **FAST
@@ -236,7 +238,7 @@ def test_cross_fit_predicts_each_record_with_a_model_that_did_not_see_it(
         records,
         None,
         out_file,
-        k=3,
+        cross_fit=3,
         seed=5,
         folds_dir=tmp_path / "folds",
         model=base,

@@ -226,13 +226,13 @@ def test_train_tiny_infiller(tiny_model, tmp_path, kind, options, arch) -> None:
     recs = [REC.replace(id=f"r{i}") for i in range(4)]
     summary = train_infiller(
         recs,
-        base,
         tmp_path / "inf",
+        model=base,
         labels=NLI,
         spans=[SPANS] * 4,
         epochs=1,
         batch_size=2,
-        lr=1e-3,
+        learning_rate=1e-3,
         progress=False,
     )
     assert summary["arch"] == arch
@@ -252,14 +252,15 @@ def test_sentiment_alpha_default_and_dev(tiny_model, tmp_path) -> None:
     spans = {"text": [(2, 11)]}
     summary = train_infiller(
         [text] * 3,
-        tiny_model("t5"),
         tmp_path / "inf",
+        model=tiny_model("t5"),
         labels=["negative", "positive"],
         spans=[spans] * 3,
-        dev=([text], [spans]),
+        dev=[text],
+        dev_spans=[spans],
         epochs=2,
         batch_size=2,
-        lr=1e-3,
+        learning_rate=1e-3,
         progress=False,
     )
     assert summary["alpha"] == 0.3
@@ -275,6 +276,6 @@ def test_train_refuses_a_foreign_out_folder_before_training(tmp_path) -> None:
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not an infiller folder"):
-        train_infiller([REC], tmp_path / "no-model", busy, labels=NLI, spans=[SPANS])
+        train_infiller([REC], busy, model=tmp_path / "no-model", labels=NLI, spans=[SPANS])
     assert [p.name for p in busy.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

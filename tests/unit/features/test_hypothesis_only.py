@@ -62,7 +62,10 @@ def test_trained_model_folder_is_used(monkeypatch) -> None:
         Record("b", "neutral", "p", "h2", meta={"hypo_only_pred": "neutral"}),
         Record("c", "neutral", "p", "h3"),
     ]
-    fm = extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
+    from zdebias.classify.hypo_only import with_hypothesis_only_predictions
+
+    annotated = with_hypothesis_only_predictions(recs, "some/dir", LABELS)
+    fm = extract_features(annotated, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
     assert seen["ids"] == ["a", "c"]  # the meta prediction wins for b
     assert [fm.features_of(i) for i in range(3)] == [
         ["hypo-only-pred=entailment"],
@@ -71,7 +74,11 @@ def test_trained_model_folder_is_used(monkeypatch) -> None:
     ]
     Fake.input = "pair"
     with pytest.raises(ConfigError, match="hypothesis-only classifier is needed"):
+        with_hypothesis_only_predictions(recs, "some/dir", LABELS)
+    # the feature layer never loads a model: without predictions it says where they come from
+    with pytest.raises(ConfigError, match="with_hypothesis_only_predictions"):
         extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_model="some/dir")
+    assert recs[0].meta == {}  # the input records are not mutated
 
 
 @pytest.mark.parametrize("classifier", ["nb", "logreg"])

@@ -179,3 +179,65 @@ def test_single_text_mask() -> None:
     assert marked(["movie@text"]) == ["Ġmov", "ie"]
     assert marked(["text-len<10"]) == names[2:-1]
     assert marked(["<null>"]) == ["<|positive|>"]
+
+
+HYPHEN_PATTERN = r"\w+(?:[-']\w+)*"  # keeps "t-shirt" and "well-known" whole
+
+
+def _hyphen_pairs() -> list[Record]:
+    return [
+        Record("a", "contradiction", "A man in a T-shirt is sleeping.", "He wears a t-shirt."),
+        Record("b", "entailment", "A woman is running.", "A well-known woman runs."),
+    ]
+
+
+def test_custom_token_pattern_mask_covers_the_ngram(nli_tokenizer) -> None:
+    """A recipe's own token_pattern: the mask finds the words the feature counted."""
+    from zdebias.features.registry import extract_features
+
+    tok, fmt = nli_tokenizer
+    fm = extract_features(_hyphen_pairs(), ["ngrams"], token_pattern=HYPHEN_PATTERN)
+    key = fm.keys[fm.index["a t-shirt@hypothesis"]]
+    assert key.kind == "ngram" and key.tokens == ("a", "t-shirt") and key.field == "hypothesis"
+    assert key.tokenizer == "re:" + HYPHEN_PATTERN
+    premise_key = fm.keys[fm.index["t-shirt@premise"]]
+    rec = Record(
+        "x",
+        "contradiction",
+        "A man in a T-shirt is sleeping.",
+        "The man wears a t-shirt and a well-known hat.",
+        meta={
+            "rejected_by": [key.name, premise_key.name],
+            "rejected_by_features": [key.to_dict(), premise_key.to_dict()],
+        },
+    )
+    enc = encode_record(rec, tok, fmt)
+    names = tok.convert_ids_to_tokens(enc.input_ids)
+    report = MaskReport()
+    mask = biased_token_mask(rec, enc, report=report)
+    marked = [names[i] for i, m in enumerate(mask) if m]
+    # premise "Ġ T - s h ir t" (the bare space token holds no character of the word),
+    # hypothesis "Ġa Ġt - s h ir t"
+    assert marked == ["T", "-", "s", "h", "ir", "t", "Ġa", "Ġt", "-", "s", "h", "ir", "t"]
+    assert report.unmatched == [] and report.by_kind == {"ngram": 13}
+    # the legacy path (names only) assumes the default tokenisation and finds nothing
+    legacy = rec.replace(meta={"rejected_by": rec.meta["rejected_by"]})
+    report = MaskReport()
+    assert not any(biased_token_mask(legacy, enc, report=report))
+    assert report.unmatched == [key.name, premise_key.name]
+
+
+def test_structured_features_give_the_legacy_mask_by_default(nli_tokenizer) -> None:
+    """Default settings: keys from the extractor mask exactly what the names did."""
+    from zdebias.features.keys import FeatureKey
+    from zdebias.features.registry import extract_features
+
+    tok, fmt = nli_tokenizer
+    rec = _record([])
+    fm = extract_features([rec, Record("y", "neutral", "A dog.", "The dog isn't outside.")])
+    assert [k.name for k in fm.keys] == fm.names
+    enc = encode_record(rec, tok, fmt)
+    for key in fm.keys:
+        structured = rec.replace(meta={"rejected_by_features": [key.to_dict()]})
+        assert biased_token_mask(structured, enc) == biased_token_mask(rec, enc, [key.name])
+        assert FeatureKey.from_dict(key.to_dict()) == key

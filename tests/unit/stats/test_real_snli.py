@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from zdebias.data.labels import label_ids
 from zdebias.data.readers import read_records
 from zdebias.stats.zfilter import z_filter
-from zdebias.stats.zstats import describe, label_ids, z_from_counts, z_statistics
+from zdebias.stats.zstats import describe, z_from_counts, z_statistics
 
 pytestmark = pytest.mark.real_data
 LABELS = ("entailment", "neutral", "contradiction")

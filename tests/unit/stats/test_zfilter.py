@@ -176,6 +176,9 @@ def test_records_partition_exactly(seed, batch, k, n_seed, shuffle) -> None:
     for r in res.rejected:
         row = next(i for i, x in enumerate(recs) if x.id == r.id) + n_seed
         assert r.meta["rejected_by"] and set(r.meta["rejected_by"]) <= set(fm.features_of(row))
+        structured = r.meta["rejected_by_features"]  # the same features, as FeatureKey dicts
+        assert [d["name"] for d in structured] == r.meta["rejected_by"]
+        assert all(d == fm.keys[fm.index[d["name"]]].to_dict() for d in structured)
         assert r.meta["k"] == recs[row - n_seed].meta["k"]
         assert "rejected_by" not in recs[row - n_seed].meta  # the input is not modified
     # accepted keep their input order

@@ -14,7 +14,6 @@ from zdebias.data.schema import Record
 from zdebias.features.registry import extract_features
 from zdebias.stats.zstats import (
     describe,
-    infer_labels,
     label_counts,
     top_k,
     top_table,
@@ -101,12 +100,6 @@ def test_top_k_order_ties_and_filters() -> None:
         "x": [{"feature": "b", "z": 3.0, "n": 5, "p": 0.0}],
         "y": [{"feature": "d", "z": 5.0, "n": 5, "p": 0.0}],
     }
-
-
-def test_infer_labels() -> None:
-    assert infer_labels([Record("1", "neutral", "p", "h")]) == LABELS
-    assert infer_labels([Record("1", "positive", text="t")]) == ("negative", "positive")
-    assert infer_labels([Record("1", "b", text="t"), Record("2", "a", text="t")]) == ("a", "b")
 
 
 def _random_records(rng: np.random.Generator, n: int, vocab: int) -> list[Record]:

@@ -28,8 +28,8 @@ counterfactual-metrics     flip rate, distinct-n, perplexity
 
 from __future__ import annotations
 
+from zdebias.generation.settings import fast_bf16
 from zdebias.pipeline.stages import classify, counterfactual, data, generation, stats
-from zdebias.pipeline.stages._common import fast_bf16
 from zdebias.pipeline.stages.classify import classifier_runs
 
 __all__ = [

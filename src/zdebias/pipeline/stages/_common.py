@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from zdebias.data.schema import Record
@@ -44,19 +43,6 @@ def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]
 
 def _write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> None:
     write_json({"examples": _examples(records), **extra}, ctx.out_dir / "examples.json")
-
-
-def fast_bf16() -> bool:
-    """Whether bfloat16 is fast here: a CUDA GPU, or a CPU with AVX-512 BF16 or AMX."""
-    import torch
-
-    if torch.cuda.is_available():
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def _labels(ctx: StageContext) -> list[str]:

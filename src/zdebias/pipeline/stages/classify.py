@@ -1,12 +1,16 @@
-"""Classifier stages: confidence filter, training and evaluation (SPEC §7-§9)."""
+"""Classifier stages: confidence filter, training and evaluation (SPEC §7-§9).
+
+Each stage config is its operation's settings (``zdebias.classify.settings``) plus references.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from zdebias.classify.settings import ClassifierSettings, ConfidenceSettings, EvaluateSettings
 from zdebias.data.writers import write_json, write_records
 from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.registry import (
@@ -24,18 +28,17 @@ from zdebias.pipeline.stages._common import (
     RecordsRef,
     _pick,
     _write_examples,
+    settings_for,
 )
 
 # --------------------------------------------------------------------------- classifiers
 
 
-class ConfidenceFilterConfig(StageConfig):
+class ConfidenceFilterConfig(ConfidenceSettings, StageConfig):
     """Keep a sample only if a classifier trained on D0 gives p(label) > τ (SPEC §7)."""
 
     input: RecordsRef
     classifier: ModelRef
-    threshold: float = Field(0.95, ge=0, le=1, description="τ")
-    batch_size: int = Field(64, ge=1)
 
 
 @register_stage(
@@ -53,8 +56,7 @@ def confidence_filter_stage(
     kept, rejected, summary = confidence_filter(
         records,
         inputs.path("classifier"),
-        tau=cfg.threshold,
-        batch_size=cfg.batch_size,
+        settings_for(ConfidenceSettings, cfg, ctx),
         progress=ctx.progress,
     )
     write_partition(kept, rejected, summary, ctx.out_dir)
@@ -66,27 +68,14 @@ def confidence_filter_stage(
     )
 
 
-class TrainClassifierConfig(StageConfig):
+class TrainClassifierConfig(ClassifierSettings, StageConfig):
     """Fine-tune a classifier (SPEC §8, Table 9 defaults); ``seeds`` trains one per seed."""
 
-    model: ModelRef
-    train: RecordsRef
-    dev: OptRecordsRef = None
-    input: Literal["pair", "hypothesis-only", "text"] | None = None
-    loss: str = "ce"
+    model: ModelRef = ClassifierSettings.model_fields["model"].default
     bias_model: OptModelRef = None
     teacher_model: OptModelRef = None
-    beta: float = Field(1.0, description="PoE β")
-    gamma: float = Field(0.0, description="PoE γ")
-    entropy_weight: float | None = None
-    learning_rate: float = Field(1e-5, gt=0)
-    batch_size: int = Field(32, ge=1)
-    epochs: float = Field(5.0, gt=0)
-    max_steps: int = -1
-    warmup_steps: int = Field(2000, ge=0)
-    max_length: int = Field(128, ge=8)
-    patience: int = Field(3, ge=1)
-    eval_steps: int | None = None
+    train: RecordsRef
+    dev: OptRecordsRef = None
     seeds: list[int] | None = Field(None, description="one run per seed (default: [seed])")
 
 
@@ -103,6 +92,12 @@ def train_classifier_stage(
 
     train = inputs.records("train")
     dev = inputs.records("dev") if "dev" in inputs else None
+    settings = settings_for(ClassifierSettings, cfg, ctx)
+    models = {
+        "model": inputs.path("model") or cfg.model,
+        "bias_model": inputs.path("bias_model"),
+        "teacher_model": inputs.path("teacher_model"),
+    }
     seeds = cfg.seeds or [ctx.seed]
     runs = []
     for seed in seeds:
@@ -111,24 +106,8 @@ def train_classifier_stage(
             train,
             dev,
             ctx.out_dir / folder,
-            model=inputs.path("model") or cfg.model,
+            ClassifierSettings.of(settings, seed=seed, **models),
             task=ctx.task,
-            input=cfg.input,
-            loss=cfg.loss,
-            bias_model=inputs.path("bias_model"),
-            teacher_model=inputs.path("teacher_model"),
-            beta=cfg.beta,
-            gamma=cfg.gamma,
-            entropy_weight=cfg.entropy_weight,
-            seed=seed,
-            learning_rate=cfg.learning_rate,
-            batch_size=cfg.batch_size,
-            epochs=cfg.epochs,
-            max_steps=cfg.max_steps,
-            warmup_steps=cfg.warmup_steps,
-            max_length=cfg.max_length,
-            patience=cfg.patience,
-            eval_steps=cfg.eval_steps,
             progress=ctx.progress,
             overwrite=True,
         )
@@ -153,7 +132,7 @@ def classifier_runs(value: Any) -> list[str]:
     return [as_path(value)]
 
 
-class EvaluateConfig(StageConfig):
+class EvaluateConfig(EvaluateSettings, StageConfig):
     """Accuracy of classifiers on suites (SPEC §9), as GD-NLI Tables 2-5 shaped tables."""
 
     classifiers: Annotated[dict[str, str], Ref("model", external=True)] = Field(
@@ -162,8 +141,6 @@ class EvaluateConfig(StageConfig):
     suites: Annotated[dict[str, str], Ref("records")] = Field(
         ..., description="suite name → dataset"
     )
-    average: bool = Field(False, description="add an Avg. column (Table 5)")
-    batch_size: int = Field(64, ge=1)
 
 
 @register_stage(
@@ -190,8 +167,8 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         doc = evaluate_models(
             classifier_runs(value),
             suites,
+            settings_for(EvaluateSettings, cfg, ctx),
             name=method,
-            batch_size=cfg.batch_size,
             progress=ctx.progress,
         )
         docs.append(doc)

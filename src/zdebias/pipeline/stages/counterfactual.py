@@ -1,19 +1,20 @@
-"""AutoCAD counterfactual stages (SPEC §10)."""
+"""AutoCAD counterfactual stages (SPEC §10).
+
+Each stage config is its operation's settings (``zdebias.counterfactual.settings``) plus
+references (classifier, infiller, base model, LM; input / train / dev records).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
+from zdebias.counterfactual.settings import (
+    InfillSettings,
+    MetricsSettings,
+    RationaleSettings,
+    SelectSettings,
+)
 from zdebias.data.writers import write_json, write_records
 from zdebias.pipeline.config import StageConfig
-from zdebias.pipeline.registry import (
-    Inputs,
-    StageContext,
-    StageResult,
-    register_stage,
-)
+from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
     N_EXAMPLES,
     ModelRef,
@@ -23,23 +24,21 @@ from zdebias.pipeline.stages._common import (
     _examples,
     _labels,
     _pick,
+    settings_for,
 )
 
-# --------------------------------------------------------------------------- counterfactuals
+
+def _load_classifier(inputs: Inputs, ref: str | None) -> object:
+    from zdebias.classify.predict import load_classifier
+
+    return load_classifier(inputs.path("classifier") or ref)
 
 
-class RationalesConfig(StageConfig):
+class RationalesConfig(RationaleSettings, StageConfig):
     """AutoCAD step 1: rationale spans by gradient saliency (SPEC §10)."""
 
     classifier: ModelRef
     input: RecordsRef
-    method: str = "gradient-norm"
-    ratio: float = Field(0.3, gt=0, le=1, description="π, share of words picked")
-    min_score: float = Field(0.3, ge=0, le=1)
-    min_confidence: float = Field(0.8, ge=0, le=1)
-    require_correct: bool = True
-    fields: Literal["both", "premise", "hypothesis"] = "both"
-    batch_size: int = Field(16, ge=1)
 
 
 @register_stage(
@@ -49,21 +48,13 @@ class RationalesConfig(StageConfig):
 )
 def rationales_stage(cfg: RationalesConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Pick rationale spans for correctly and confidently predicted examples."""
-    from zdebias.classify.predict import load_classifier
     from zdebias.counterfactual.rationales import extract_rationales
 
-    records = inputs.records("input")
-    clf = load_classifier(inputs.path("classifier") or cfg.classifier)
+    clf = _load_classifier(inputs, cfg.classifier)
     kept, dropped = extract_rationales(
         clf,
-        records,
-        method=cfg.method,
-        ratio=cfg.ratio,
-        min_score=cfg.min_score,
-        min_confidence=cfg.min_confidence,
-        require_correct=cfg.require_correct,
-        fields=cfg.fields,
-        batch_size=cfg.batch_size,
+        inputs.records("input"),
+        settings_for(RationaleSettings, cfg, ctx),
         progress=ctx.progress,
     )
     write_records(kept, ctx.out_dir / "rationales.jsonl")
@@ -74,66 +65,37 @@ def rationales_stage(cfg: RationalesConfig, inputs: Inputs, ctx: StageContext) -
     )
 
 
-class InfillerConfig(StageConfig):
+class InfillerConfig(InfillSettings, StageConfig):
     """AutoCAD step 2: label-controlled infiller, MLE + α·UL on rationale tokens."""
 
     model: ModelRef
     train: RecordsRef
     dev: OptRecordsRef = None
-    alpha: float | None = Field(None, description="default 1.0 (pairs) / 0.3 (single text)")
-    arch: Literal["auto", "seq2seq", "causal"] = "auto"
-    epochs: float = Field(10, gt=0)
-    batch_size: int = Field(8, ge=1)
-    learning_rate: float = Field(1e-5, gt=0)
-    weight_decay: float = 0.1
-    patience: int = Field(3, ge=1)
-    max_source_length: int = Field(256, ge=8)
-    max_target_length: int = Field(64, ge=4)
 
 
 @register_stage("counterfactual-train", config=InfillerConfig, outputs={"model": "model"})
 def infiller_stage(cfg: InfillerConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
-    """Fine-tune the infiller on rationale-masked records."""
-    from zdebias.counterfactual.rationales import read_spans
+    """Fine-tune the infiller on rationale-masked (or randomly masked) records."""
     from zdebias.counterfactual.trainer import train_infiller
 
-    train = inputs.records("train")
-    dev = inputs.records("dev") if "dev" in inputs else None
+    model = inputs.path("model") or cfg.model
     summary = train_infiller(
-        train,
-        inputs.path("model") or cfg.model,
+        inputs.records("train"),
         ctx.out_dir / "model",
+        InfillSettings.take(cfg, seed=ctx.seed, model=str(model)),
         labels=_labels(ctx),
-        spans=[read_spans(r) for r in train],
-        alpha=cfg.alpha,
-        arch=cfg.arch,
-        dev=(dev, [read_spans(r) for r in dev]) if dev else None,
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        lr=cfg.learning_rate,
-        weight_decay=cfg.weight_decay,
-        patience=cfg.patience,
-        seed=ctx.seed,
-        max_source_length=cfg.max_source_length,
-        max_target_length=cfg.max_target_length,
+        dev=inputs.records("dev") if "dev" in inputs else None,
         progress=ctx.progress,
     )
     return StageResult({"model": "model"}, metrics=_pick(summary, "n_train", "n_skipped"))
 
 
-class CounterfactualGenerateConfig(StageConfig):
+class CounterfactualGenerateConfig(SelectSettings, StageConfig):
     """AutoCAD steps 3-4: infill each rationale for every other label, then post-select."""
 
     infiller: ModelRef
     classifier: ModelRef
     input: RecordsRef
-    spans: Literal["rationale", "random"] = "rationale"
-    n: int = Field(1, ge=1, description="samples per (example, target label)")
-    top_p: float = Field(0.9, gt=0, le=1)
-    temperature: float = Field(0.7, gt=0)
-    min_prob: float = Field(0.0, ge=0, le=1)
-    max_filler_tokens: int = Field(8, ge=1)
-    batch_size: int = Field(16, ge=1)
 
 
 @register_stage(
@@ -145,26 +107,14 @@ def counterfactual_generate_stage(
     cfg: CounterfactualGenerateConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Generate counterfactuals and keep those the classifier assigns the target label."""
-    from zdebias.classify.predict import load_classifier
     from zdebias.counterfactual.model import load_infiller
     from zdebias.counterfactual.select import generate_counterfactuals
 
     records = inputs.records("input")
     infiller = load_infiller(inputs.path("infiller") or cfg.infiller)
-    clf = load_classifier(inputs.path("classifier") or cfg.classifier)
+    clf = _load_classifier(inputs, cfg.classifier)
     kept, rejected, summary = generate_counterfactuals(
-        infiller,
-        clf,
-        records,
-        spans=cfg.spans,
-        n=cfg.n,
-        top_p=cfg.top_p,
-        temperature=cfg.temperature,
-        seed=ctx.seed,
-        min_prob=cfg.min_prob,
-        max_filler_tokens=cfg.max_filler_tokens,
-        batch_size=cfg.batch_size,
-        progress=ctx.progress,
+        infiller, clf, records, settings_for(SelectSettings, cfg, ctx), progress=ctx.progress
     )
     write_records(kept, ctx.out_dir / "counterfactuals.jsonl")
     write_records(rejected, ctx.out_dir / "rejected.jsonl")
@@ -184,13 +134,12 @@ def counterfactual_generate_stage(
     )
 
 
-class CounterfactualMetricsConfig(StageConfig):
+class CounterfactualMetricsConfig(MetricsSettings, StageConfig):
     """AutoCAD step 5: flip rate, distinct-n and (with ``lm``) perplexity of counterfactuals."""
 
     input: RecordsRef
     classifier: OptModelRef = None
     lm: OptModelRef = None
-    batch_size: int = Field(16, ge=1)
 
 
 @register_stage(
@@ -202,17 +151,12 @@ def counterfactual_metrics_stage(
     """Quality metrics of generated counterfactuals."""
     from zdebias.counterfactual.metrics import counterfactual_metrics
 
-    records = inputs.records("input")
-    clf = None
-    if "classifier" in inputs:
-        from zdebias.classify.predict import load_classifier
-
-        clf = load_classifier(inputs.path("classifier"))
+    clf = _load_classifier(inputs, cfg.classifier) if "classifier" in inputs else None
+    lm = inputs.path("lm")
     result = counterfactual_metrics(
-        records,
+        inputs.records("input"),
+        MetricsSettings.take(cfg, lm=None if lm is None else str(lm)),
         classifier=clf,
-        lm=inputs.path("lm"),
-        batch_size=cfg.batch_size,
         progress=ctx.progress,
     )
     write_json(result, ctx.out_dir / "metrics.json")

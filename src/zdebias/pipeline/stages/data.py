@@ -10,6 +10,7 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.registry import (
     Inputs,
     StageContext,
@@ -18,17 +19,14 @@ from zdebias.pipeline.registry import (
 )
 from zdebias.pipeline.stages._common import (
     _count_types,
+    settings_for,
 )
 
 # --------------------------------------------------------------------------- demo data
 
 
-class DemoDataConfig(StageConfig):
+class DemoDataConfig(DemoDataSettings, StageConfig):
     """The built-in synthetic corpus (see :mod:`zdebias.pipeline.demo_data`)."""
-
-    n_train: int = Field(1500, ge=30)
-    n_dev: int = Field(300, ge=3)
-    n_test: int = Field(600, ge=3)
 
 
 @register_stage(
@@ -49,9 +47,7 @@ def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> S
 
     if ctx.task.name != "nli":
         raise ConfigError(f"demo-data makes an nli corpus; the recipe's task is {ctx.task.name!r}")
-    info = write_demo_corpus(
-        ctx.out_dir, seed=ctx.seed, n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test
-    )
+    info = write_demo_corpus(ctx.out_dir, settings_for(DemoDataSettings, cfg, ctx))
     return StageResult(
         {
             "train": "train.jsonl",

@@ -5,7 +5,11 @@ Each stage config is its operation's settings (``zdebias.stats.settings``) plus 
 
 from __future__ import annotations
 
+from typing import Any
+
+from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
+from zdebias.features.settings import FeatureSettings
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
@@ -21,6 +25,13 @@ from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettin
 # --------------------------------------------------------------------------- statistics
 
 
+def with_model_predictions(records: list[Record], cfg: FeatureSettings, ctx: StageContext) -> Any:
+    """``records`` with a trained hypothesis-only model's predictions (``hypo_only_model``)."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
+
+    return apply_hypo_only_model(records, cfg, _labels(ctx), progress=ctx.progress)
+
+
 class StatsConfig(StatsSettings, StageConfig):
     """z-statistics of a dataset (SPEC §3): top features per label and Gardner-plot points."""
 
@@ -32,7 +43,7 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
     """z-statistics report of one dataset, with the Gardner-plot points."""
     from zdebias.stats.measure import measure
 
-    records = inputs.records("input")
+    records = with_model_predictions(inputs.records("input"), cfg, ctx)
     m = measure(records, settings_for(StatsSettings, cfg, ctx), labels=_labels(ctx))
     report = m.report
     report["gardner"] = m.gardner_points(cfg.min_n)
@@ -66,8 +77,9 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it)."""
     from zdebias.stats.zfilter import z_filter
 
-    records = inputs.records("input")
+    records = with_model_predictions(inputs.records("input"), cfg, ctx)
     seed = inputs.records("seed_data") if "seed_data" in inputs else None
+    seed = with_model_predictions(seed, cfg, ctx) if seed else seed
     result = z_filter(
         records,
         settings_for(ZFilterSettings, cfg, ctx),
@@ -115,8 +127,8 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
 
     result = combine(
         cfg.recipe,
-        inputs.records("original"),
-        inputs.records("generated"),
+        with_model_predictions(inputs.records("original"), cfg, ctx),
+        with_model_predictions(inputs.records("generated"), cfg, ctx),
         settings_for(ZFilterSettings, cfg, ctx),
         labels=_labels(ctx),
         progress=ctx.progress,

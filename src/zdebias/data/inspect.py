@@ -1,0 +1,53 @@
+"""What a dataset holds: format, sizes, label counts, skipped rows, text lengths."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+def _length_stats(lengths: list[int]) -> dict[str, float]:
+    if not lengths:
+        return {"min": 0, "mean": 0.0, "median": 0.0, "max": 0}
+    ordered = sorted(lengths)
+    n = len(ordered)
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {
+        "min": ordered[0],
+        "mean": round(sum(ordered) / n, 2),
+        "median": median,
+        "max": ordered[-1],
+    }
+
+
+def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
+    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words)."""
+    labels: Counter[str] = Counter()
+    lengths: dict[str, list[int]] = {}
+    for i, record in enumerate(ds):
+        if limit is not None and i >= limit:
+            break
+        labels[record.label] += 1
+        fields = ("premise", "hypothesis") if record.is_pair else ("text",)
+        for fld in fields:
+            lengths.setdefault(fld, []).append(len(getattr(record, fld).split()))
+    rep = ds.report
+    task = ds.task or None
+    from zdebias.data.labels import get_task
+
+    names = list(get_task(rep.task).labels) if rep.task != "?" else sorted(labels)
+    return {
+        "path": rep.path,
+        "format": rep.format,
+        "task": rep.task,
+        "n_examples": rep.n_records,
+        "label_counts": {name: labels.get(name, 0) for name in names},
+        "n_skipped_unlabelled": rep.n_unlabelled,
+        "n_skipped_errors": rep.n_errors,
+        "skipped_errors": [str(e) for e in rep.errors[:20]],
+        "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
+        **({"task_forced": task.name} if task else {}),
+    }
+
+
+__all__ = ["inspect_dataset"]
