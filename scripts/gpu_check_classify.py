@@ -160,7 +160,9 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
             device=None if device.startswith("cuda") else "cpu",
         )
         start = time.perf_counter()
-        hyp = train_classifier(train, dev, Path(tmp) / "hyp", input_kind="hypothesis-only", **common)
+        hyp = train_classifier(
+            train, dev, Path(tmp) / "hyp", input_kind="hypothesis-only", **common
+        )
         hyp_wall = time.perf_counter() - start
         start = time.perf_counter()
         poe = train_classifier(
