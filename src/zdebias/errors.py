@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
+V = TypeVar("V")
+
 
 class ZdebiasError(Exception):
     """Any user-facing error: bad input, bad option, missing model. Never shown with a traceback."""
@@ -40,3 +45,14 @@ class DataError(ZdebiasError):
 
 class ConfigError(ZdebiasError):
     """A bad option, recipe or setting."""
+
+
+def lookup(
+    table: Mapping[str, V], name: str, what: str, *, error: type[Exception] = ConfigError
+) -> V:
+    """``table[name]``; an unknown ``name`` raises ``error``, listing the valid names:
+    ``unknown loss 'focal'; expected one of mle, unlikelihood``."""
+    try:
+        return table[name]
+    except KeyError:
+        raise error(f"unknown {what} {name!r}; expected one of {', '.join(table)}") from None

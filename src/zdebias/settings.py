@@ -36,6 +36,7 @@ def setting(
     short: str | None = None,
     deprecated: tuple[str, ...] = (),
     cli: bool = True,
+    repeat: bool = False,
     default_factory: Any = None,
     **constraints: Any,
 ) -> Any:
@@ -44,9 +45,12 @@ def setting(
     ``flag``: the CLI spelling when it is not ``--field-name``; ``short``: e.g. ``-q``;
     ``deprecated``: old spellings, still accepted for one release with a warning: CLI flags
     (``--lr``) and recipe / Python keys (``lr``);
-    ``cli=False``: the field is not offered on the command line (recipe / Python only).
+    ``cli=False``: the field is not offered on the command line (recipe / Python only);
+    ``repeat``: a list field given by repeating the option (``--redo a --redo b``), not a
+    comma-separated value.
     """
-    extra = {"cli": {"flag": flag, "short": short, "deprecated": list(deprecated), "cli": cli}}
+    meta = {"flag": flag, "short": short, "deprecated": list(deprecated), "cli": cli}
+    extra = {"cli": {**meta, "repeat": repeat}}
     if default_factory is not None:
         return Field(
             default_factory=default_factory,
@@ -65,6 +69,7 @@ def cli_meta(info: Any) -> dict[str, Any]:
     meta.setdefault("short", None)
     meta.setdefault("deprecated", [])
     meta.setdefault("cli", True)
+    meta.setdefault("repeat", False)
     return meta
 
 

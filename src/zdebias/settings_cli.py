@@ -115,6 +115,8 @@ def _option(name: str, info: Any, tp: Any, panel: str | None) -> tuple[Any, Any]
     annotation = (
         cli_tp if (cli_tp is bool or (not optional and default is not None)) else (cli_tp | None)
     )
+    if meta["repeat"]:
+        annotation, default, show_default = list[str] | None, None, False
     help_text = info.description or ""
     if cli_tp is bool and info.default is not True:
         show_default = False
@@ -159,19 +161,28 @@ def build(model: type[Settings], values: dict[str, Any]) -> Any:
     return model.checked(values, names=flags)
 
 
-def command(fn: Callable[..., Any] | None = None, *, exclude: tuple[str, ...] = ()) -> Any:
+def command(
+    fn: Callable[..., Any] | None = None,
+    *,
+    exclude: tuple[str, ...] = (),
+    renamed: dict[str, str] | None = None,
+) -> Any:
     """Generate a command's options from the settings objects it takes (see module doc).
 
-    ``exclude``: fields not offered by this command (their defaults apply).
+    ``exclude``: fields not offered by this command (their defaults apply). ``renamed``: old
+    flag → the plain parameter it now feeds (e.g. ``{"--data": "input"}``), accepted for one
+    release with a deprecation warning.
     """
     if fn is None:
-        return functools.partial(command, exclude=exclude)
+        return functools.partial(command, exclude=exclude, renamed=renamed)
+    renamed = dict(renamed or {})
     models = _settings_params(fn)
     sig = inspect.signature(fn)
     hints = get_type_hints(fn, include_extras=True)
     params: list[inspect.Parameter] = []
     owners: dict[str, list[str]] = {}  # field name → settings parameters it feeds
     deprecated: dict[str, tuple[str, str]] = {}  # hidden param → (field, old flag)
+    fixed: dict[str, str] = {}  # hidden param → the value its old flag stands for
     field_types: dict[str, Any] = {}
     field_infos: dict[str, Any] = {}
     for pname, param in sig.parameters.items():
@@ -199,11 +210,26 @@ def command(fn: Callable[..., Any] | None = None, *, exclude: tuple[str, ...] = 
                 hidden = _dep_param(fname, i)
                 deprecated[hidden] = (fname, old)
                 ann, dflt = _deprecated_option(old, tp)
+                if "=" in old:  # "--free=false": an old flag that sets the field to a value
+                    flag, _, fixed[hidden] = old.partition("=")
+                    ann, dflt = Annotated[bool, typer.Option(flag, hidden=True)], False
                 params.append(
                     inspect.Parameter(
                         hidden, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=dflt
                     )
                 )
+    for i, (old, target) in enumerate(renamed.items()):
+        hidden = f"{target}__renamed{i}"
+        deprecated[hidden] = (target, old)
+        option = typer.Option(old, hidden=True)
+        params.append(
+            inspect.Parameter(
+                hidden,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[str | None, option],
+                default=None,
+            )
+        )
     names = [p.name for p in params]
     clash = {n for n in names if names.count(n) > 1}
     if clash:
@@ -216,10 +242,19 @@ def command(fn: Callable[..., Any] | None = None, *, exclude: tuple[str, ...] = 
     def wrapper(**kwargs: Any) -> Any:
         for hidden, (fname, old) in deprecated.items():
             value = kwargs.pop(hidden, None)
+            if hidden in fixed:
+                value, old = (fixed[hidden] if value else None), old.partition("=")[0]
             if value is not None:
-                new = flag_of(fname, field_infos[fname])
+                new = (
+                    flag_of(fname, field_infos[fname])
+                    if fname in field_infos
+                    else (fname.upper() if fname == "input" else "--" + fname.replace("_", "-"))
+                )
+                if fixed.get(hidden) == "false":
+                    new = "--no-" + new[2:]
                 log.warning("%s is deprecated; use %s", old, new)
-                kwargs[fname] = value
+                plain = fname not in field_infos  # a renamed argument: the new spelling wins
+                kwargs[fname] = (kwargs.get(fname) or value) if plain else value
         call: dict[str, Any] = {}
         values: dict[str, dict[str, Any]] = {p: {} for p in models}
         for key, value in kwargs.items():

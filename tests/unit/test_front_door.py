@@ -63,8 +63,9 @@ def _stage_pairs() -> list[tuple[str, type[Settings]]]:
 
 def test_every_operation_stage_is_built_on_a_settings_class() -> None:
     kinds = {kind for kind, _ in _stage_pairs()}
-    plain = {"demo-data", "concat", "evaluate"}  # no operation settings of their own
-    assert set(STAGES) - plain <= kinds, sorted(set(STAGES) - plain - kinds)
+    builtin = {k for k, s in STAGES.items() if s.fn.__module__.startswith("zdebias.")}
+    plain = {"concat"}  # concatenation has no settings of its own
+    assert builtin - plain <= kinds, sorted(builtin - plain - kinds)
 
 
 @pytest.mark.parametrize(
@@ -131,6 +132,18 @@ LIBRARY = {
     "zdebias.stats.zfilter:z_filter": "ZFilterSettings",
     "zdebias.stats.recipes:combine": "ZFilterSettings",
     "zdebias.stats.measure:measure": "StatsSettings",
+    "zdebias.classify.train:train_classifier": "ClassifierSettings",
+    "zdebias.classify.confidence:confidence_filter": "ConfidenceSettings",
+    "zdebias.evaluation.suites:evaluate_models": "InferenceSettings",
+    "zdebias.evaluation.significance:compare_files": "CompareSettings",
+    "zdebias.generation.trainer:train_generator": "GeneratorSettings",
+    "zdebias.generation.trainer:debias_generator": "DebiasSettings",
+    "zdebias.generation.sample:sample_generator": "SampleSettings",
+    "zdebias.counterfactual.rationales:extract_rationales": "RationaleSettings",
+    "zdebias.counterfactual.trainer:train_infiller": "InfillSettings",
+    "zdebias.counterfactual.select:generate_counterfactuals": "SelectSettings",
+    "zdebias.counterfactual.metrics:counterfactual_metrics": "MetricsSettings",
+    "zdebias.pipeline.demo_data:write_demo_corpus": "DemoDataSettings",
 }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from zdebias.classify.settings import ConfidenceSettings
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json, write_records
+from zdebias.data.writers import write_files
 from zdebias.errors import ConfigError, DataError
 
 #: τ of Table 8 (the default ``threshold`` of :class:`ConfidenceSettings`).
@@ -127,13 +127,5 @@ def write_partition(
     out_dir: str | Path,
 ) -> dict[str, Path]:
     """Write ``kept.jsonl``, ``rejected.jsonl`` and ``summary.json`` (each atomically)."""
-    out = Path(out_dir)
-    paths = {
-        "kept": out / "kept.jsonl",
-        "rejected": out / "rejected.jsonl",
-        "summary": out / "summary.json",
-    }
-    write_records(kept, paths["kept"])
-    write_records(rejected, paths["rejected"])
-    write_json(summary, paths["summary"])
-    return paths
+    files = {"kept.jsonl": kept, "rejected.jsonl": rejected, "summary.json": summary}
+    return {Path(name).stem: path for name, path in write_files(out_dir, files).items()}

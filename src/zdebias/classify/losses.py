@@ -29,6 +29,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from zdebias.errors import lookup
+
 #: Probabilities are clamped to at least this before a log.
 EPS = 1e-12
 
@@ -155,12 +157,7 @@ LOSSES: dict[str, LossFn] = {
 
 def get_loss(name: str) -> LossFn:
     """The loss of that name; an unknown name fails with the list of valid names."""
-    from zdebias.errors import ConfigError
-
-    try:
-        return LOSSES[name]
-    except KeyError:
-        raise ConfigError(f"unknown loss {name!r}; expected one of {', '.join(LOSSES)}") from None
+    return lookup(LOSSES, name, "loss")
 
 
 def loss_needs(name: str) -> set[str]:

@@ -47,6 +47,7 @@ from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.errors import ConfigError, DataError
+from zdebias.models.datasets import ListDataset
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 from zdebias.models.resolve import resolve_model
@@ -150,17 +151,6 @@ class _Collator:
         return batch
 
 
-class _ListDataset(torch.utils.data.Dataset):
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.rows[i]
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -202,7 +192,7 @@ def _encode(
     ids: np.ndarray,
     max_length: int,
     extras: dict[str, np.ndarray | None],
-) -> _ListDataset:
+) -> ListDataset:
     first, second = model_inputs(records, kind)
     enc = tokenizer(first, second, truncation=True, max_length=max_length)
     keys = list(enc.keys())
@@ -214,7 +204,7 @@ def _encode(
             if values is not None:
                 row[key] = values[i].astype(np.float32)
         rows.append(row)
-    return _ListDataset(rows)
+    return ListDataset(rows)
 
 
 def _device_settings(device: str | None) -> dict[str, Any]:

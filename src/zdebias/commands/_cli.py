@@ -38,6 +38,14 @@ def legacy_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def stdout_to_stderr() -> Any:
+    """Library chatter (HF Trainer logs, progress) goes to stderr: stdout is the result."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def require(value: str | None, what: str, old: str | None = None) -> str:
     """A required positional input, or a clear error naming it."""
     if value:
@@ -55,6 +63,13 @@ def check_output(out: str | Path, cli: CliOptions) -> Path:
     if non_empty and not cli.overwrite:
         raise ConfigError(f"{path} exists and is not empty; pass --overwrite to replace it")
     return path
+
+
+def read_input(path: str, read: Any, **options: Any) -> tuple[list[Any], Any]:
+    """``read.read(path, **options)`` (a :class:`ReadOptions`), telling what it skipped."""
+    records, report = read.read(path, **options)
+    report_skips(report)
+    return records, report
 
 
 def report_skips(report: Any) -> None:
@@ -83,6 +98,8 @@ __all__ = [
     "command",
     "configure_logging",
     "emit",
+    "read_input",
     "report_skips",
     "require",
+    "stdout_to_stderr",
 ]

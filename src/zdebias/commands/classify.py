@@ -25,11 +25,11 @@ from zdebias.commands._cli import (
     check_output,
     command,
     emit,
-    report_skips,
+    read_input,
     require,
 )
 from zdebias.data.options import ReadOptions
-from zdebias.errors import ConfigError
+from zdebias.report.text import train_text
 
 log = logging.getLogger("zdebias")
 MarkdownOpt = Annotated[
@@ -37,28 +37,8 @@ MarkdownOpt = Annotated[
 ]
 
 
-def _read(path: str, read: ReadOptions, what: str) -> tuple[list[Any], Any]:
-    records, report = read.read(path, what=what)
-    report_skips(report)
-    return records, report
-
-
 def _skipped(report: Any) -> dict[str, int]:
     return {"unlabelled": report.n_unlabelled, "errors": report.n_errors}
-
-
-def _train_text(s: dict[str, Any]) -> str:
-    best = s["best"]
-    line = f"trained on {s['n_train']:,} examples: {s['steps']} steps"
-    if best.get("dev_accuracy") is not None:
-        line += f", best dev accuracy {best['dev_accuracy']:.4f} at step {best['step']}"
-    lines = [line]
-    if "cross_fit" in s:
-        cf = s["cross_fit"]
-        lines.append(
-            f"cross-fit, {cf['k']} folds: out-of-fold accuracy {cf['out_of_fold_accuracy']:.4f}"
-        )
-    return "\n".join([*lines, f"wrote {s['out']}"])
 
 
 @command
@@ -75,8 +55,8 @@ def train_classifier_cmd(
     """Fine-tune a classifier (plain, hypothesis-only, PoE, Learned-Mixin, conf-reg)."""
     settings.check()
     check_output(out, cli)
-    records, report = _read(train, read, "training")
-    dev_records = _read(dev, read, "dev")[0] if dev is not None else None
+    records, report = read_input(train, read, what="training")
+    dev_records = read_input(dev, read, what="dev")[0] if dev is not None else None
     from zdebias.classify.train import train_classifier
 
     task = read.task or report.task
@@ -97,7 +77,7 @@ def train_classifier_cmd(
     }
     if "cross_fit" in metrics:
         summary["cross_fit"] = metrics["cross_fit"]
-    emit(summary, cli, lambda: _train_text(summary))
+    emit(summary, cli, lambda: train_text(summary))
 
 
 @command
@@ -111,49 +91,37 @@ def predict_cmd(
 ) -> None:
     """Write each record with meta.pred and meta.probs (probability per label)."""
     check_output(out, cli)
-    records, report = _read(require(input, "INPUT"), read, "input")
-    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
-    from zdebias.classify.predict import with_predictions as predicted
+    records, report = read_input(require(input, "INPUT"), read, what="input")
     from zdebias.data.writers import write_records
-    from zdebias.evaluation.suites import score_predictions
+    from zdebias.evaluation.suites import predict_records
 
-    with hf_progress(cli.progress):
-        clf = load_classifier(model, device=settings.device)
-    probs = predict_proba(clf, records, batch_size=settings.batch_size, progress=cli.progress)
-    n = write_records(predicted(records, probs, clf.labels, clf.input), out)
-    summary: dict[str, Any] = {"out": str(out), "n": n, "labels": clf.labels}
-    summary["input"] = clf.input or "auto"
-    try:
-        scored = score_predictions(probs, clf.labels, records)
-        summary.update(accuracy=scored["accuracy"], mapping=scored["mapping"])
-    except ConfigError as err:
-        summary.update(accuracy=None, note=str(err))
-    summary["skipped"] = _skipped(report)
+    predicted, info = predict_records(model, records, settings, progress=cli.progress)
+    n = write_records(predicted, out)
+    summary = {"out": str(out), "n": n, **info, "skipped": _skipped(report)}
     acc = "-" if summary["accuracy"] is None else f"{summary['accuracy']:.4f}"
     emit(summary, cli, f"predicted {n:,} records, accuracy {acc}\nwrote {out}")
 
 
-@command
+@command(renamed={"--data": "input", "--model": "classifier"})
 def confidence_filter_cmd(
     *,
     input: InputArg = None,
-    model: Annotated[
-        str, typer.Option("--model", help="Classifier trained on the original data (SPEC §7).")
-    ],
+    classifier: Annotated[
+        str | None,
+        typer.Option("--classifier", help="Classifier trained on the original data (SPEC §7)."),
+    ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="Folder for kept.jsonl, rejected.jsonl, summary.json.")
     ],
     settings: ConfidenceSettings,
     read: ReadOptions,
     cli: CliOptions,
-    data: Annotated[str | None, typer.Option("--data", hidden=True)] = None,
 ) -> None:
     """Keep samples the classifier gives their own label with probability above the threshold."""
-    if data is not None:
-        log.warning("--data is deprecated; give the input as the positional INPUT")
-    path = require(input or data, "INPUT", "--data")
+    path = require(input, "INPUT", "--data")
+    model = require(classifier, "--classifier", "--model")
     check_output(out, cli)
-    records, report = _read(path, read, "input")
+    records, report = read_input(path, read, what="input")
     from zdebias.classify.confidence import confidence_filter
     from zdebias.data.writers import publish_files
 
@@ -205,13 +173,9 @@ def evaluate_cmd(
         models, suites, settings, name=name, progress=cli.progress, predictions_dir=predictions
     )
     for info in doc["suites"]:
-        if info["n_skipped_unlabelled"] + info["n_skipped_errors"]:
-            log.warning(
-                "%s: skipped %d unlabelled and %d bad rows",
-                info["path"],
-                info["n_skipped_unlabelled"],
-                info["n_skipped_errors"],
-            )
+        skipped = (info["path"], info["n_skipped_unlabelled"], info["n_skipped_errors"])
+        if skipped[1] + skipped[2]:
+            log.warning("%s: skipped %d unlabelled and %d bad rows", *skipped)
     write_json(doc, out)
     text = render_markdown(doc, average=settings.average)
     with atomic_open(md_path) as fh:
@@ -231,39 +195,19 @@ def compare_cmd(
     markdown: MarkdownOpt = None,
 ) -> None:
     """Two-tailed t-test per suite of each results file against the first."""
-    if len(results) < 2:
-        raise ConfigError("compare needs at least two results files: BASELINE OTHER...")
     for path in (out, markdown):
         if path is not None:
             check_output(path, cli)
     from zdebias.data.writers import atomic_open, write_json
-    from zdebias.evaluation.significance import compare_results, comparison_markdown
-    from zdebias.evaluation.suites import read_results
-    from zdebias.evaluation.tables import suite_names, summary_table, table_markdown
+    from zdebias.evaluation.significance import compare_files
 
-    docs = [read_results(p) for p in results]
-    keys = list(docs[0].get("summary", {})) if settings.detail else None
-    comparison = compare_results(
-        docs,
-        keys=keys,
-        alpha=settings.alpha,
-        equal_var=not settings.welch,
-        average=settings.average,
-    )
-    table = summary_table(
-        docs, columns=suite_names(docs[:1]), average=settings.average, comparison=comparison
-    )
-    note = (
-        f"* p < {settings.alpha} (two-tailed {comparison['test']} t-test against "
-        f"{comparison['baseline']}); accuracy in %, mean±std over runs."
-    )
-    text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
+    result, text = compare_files(results, settings)
     if out is not None:
-        write_json({"table": table, **comparison}, out)
+        write_json(result, out)
     if markdown is not None:
         with atomic_open(markdown) as fh:
             fh.write(text)
-    emit({"table": table, **comparison}, cli, text)
+    emit(result, cli, text)
 
 
 def register(app: typer.Typer) -> None:

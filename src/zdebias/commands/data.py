@@ -12,7 +12,7 @@ from zdebias.commands._cli import (
     check_output,
     command,
     emit,
-    report_skips,
+    read_input,
     require,
 )
 from zdebias.data.options import ReadOptions
@@ -40,9 +40,8 @@ def convert(
 
     path = require(input, "INPUT")
     check_output(out, cli)
-    records, report = read.read(path)
+    records, report = read_input(path, read)
     n = write_records(records, out)
-    report_skips(report)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
     emit(result, cli, f"wrote {n:,} records to {out}")
 

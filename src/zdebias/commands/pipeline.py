@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from zdebias.commands._cli import CliOptions, check_output, command, emit
-from zdebias.errors import ZdebiasError
 from zdebias.pipeline.demo_data import DemoDataSettings
+from zdebias.pipeline.runner import RunSettings
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -20,6 +20,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 @command
 def run(
     recipe: Annotated[str, typer.Argument(help="Recipe YAML file, e.g. configs/demo.yaml.")],
+    settings: RunSettings,
     cli: CliOptions,
     overrides: Annotated[
         list[str] | None,
@@ -28,27 +29,6 @@ def run(
             "stages.samples.n=5000 data.train=snli_train.jsonl"
         ),
     ] = None,
-    out: Annotated[
-        str | None,
-        typer.Option(
-            "--out", "-o", help="Run folder (default: the recipe's `out`, else runs/NAME)."
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", help="Print the resolved recipe and what would run; run nothing."
-        ),
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Redo every stage, even those that are done.")
-    ] = False,
-    redo: Annotated[
-        list[str] | None, typer.Option("--redo", help="Redo this stage (repeatable).")
-    ] = None,
-    report: Annotated[
-        bool, typer.Option("--report/--no-report", help="Write RUN/report.html at the end.")
-    ] = True,
 ) -> None:
     """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
     from rich.console import Console
@@ -56,20 +36,20 @@ def run(
     from zdebias.pipeline.config import dump_yaml, load_recipe
     from zdebias.pipeline.runner import Runner, run_dir_for
 
-    console = Console(stderr=False, highlight=False, soft_wrap=True)
+    # with --json, stdout carries only the final JSON; the progress text goes to stderr
+    console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)
     recipe_obj = load_recipe(recipe, overrides or [])
-    run_dir = run_dir_for(recipe_obj, out)
-    forced: bool | list[str] = True if force else list(redo or [])
+    run_dir = run_dir_for(recipe_obj, settings.out)
     runner = Runner(
         recipe_obj,
         run_dir,
-        force=forced,
+        force=settings.forced,
         progress=cli.progress,
         console=console,
         recipe_path=recipe,
         overrides=overrides or [],
     )
-    if dry_run:
+    if settings.dry_run:
         typer.echo(f"# recipe {recipe} → run folder {run_dir}")
         typer.echo(dump_yaml(recipe_obj.to_dict()).rstrip())
         typer.echo("# plan")
@@ -89,14 +69,16 @@ def run(
     finally:
         signal.signal(signal.SIGTERM, previous)
     console.print(f"[green]done[/green] in {manifest['seconds']:.1f} s")
-    if report:
+    if settings.report:
         from zdebias.report.html import write_report
-
-        path = write_report(run_dir)
         from zdebias.report.summary import print_run_summary
 
+        path = write_report(run_dir)
         print_run_summary(console, run_dir)
         console.print(f"report: {path}")
+    if cli.json_out:
+        stages = [{k: v for k, v in e.items() if k != "settings"} for e in manifest["stages"]]
+        emit({"run_dir": str(run_dir), "seconds": manifest["seconds"], "stages": stages}, cli)
 
 
 @command
@@ -132,37 +114,11 @@ def demo_data(
 @command
 def stages(cli: CliOptions) -> None:
     """List the stage kinds a recipe can use, with their outputs and settings."""
-    from zdebias.pipeline.config import field_refs
-    from zdebias.pipeline.registry import STAGES, get_stage
+    from zdebias.pipeline.registry import describe_stages
+    from zdebias.report.text import stages_text
 
-    get_stage("stats")  # loads the built-in stages
-    kinds: dict[str, Any] = {}
-    for kind in sorted(STAGES):
-        spec = STAGES[kind]
-        refs = field_refs(spec.config)
-        fields = {n: i for n, i in spec.config.model_fields.items() if n != "stage"}
-        kinds[kind] = {
-            "doc": spec.doc,
-            "outputs": spec.outputs,
-            "settings": {
-                n: {"required": i.is_required(), "ref": refs[n].kind if n in refs else None}
-                for n, i in fields.items()
-            },
-        }
-
-    def text() -> str:
-        lines = []
-        for kind, info in kinds.items():
-            outs = ", ".join(f"{k} ({v})" for k, v in info["outputs"].items())
-            names = [
-                n + ("*" if f["required"] else "") + (f" → {f['ref']}" if f["ref"] else "")
-                for n, f in info["settings"].items()
-            ]
-            lines += [f"{kind}: {info['doc']}", f"    outputs: {outs}"]
-            lines.append(f"    settings: {', '.join(names)}")
-        return "\n".join(lines)
-
-    emit(kinds, cli, text)
+    kinds = describe_stages()
+    emit(kinds, cli, lambda: stages_text(kinds))
 
 
 def register(app: typer.Typer) -> None:
@@ -173,4 +129,4 @@ def register(app: typer.Typer) -> None:
     app.command("stages")(stages)
 
 
-__all__ = ["ZdebiasError", "register"]
+__all__ = ["register"]

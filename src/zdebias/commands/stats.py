@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import CliOptions, InputArg, command, emit, report_skips, require
+from zdebias.commands._cli import CliOptions, InputArg, command, emit, read_input, require
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import combine_text, filter_text, stats_text
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
@@ -20,24 +20,21 @@ OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
 
 
 def _read(
-    path: str, read: ReadOptions, settings: Any, *, task: Any = None, progress: bool = True
+    path: str,
+    read: ReadOptions,
+    settings: Any,
+    *,
+    task: Any = None,
+    progress: bool = True,
+    what: str | None = None,
 ) -> tuple[list[Any], Any]:
     """Records of ``path`` (skips reported), with a trained hypothesis-only model's
     predictions in ``meta`` when ``--hypo-only-model`` is given."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
 
-    records, report = read.read(path, task=task)
-    report_skips(report)
+    records, report = read_input(path, read, task=task, what=what)
     records = apply_hypo_only_model(records, settings, report.labels, progress=progress)
     return records, report
-
-
-def _check_features(settings: Any) -> None:
-    """Fail on a typo in ``--features`` before any data is read."""
-    from zdebias.features.registry import get_feature
-
-    for name in settings.features or []:
-        get_feature(name)
 
 
 @command
@@ -59,12 +56,7 @@ def stats(
     from zdebias.stats.measure import measure
 
     path = require(input, "INPUT")
-    _check_features(settings)
-    records, read_report = _read(path, read, settings, progress=cli.progress)
-    if not records:
-        from zdebias.errors import DataError
-
-        raise DataError("no labelled records to measure", path=path)
+    records, read_report = _read(path, read, settings, progress=cli.progress, what="input")
     m = measure(records, settings, labels=read_report.labels, progress=cli.progress)
     report = {
         "path": path,
@@ -110,7 +102,6 @@ def filter_command(
     from zdebias.stats.zfilter import z_filter
 
     path = require(input, "INPUT")
-    _check_features(settings)
     records, report = _read(path, read, settings, progress=cli.progress)
     seed_records: list[Any] = []
     seed_report = None
@@ -153,7 +144,6 @@ def combine_command(
     from zdebias.data.writers import publish_files
     from zdebias.stats.recipes import combine
 
-    _check_features(settings)
     orig, orig_report = _read(original, read, settings, progress=cli.progress)
     gen, gen_report = _read(generated, read, settings, task=orig_report.task, progress=cli.progress)
     labels = orig_report.labels if orig_report.task != "?" else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -23,8 +24,10 @@ from typing import Any
 
 from zdebias.counterfactual.settings import MetricsSettings
 from zdebias.data.schema import Record
-from zdebias.errors import DataError
+from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import tokenize
+
+log = logging.getLogger("zdebias")
 
 _WS = re.compile(r"\S+")
 
@@ -290,4 +293,58 @@ def counterfactual_metrics(
         ppl = perplexity(lm, texts, progress=progress)
         result.update({k: round(v, 4) if isinstance(v, float) else v for k, v in ppl.items()})
         result["lm"] = str(lm)
+    return result
+
+
+def _read_logged(path: str | Path) -> list[Record]:
+    """The records of ``path``; skipped rows are logged as warnings."""
+    from zdebias.data.options import ReadOptions, skip_message
+
+    records, report = ReadOptions().read(str(path))
+    for line in skip_message(report):
+        log.warning("%s", line)
+    return records
+
+
+def read_counterfactuals(path: str | Path) -> list[Record]:
+    """The records to score: a ``generate`` output folder's kept.jsonl and rejected.jsonl
+    (when present), or one file. Skipped rows are logged as warnings."""
+    path = Path(path)
+    if path.is_dir() and not (path / "kept.jsonl").exists():
+        raise ConfigError(f"{path}: not a `generate` output folder (no kept.jsonl)")
+    files = [path / "kept.jsonl", path / "rejected.jsonl"] if path.is_dir() else [path]
+    return [r for f in files if f.exists() for r in _read_logged(f)]
+
+
+def metrics_report(
+    counterfactuals: str | Path | None,
+    settings: MetricsSettings | None = None,
+    classifier: str | Path | None = None,
+    rationales: str | Path | None = None,
+    human: str | Path | None = None,
+    *,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``zdebias counterfactual metrics``: :func:`counterfactual_metrics` of
+    ``counterfactuals`` (a ``generate`` folder or a file; the flip rate by ``classifier``, a
+    classifier folder, when given) plus ``n_kept``, and/or the :func:`rationale_agreement` of
+    ``rationales`` with the ``human`` highlights."""
+    if counterfactuals is None and rationales is None:
+        raise ConfigError("give INPUT (counterfactuals) and/or --rationales with --human")
+    if (rationales is None) != (human is None):
+        raise ConfigError("--rationales and --human go together")
+    result: dict[str, Any] = {}
+    if counterfactuals is not None:
+        records = read_counterfactuals(counterfactuals)
+        clf = None
+        if classifier:
+            from zdebias.classify.predict import load_classifier
+
+            clf = load_classifier(classifier)
+        result.update(counterfactual_metrics(records, settings, classifier=clf, progress=progress))
+        result["n_kept"] = sum(1 for r in records if "rejected_by" not in r.meta)
+        result["input"] = counterfactuals
+    if rationales is not None and human is not None:
+        agreement = rationale_agreement(_read_logged(rationales), read_human_rationales(human))
+        result.update(agreement)
     return result

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -239,9 +240,14 @@ def extract_rationales(
     ``settings`` (:class:`RationaleSettings`; keywords override its fields). A record is
     dropped when the classifier mispredicts it (``mispredicted``, with ``require_correct``),
     when ``p(gold) <= min_confidence`` (``low-confidence``), or when no word passes
-    ``min_score`` (``no-rationale``).
+    ``min_score`` (``no-rationale``). ``clf`` may be given as a classifier folder (loaded here).
     """
     from zdebias.counterfactual.saliency import compute_saliency, input_fields
+
+    if isinstance(clf, str | Path):
+        from zdebias.classify.predict import load_classifier
+
+        clf = load_classifier(clf)
 
     cfg = RationaleSettings.of(settings, **overrides)
     method, ratio, min_score = cfg.method, cfg.ratio, cfg.min_score
@@ -292,3 +298,35 @@ def extract_rationales(
         meta["saliency_method"] = method
         kept.append(record.replace(meta={**record.meta, **meta}))
     return kept, dropped
+
+
+#: why ``extract_rationales`` drops a record (``meta.dropped_by``)
+DROP_CODES = ("mispredicted", "low-confidence", "no-rationale")
+
+
+def rationale_summary(
+    kept: Sequence[Record],
+    dropped: Sequence[Record],
+    settings: RationaleSettings,
+    *,
+    n_input: int,
+    read: Any = None,
+) -> dict[str, Any]:
+    """The summary of an :func:`extract_rationales` run over ``n_input`` records: skipped rows
+    (``read``: the reader's report), kept, dropped by reason, mean spans and rationale words
+    per kept record, and the settings that matter."""
+    n_spans = sum(len(v) for r in kept for v in r.meta["rationales"].values())
+    n_words = sum(
+        len(s.split()) for r in kept for v in r.meta["rationale_text"].values() for s in v
+    )
+    return {
+        "n_input": n_input,
+        "n_skipped_unlabelled": read.n_unlabelled if read is not None else 0,
+        "n_skipped_errors": read.n_errors if read is not None else 0,
+        "n_kept": len(kept),
+        "n_dropped": len(dropped),
+        "dropped_by": {c: sum(r.meta["dropped_by"] == c for r in dropped) for c in DROP_CODES},
+        "mean_spans": round(n_spans / len(kept), 3) if kept else 0.0,
+        "mean_rationale_words": round(n_words / len(kept), 3) if kept else 0.0,
+        **settings.model_dump(exclude={"batch_size", "require_correct"}),
+    }

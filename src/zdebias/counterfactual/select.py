@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from zdebias.counterfactual.format import (
     source_text,
     special_ids,
 )
-from zdebias.counterfactual.model import LoadedInfiller
+from zdebias.counterfactual.model import LoadedInfiller, load_infiller
 from zdebias.counterfactual.rationales import record_spans
 from zdebias.counterfactual.settings import SelectSettings
 from zdebias.data.schema import Record
@@ -312,7 +313,7 @@ def _key(record: Record) -> tuple[str | None, ...]:
 
 
 def generate_counterfactuals(
-    infiller: LoadedInfiller,
+    infiller: LoadedInfiller | str | Path,
     classifier: Any,
     records: Sequence[Record],
     settings: SelectSettings | None = None,
@@ -325,9 +326,15 @@ def generate_counterfactuals(
     """Counterfactuals for every (record, other label): ``(kept, rejected, summary)``.
 
     ``settings`` (:class:`SelectSettings`; keywords override its fields, e.g. ``n=3``).
-    ``max_source_length``: default, the infiller's own (from its training).
+    ``max_source_length``: default, the infiller's own (from its training). ``infiller`` and
+    ``classifier`` may be given as folders (loaded here).
     """
-    from zdebias.classify.predict import predict_proba
+    from zdebias.classify.predict import load_classifier, predict_proba
+
+    if isinstance(infiller, str | Path):
+        infiller = load_infiller(infiller)
+    if isinstance(classifier, str | Path):
+        classifier = load_classifier(classifier)
 
     labels = list(infiller.labels or classifier.labels)
     missing = [lab for lab in labels if lab not in classifier.labels]

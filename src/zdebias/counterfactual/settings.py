@@ -42,7 +42,7 @@ class RationaleSettings(Settings):
     require_correct: bool = setting(
         True,
         "Keep only examples the classifier predicts correctly.",
-        deprecated=("--correct-only",),
+        deprecated=("--correct-only", "--any-prediction=false"),
     )
     fields: Fields = setting("both", _FIELDS_HELP)
     normalize: Literal["text", "all"] = setting(
@@ -108,6 +108,7 @@ class SelectSettings(Settings):
         True,
         "Force the sentinel structure while decoding (every sample parses), or leave the "
         "model free (--no-constrained).",
+        deprecated=("--free=false",),
     )
     ban_label_words: bool = setting(True, "Ban the label words inside fillers.", cli=False)
     min_prob: float = setting(0.0, "Also require p(target) >= this.", ge=0, le=1)

@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -91,6 +91,18 @@ def write_records(records: Iterable[Record], path: str | Path) -> int:
     return write_jsonl(records, path)
 
 
+def write_files(folder: str | Path, files: Mapping[str, Any]) -> dict[str, Path]:
+    """Write records lists (``.jsonl`` / ``.parquet`` names) and JSON documents (any other name)
+    into ``folder`` by file name, each atomically; returns their paths."""
+    folder = Path(folder)
+    for name, content in files.items():
+        if name.endswith((".jsonl", ".parquet")):
+            write_records(content, folder / name)
+        else:
+            write_json(content, folder / name)
+    return {name: folder / name for name in files}
+
+
 #: written last into every output folder zdebias publishes; ``--overwrite`` trusts only these
 OUTPUT_MARKER = ".zdebias-output.json"
 
@@ -134,11 +146,7 @@ def publish_files(
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
-        for name, content in files.items():
-            if name.endswith((".jsonl", ".parquet")):
-                write_records(content, work / name)
-            else:
-                write_json(content, work / name)
+        write_files(work, files)
         write_json({"files": sorted(files)}, work / OUTPUT_MARKER)
         os.chmod(work, 0o777 & ~_umask())
         old = None

@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from zdebias.classify.settings import CompareSettings
+from zdebias.errors import ConfigError
 from zdebias.evaluation.suites import summarize
 
 
@@ -113,6 +115,33 @@ def compare_results(
         "test": "student" if equal_var else "welch",
         "comparisons": comparisons,
     }
+
+
+def compare_files(
+    paths: Sequence[str], settings: CompareSettings | None = None, **overrides: Any
+) -> tuple[dict[str, Any], str]:
+    """t-tests of ``zdebias evaluate`` results files against the first: the comparison (with
+    its ``table``) and its Markdown text."""
+    from zdebias.evaluation.suites import read_results
+    from zdebias.evaluation.tables import suite_names, summary_table, table_markdown
+
+    cfg = CompareSettings.of(settings, **overrides)
+    if len(paths) < 2:
+        raise ConfigError("compare needs at least two results files: BASELINE OTHER...")
+    docs = [read_results(p) for p in paths]
+    keys = list(docs[0].get("summary", {})) if cfg.detail else None
+    comparison = compare_results(
+        docs, keys=keys, alpha=cfg.alpha, equal_var=not cfg.welch, average=cfg.average
+    )
+    table = summary_table(
+        docs, columns=suite_names(docs[:1]), average=cfg.average, comparison=comparison
+    )
+    note = (
+        f"* p < {cfg.alpha} (two-tailed {comparison['test']} t-test against "
+        f"{comparison['baseline']}); accuracy in %, mean±std over runs."
+    )
+    text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
+    return {"table": table, **comparison}, text
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:

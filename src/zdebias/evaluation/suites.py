@@ -176,6 +176,26 @@ def score_predictions(
     return out
 
 
+def predict_records(
+    model: str, records: Sequence[Record], settings: InferenceSettings, *, progress: bool = False
+) -> tuple[list[Record], dict[str, Any]]:
+    """Each record with ``meta.pred`` / ``meta.probs`` from a classifier, and a summary:
+    labels, input kind, and the accuracy where the gold labels fit the model's."""
+    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+    from zdebias.classify.predict import with_predictions as predicted
+
+    with hf_progress(progress):
+        clf = load_classifier(model, device=settings.device)
+    probs = predict_proba(clf, records, batch_size=settings.batch_size, progress=progress)
+    summary: dict[str, Any] = {"labels": clf.labels, "input": clf.input or "auto"}
+    try:
+        scored = score_predictions(probs, clf.labels, records)
+        summary.update(accuracy=scored["accuracy"], mapping=scored["mapping"])
+    except ConfigError as err:
+        summary.update(accuracy=None, note=str(err))
+    return predicted(records, probs, clf.labels, clf.input), summary
+
+
 def _label_order(model_labels: Sequence[str]) -> Callable[[str], tuple[int, str]]:
     order = {name: i for i, name in enumerate([*model_labels, NON_ENTAILMENT])}
     return lambda lab: (order.get(lab, len(order)), lab)

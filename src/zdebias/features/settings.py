@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
@@ -51,6 +51,16 @@ class FeatureSettings(Settings):
         help="Settings of plugin features (pkg.module:function), by keyword.",
         cli=False,
     )
+
+    @field_validator("features")
+    @classmethod
+    def _known_features(cls, value: list[str] | None) -> list[str] | None:
+        """Fail on a typo before any data is read (the error lists the valid names)."""
+        from zdebias.features.registry import get_feature
+
+        for name in value or []:
+            get_feature(name)
+        return value
 
     @model_validator(mode="before")
     @classmethod

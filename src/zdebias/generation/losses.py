@@ -31,6 +31,8 @@ from typing import Literal
 
 import torch
 
+from zdebias.errors import lookup
+
 IGNORE_INDEX = -100
 #: Smallest 1 − p the unlikelihood terms see: −log(1 − p) ≤ −log(UL_EPS) ≈ 13.8.
 UL_EPS = 1e-6
@@ -146,7 +148,4 @@ LOSSES: dict[str, LossFn] = {
 
 def get_loss(name: str) -> LossFn:
     """The loss function of that name; an unknown name fails with the valid ones."""
-    try:
-        return LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown loss {name!r}; expected one of {', '.join(LOSSES)}") from None
+    return lookup(LOSSES, name, "loss", error=ValueError)

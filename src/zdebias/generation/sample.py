@@ -316,6 +316,18 @@ def _record(
     return Record(id=rid, label=sample.label or "", text=sample.hypothesis, meta=meta)
 
 
+def start_over(out_dir: str | Path) -> None:
+    """Remove ``out_dir`` (a folder or a file), so that sampling there starts afresh instead of
+    resuming the run it holds."""
+    import shutil
+
+    path = Path(out_dir)
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def sample_generator(
     generator: str | Path,
     out_dir: str | Path,

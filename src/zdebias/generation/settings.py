@@ -3,8 +3,8 @@
 Declared once here; :func:`~zdebias.generation.trainer.train_generator`,
 :func:`~zdebias.generation.sample.sample_generator`, the recipe stages
 (``zdebias.pipeline.stages.generation``) and the commands (``zdebias.commands.generate``) all
-take these objects. Only pydantic and the standard library load here; torch only inside
-:func:`fast_bf16`.
+take these objects. Only pydantic, the standard library and the z-filter's settings load here;
+torch only inside :func:`fast_bf16`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, create_model, field_validator
+from pydantic.fields import FieldInfo
 
 from zdebias.errors import ConfigError
 from zdebias.settings import DEFAULT_SEED, Settings, cli_meta, setting
+from zdebias.stats.settings import ZFilterSettings
 
 T = TypeVar("T")
 
@@ -209,4 +211,26 @@ class SampleSettings(Settings):
         return {k: getattr(self, k) for k in self.RUN_KEYS}
 
 
-__all__ = ["DebiasSettings", "GeneratorSettings", "SampleSettings", "fast_bf16"]
+def _without_old_batch_flag() -> type[ZFilterSettings]:
+    """The z-filter settings without 0.1's ``--batch-size`` spelling of
+    ``--zfilter-batch-size``: on debias-generator ``--batch-size`` is the training batch."""
+    info = ZFilterSettings.model_fields["zfilter_batch_size"]
+    cli = dict(info.json_schema_extra["cli"])  # type: ignore[index]
+    cli["deprecated"] = [d for d in cli["deprecated"] if d != "--batch-size"]
+    field = FieldInfo.merge_field_infos(info, json_schema_extra={"cli": cli})
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "ZFilterSettings", __base__=ZFilterSettings, zfilter_batch_size=(int, field)
+    )
+
+
+#: the z-filter settings of ``debias-generator`` (its ``--batch-size`` is the training batch)
+DebiasZFilterSettings = _without_old_batch_flag()
+
+
+__all__ = [
+    "DebiasSettings",
+    "DebiasZFilterSettings",
+    "GeneratorSettings",
+    "SampleSettings",
+    "fast_bf16",
+]

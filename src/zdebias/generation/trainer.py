@@ -45,6 +45,7 @@ from zdebias.generation.format import (
 from zdebias.generation.losses import IGNORE_INDEX, get_loss
 from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
+from zdebias.models.datasets import ListDataset
 from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 
 TRAIN_SUMMARY = "train_summary.json"
@@ -83,19 +84,6 @@ class GeneratorTrainingArguments(TrainingArguments):
     mle_loss: str = "mle"
     consistency_loss: str = "unlikelihood"
     negative_loss: str = "masked_unlikelihood"
-
-
-class GeneratorDataset(torch.utils.data.Dataset):
-    """Encoded examples; a negative (Z⁻) example carries its 0/1 mask m_t."""
-
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.items[i]
 
 
 class GeneratorCollator:
@@ -334,7 +322,7 @@ def train_generator(
             raise ConfigError(f"every record is longer than max_length={args.max_length}")
         collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0, seed=args.seed)
         trainer = GeneratorTrainer(
-            model=lm, args=args, train_dataset=GeneratorDataset(items), data_collator=collator
+            model=lm, args=args, train_dataset=ListDataset(items), data_collator=collator
         )
         start = time.perf_counter()
         result = trainer.train()
@@ -408,6 +396,19 @@ def train_generator(
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
         raise
+
+
+#: the z-filter summary keys a debiased generator's summary reports
+ZFILTER_SHOWN = ("n_input", "kept_share_of_input", "batch_size", "top_k", "features")
+ZFILTER_SHOWN += ("top_z_before", "top_z_after", "rejections_by_feature")
+
+
+def zfilter_info(result: Any) -> dict[str, Any]:
+    """What a debiased generator's summary reports of the z-filter ``result`` it trained on
+    (``extra_info={"z_filter": zfilter_info(result)}``)."""
+    info: dict[str, Any] = {"n_kept": len(result.kept), "n_rejected": len(result.rejected)}
+    info.update((k, result.summary[k]) for k in ZFILTER_SHOWN if k in result.summary)
+    return info
 
 
 def debias_generator(

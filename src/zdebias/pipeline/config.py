@@ -64,18 +64,24 @@ def field_refs(model: type[BaseModel]) -> dict[str, Ref]:
     return out
 
 
-def iter_ref_values(value: Any) -> Iterator[str]:
-    """Every reference string inside a setting (a string, a list, or a dict's values)."""
+def iter_leaves(value: Any) -> Iterator[Any]:
+    """Every value other than None inside a setting: the value itself, or the items of a list /
+    the values of a dict, nested (a string is a leaf)."""
     if value is None:
         return
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
+    if isinstance(value, Mapping):
         for item in value.values():
-            yield from iter_ref_values(item)
-    elif isinstance(value, Sequence):
+            yield from iter_leaves(item)
+    elif isinstance(value, Sequence) and not isinstance(value, str):
         for item in value:
-            yield from iter_ref_values(item)
+            yield from iter_leaves(item)
+    else:
+        yield value
+
+
+def iter_ref_values(value: Any) -> Iterator[str]:
+    """Every reference string inside a setting (a string, a list, or a dict's values)."""
+    return (item for item in iter_leaves(value) if isinstance(item, str))
 
 
 # --------------------------------------------------------------------------- models

@@ -218,6 +218,27 @@ def get_stage(kind: str) -> StageSpec:
     return STAGES[kind]
 
 
+def describe_stages() -> dict[str, Any]:
+    """Every stage kind: its doc line, outputs, and settings (required? reference kind?)."""
+    from zdebias.pipeline.config import field_refs
+
+    get_stage("stats")  # loads the built-in stages
+    out: dict[str, Any] = {}
+    for kind in sorted(STAGES):
+        spec = STAGES[kind]
+        refs = field_refs(spec.config)
+        fields = {n: i for n, i in spec.config.model_fields.items() if n != "stage"}
+        out[kind] = {
+            "doc": spec.doc,
+            "outputs": spec.outputs,
+            "settings": {
+                n: {"required": i.is_required(), "ref": refs[n].kind if n in refs else None}
+                for n, i in fields.items()
+            },
+        }
+    return out
+
+
 def map_refs(value: Any, fn: Callable[[str], Any]) -> Any:
     """Apply ``fn`` to every reference string in a setting, keeping its list / dict shape."""
     if value is None:

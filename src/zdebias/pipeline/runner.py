@@ -45,6 +45,7 @@ from zdebias.pipeline.config import (
     Target,
     dump_yaml,
     field_refs,
+    iter_leaves,
     resolve_reference,
 )
 from zdebias.pipeline.registry import (
@@ -57,6 +58,7 @@ from zdebias.pipeline.registry import (
     get_stage,
     map_refs,
 )
+from zdebias.settings import Settings, setting
 
 MARKER = ".zdebias-done.json"
 ATTEMPT = ".zdebias-attempt.json"
@@ -203,6 +205,25 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
 # --------------------------------------------------------------------------- the runner
 
 
+class RunSettings(Settings):
+    """How ``zdebias run`` treats a recipe: where, what to redo, whether to report."""
+
+    out: str | None = setting(
+        None, "Run folder (default: the recipe's `out`, else runs/NAME).", short="-o"
+    )
+    dry_run: bool = setting(False, "Print the resolved recipe and what would run; run nothing.")
+    force: bool = setting(False, "Redo every stage, even those that are done.")
+    redo: list[str] = setting(
+        default_factory=list, help="Redo this stage (repeatable).", repeat=True
+    )
+    report: bool = setting(True, "Write RUN/report.html at the end.")
+
+    @property
+    def forced(self) -> bool | list[str]:
+        """What :class:`Runner` redoes: everything, or the named stages."""
+        return True if self.force else list(self.redo)
+
+
 class Runner:
     """Runs (or plans) one recipe in one run folder. See the module docstring."""
 
@@ -305,7 +326,7 @@ class Runner:
         for name, cfg in self.recipe.stages.items():
             for fld in field_refs(type(cfg)):
                 value = self._resolve(name, cfg)[fld]
-                for item in _flatten(value):
+                for item in iter_leaves(value):
                     if isinstance(item, DataInput):
                         used.add(item.name)
         missing = []
@@ -599,17 +620,6 @@ class _Pending(Exception):
     def __init__(self, stage: str) -> None:
         super().__init__(stage)
         self.stage = stage
-
-
-def _flatten(value: Any) -> Iterator[Any]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _flatten(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _flatten(v)
-    elif value is not None:
-        yield value
 
 
 def run_recipe(

@@ -96,4 +96,77 @@ def combine_text(s: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["combine_text", "filter_text", "inspect_text", "stats_text"]
+def train_text(s: dict[str, Any]) -> str:
+    best = s["best"]
+    line = f"trained on {s['n_train']:,} examples: {s['steps']} steps"
+    if best.get("dev_accuracy") is not None:
+        line += f", best dev accuracy {best['dev_accuracy']:.4f} at step {best['step']}"
+    lines = [line]
+    if "cross_fit" in s:
+        cf = s["cross_fit"]
+        lines.append(
+            f"cross-fit, {cf['k']} folds: out-of-fold accuracy {cf['out_of_fold_accuracy']:.4f}"
+        )
+    return "\n".join([*lines, f"wrote {s['out']}"])
+
+
+def stages_text(kinds: dict[str, Any]) -> str:
+    """``zdebias stages``: each kind, its outputs, its settings (* required, → reference)."""
+    lines = []
+    for kind, info in kinds.items():
+        outs = ", ".join(f"{k} ({v})" for k, v in info["outputs"].items())
+        names = [
+            n + ("*" if f["required"] else "") + (f" → {f['ref']}" if f["ref"] else "")
+            for n, f in info["settings"].items()
+        ]
+        lines += [f"{kind}: {info['doc']}", f"    outputs: {outs}"]
+        lines.append(f"    settings: {', '.join(names)}")
+    return "\n".join(lines)
+
+
+def fields_text(result: dict[str, Any], keys: str) -> str:
+    """``key: value`` of the space-separated ``keys`` of ``result`` on one line (missing or None
+    values left out)."""
+    return "  ".join(f"{k}: {result[k]}" for k in keys.split() if result.get(k) is not None)
+
+
+def generator_text(s: dict[str, Any]) -> str:
+    """``train-generator`` / ``debias-generator``: the trained generator, and the z-filter."""
+    lines = [
+        f"generator saved to {s['out']}: {s['n_trained']:,} sequences trained "
+        f"({s['n_dropped_too_long']:,} too long dropped), {s['steps']} steps, "
+        f"loss {s['train_loss']}, {s['train_tokens_per_s']:,.0f} tokens/s"
+    ]
+    if "z_filter" in s:
+        z, mask = s["z_filter"], s.get("mask", {})
+        lines.append(
+            f"z-filter: kept {z['n_kept']:,} (Z), rejected {z['n_rejected']:,} (Z⁻); "
+            f"unlikelihood on {mask.get('n_biased_tokens', 0):,} tokens "
+            f"{mask.get('biased_tokens_by_kind', {})}; "
+            f"{mask.get('n_unmatched_ngrams', 0)} n-grams not found"
+        )
+    return "\n".join(lines)
+
+
+def sample_text(s: dict[str, Any]) -> str:
+    """``sample``: how many samples were written, and what was dropped."""
+    state = "complete" if s["complete"] else "stopped (rerun the same command to resume)"
+    return (
+        f"{s['n_written']:,}/{s['n_requested']:,} samples in {s['out']}, {state}; "
+        f"generated {s['n_generated']:,}, malformed {s['n_malformed']:,} {s['malformed']}, "
+        f"duplicates {s['n_duplicates']:,}; parseable {s['parseable_share']}, "
+        f"{s['samples_per_s']} samples/s"
+    )
+
+
+__all__ = [
+    "combine_text",
+    "fields_text",
+    "filter_text",
+    "generator_text",
+    "inspect_text",
+    "sample_text",
+    "stages_text",
+    "stats_text",
+    "train_text",
+]

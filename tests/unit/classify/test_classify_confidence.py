@@ -72,3 +72,32 @@ def test_unknown_label_fails_with_the_record(tiny_model) -> None:
     bad = [Record("x:1", "non-entailment", "p", "h")]
     with pytest.raises(DataError, match="record 'x:1' has label 'non-entailment'"):
         confidence_filter(bad, model, progress=False)
+
+
+def test_cli_partition_and_old_spellings(tiny_model, tmp_path: Path, data_dir: Path) -> None:
+    """`confidence-filter INPUT --classifier DIR`; 0.1's `--data`, `--model`, `--tau` still work."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from zdebias.cli import app
+    from zdebias.data.writers import write_jsonl
+
+    model = tiny_model("bert")
+    src = tmp_path / "in.jsonl"
+    write_jsonl(_records(data_dir, 30), src)
+    runner = CliRunner()
+    new = ["confidence-filter", str(src), "--classifier", str(model), "--threshold", "0.34"]
+    a = runner.invoke(app, [*new, "--out", str(tmp_path / "a"), "--json", "-q"])
+    assert a.exit_code == 0, a.output
+    summary = json.loads(a.stdout)
+    assert summary["n_kept"] + summary["n_rejected"] == 30 and summary["tau"] == 0.34
+    old = ["confidence-filter", "--data", str(src), "--model", str(model), "--tau", "0.34"]
+    b = runner.invoke(app, [*old, "--out", str(tmp_path / "b")])
+    assert b.exit_code == 0, b.output
+    for flag in ("--data", "--model", "--tau"):
+        assert f"{flag} is deprecated" in b.output
+    for name in ("kept.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    again = runner.invoke(app, [*new, "--out", str(tmp_path / "a")])
+    assert again.exit_code != 0 and "--overwrite" in str(again.exception)

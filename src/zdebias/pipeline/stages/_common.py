@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, TypeVar
 
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json
+from zdebias.data.writers import write_files, write_json
 from zdebias.pipeline.config import Ref, StageConfig
-from zdebias.pipeline.registry import StageContext
+from zdebias.pipeline.registry import StageContext, StageResult
 from zdebias.settings import Settings
 
 RecordsRef = Annotated[str, Ref("records")]
@@ -16,6 +16,8 @@ ModelRef = Annotated[str, Ref("model", external=True)]
 OptModelRef = Annotated[str | None, Ref("model", external=True)]
 #: how many examples a stage keeps in ``examples.json`` for the report
 N_EXAMPLES = 12
+#: outputs of a stage that splits records: those it keeps (the default), those it rejects, a summary
+SPLIT_OUTPUTS = {"data": "records", "rejected": "records", "summary": "json"}
 
 
 def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]]:
@@ -43,6 +45,27 @@ def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]
 
 def _write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> None:
     write_json({"examples": _examples(records), **extra}, ctx.out_dir / "examples.json")
+
+
+def _split_result(
+    ctx: StageContext,
+    kept: list[Record],
+    rejected: list[Record],
+    summary: dict[str, Any],
+    *,
+    data: str = "kept.jsonl",
+    rows_out: dict[str, int] | None = None,
+    metrics: dict[str, Any],
+) -> StageResult:
+    """Write a splitting stage's files (``data``, ``rejected.jsonl``, ``summary.json``) and
+    return its result; ``rows_out`` defaults to the kept and rejected counts."""
+    files = {data: kept, "rejected.jsonl": rejected, "summary.json": summary}
+    write_files(ctx.out_dir, files)
+    return StageResult(
+        {"data": data, "rejected": "rejected.jsonl", "summary": "summary.json"},
+        rows_out={"kept": len(kept), "rejected": len(rejected)} if rows_out is None else rows_out,
+        metrics=metrics,
+    )
 
 
 def _labels(ctx: StageContext) -> list[str]:

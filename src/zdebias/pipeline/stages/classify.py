@@ -22,11 +22,13 @@ from zdebias.pipeline.registry import (
     register_stage,
 )
 from zdebias.pipeline.stages._common import (
+    SPLIT_OUTPUTS,
     ModelRef,
     OptModelRef,
     OptRecordsRef,
     RecordsRef,
     _pick,
+    _split_result,
     _write_examples,
     settings_for,
 )
@@ -41,16 +43,12 @@ class ConfidenceFilterConfig(ConfidenceSettings, StageConfig):
     classifier: ModelRef
 
 
-@register_stage(
-    "confidence-filter",
-    config=ConfidenceFilterConfig,
-    outputs={"data": "records", "rejected": "records", "summary": "json"},
-)
+@register_stage("confidence-filter", config=ConfidenceFilterConfig, outputs=SPLIT_OUTPUTS)
 def confidence_filter_stage(
     cfg: ConfidenceFilterConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Split samples by the classifier's confidence in their label."""
-    from zdebias.classify.confidence import confidence_filter, write_partition
+    from zdebias.classify.confidence import confidence_filter
 
     records = inputs.records("input")
     kept, rejected, summary = confidence_filter(
@@ -59,13 +57,8 @@ def confidence_filter_stage(
         settings_for(ConfidenceSettings, cfg, ctx),
         progress=ctx.progress,
     )
-    write_partition(kept, rejected, summary, ctx.out_dir)
     _write_examples(ctx, kept)
-    return StageResult(
-        {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
-        rows_out={"kept": len(kept), "rejected": len(rejected)},
-        metrics=_pick(summary, "tau", "kept_share"),
-    )
+    return _split_result(ctx, kept, rejected, summary, metrics=_pick(summary, "tau", "kept_share"))
 
 
 class TrainClassifierConfig(ClassifierSettings, StageConfig):

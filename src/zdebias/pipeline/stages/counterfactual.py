@@ -17,6 +17,7 @@ from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
     N_EXAMPLES,
+    SPLIT_OUTPUTS,
     ModelRef,
     OptModelRef,
     OptRecordsRef,
@@ -24,6 +25,7 @@ from zdebias.pipeline.stages._common import (
     _examples,
     _labels,
     _pick,
+    _split_result,
     settings_for,
 )
 
@@ -99,9 +101,7 @@ class CounterfactualGenerateConfig(SelectSettings, StageConfig):
 
 
 @register_stage(
-    "counterfactual-generate",
-    config=CounterfactualGenerateConfig,
-    outputs={"data": "records", "rejected": "records", "summary": "json"},
+    "counterfactual-generate", config=CounterfactualGenerateConfig, outputs=SPLIT_OUTPUTS
 )
 def counterfactual_generate_stage(
     cfg: CounterfactualGenerateConfig, inputs: Inputs, ctx: StageContext
@@ -116,9 +116,6 @@ def counterfactual_generate_stage(
     kept, rejected, summary = generate_counterfactuals(
         infiller, clf, records, settings_for(SelectSettings, cfg, ctx), progress=ctx.progress
     )
-    write_records(kept, ctx.out_dir / "counterfactuals.jsonl")
-    write_records(rejected, ctx.out_dir / "rejected.jsonl")
-    write_json(summary, ctx.out_dir / "summary.json")
     originals = {r.id: r for r in records}
     examples = []
     for r in kept[:N_EXAMPLES]:
@@ -127,9 +124,12 @@ def counterfactual_generate_stage(
             {"original": src.to_dict() if src else None, "counterfactual": _examples([r], 1)[0]}
         )
     write_json({"counterfactuals": examples}, ctx.out_dir / "examples.json")
-    return StageResult(
-        {"data": "counterfactuals.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
-        rows_out={"kept": len(kept), "rejected": len(rejected)},
+    return _split_result(
+        ctx,
+        kept,
+        rejected,
+        summary,
+        data="counterfactuals.jsonl",
         metrics=_pick(summary, "flip_rate", "keep_rate", "n_outputs"),
     )
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json, write_records
+from zdebias.data.writers import write_json
 from zdebias.features.settings import FeatureSettings
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
+    SPLIT_OUTPUTS,
     OptRecordsRef,
     RecordsRef,
     _count_types,
     _labels,
+    _split_result,
     _write_examples,
     settings_for,
 )
@@ -68,11 +70,7 @@ class FilterConfig(ZFilterSettings, StageConfig):
     seed_data: OptRecordsRef = None
 
 
-@register_stage(
-    "filter",
-    config=FilterConfig,
-    outputs={"data": "records", "rejected": "records", "summary": "json"},
-)
+@register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it)."""
     from zdebias.stats.zfilter import z_filter
@@ -87,12 +85,11 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
         labels=_labels(ctx),
         progress=ctx.progress,
     )
-    write_records(result.kept, ctx.out_dir / "kept.jsonl")
-    write_records(result.rejected, ctx.out_dir / "rejected.jsonl")
-    write_json(result.summary, ctx.out_dir / "summary.json")
-    return StageResult(
-        {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
-        rows_out={"kept": len(result.kept), "rejected": len(result.rejected)},
+    return _split_result(
+        ctx,
+        result.kept,
+        result.rejected,
+        result.summary,
         metrics={
             k: result.summary.get(k)
             for k in (
@@ -116,11 +113,7 @@ class CombineConfig(CombineSettings, StageConfig):
     generated: RecordsRef
 
 
-@register_stage(
-    "combine",
-    config=CombineConfig,
-    outputs={"data": "records", "rejected": "records", "summary": "json"},
-)
+@register_stage("combine", config=CombineConfig, outputs=SPLIT_OUTPUTS)
 def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Build the debiased dataset with one of the GD-NLI recipes."""
     from zdebias.stats.recipes import combine
@@ -134,13 +127,14 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
         progress=ctx.progress,
     )
     records = result.records
-    write_records(records, ctx.out_dir / "data.jsonl")
-    write_records(result.rejected, ctx.out_dir / "rejected.jsonl")
-    write_json(result.summary, ctx.out_dir / "summary.json")
     kinds = _count_types(records)
     _write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
-    return StageResult(
-        {"data": "data.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
+    return _split_result(
+        ctx,
+        records,
+        result.rejected,
+        result.summary,
+        data="data.jsonl",
         rows_out={"total": len(records), **kinds, "rejected": len(result.rejected)},
         metrics={"recipe": cfg.recipe, **kinds},
     )
