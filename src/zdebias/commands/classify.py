@@ -19,17 +19,10 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.commands._cli import (
-    CliOptions,
-    InputArg,
-    check_output,
-    command,
-    emit,
-    read_input,
-    require,
-)
+from zdebias.commands._cli import check_output, emit, read_input, require
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import train_text
+from zdebias.settings_cli import CliOptions, InputArg, command
 
 log = logging.getLogger("zdebias")
 MarkdownOpt = Annotated[

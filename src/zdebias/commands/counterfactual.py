@@ -12,19 +12,11 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import (
-    CliOptions,
-    InputArg,
-    check_output,
-    command,
-    emit,
-    read_input,
-    require,
-    stdout_to_stderr,
-)
+from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
 from zdebias.counterfactual import settings as cs
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import fields_text
+from zdebias.settings_cli import CliOptions, InputArg, command
 
 log = logging.getLogger("zdebias")
 cf_app = typer.Typer(

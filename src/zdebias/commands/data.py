@@ -6,16 +6,9 @@ from typing import Annotated
 
 import typer
 
-from zdebias.commands._cli import (
-    CliOptions,
-    InputArg,
-    check_output,
-    command,
-    emit,
-    read_input,
-    require,
-)
+from zdebias.commands._cli import check_output, emit, read_input, require
 from zdebias.data.options import ReadOptions
+from zdebias.settings_cli import CliOptions, InputArg, command
 
 
 @command

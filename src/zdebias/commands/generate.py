@@ -11,15 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import (
-    CliOptions,
-    check_output,
-    command,
-    emit,
-    read_input,
-    require,
-    stdout_to_stderr,
-)
+from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import (
@@ -29,6 +21,7 @@ from zdebias.generation.settings import (
     SampleSettings,
 )
 from zdebias.report.text import generator_text, sample_text
+from zdebias.settings_cli import CliOptions, command
 
 OutOpt = Annotated[str, typer.Option("--out", help="Output folder.")]
 GeneratorOpt = Annotated[str, typer.Option("--generator", help="A trained generator folder.")]

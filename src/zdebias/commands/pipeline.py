@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import CliOptions, check_output, command, emit
+from zdebias.commands._cli import check_output, emit
 from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.runner import RunSettings
+from zdebias.settings_cli import CliOptions, command
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

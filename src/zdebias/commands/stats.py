@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import CliOptions, InputArg, command, emit, read_input, require
+from zdebias.commands._cli import emit, read_input, require
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import combine_text, filter_text, stats_text
+from zdebias.settings_cli import CliOptions, InputArg, command
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
 
 OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]

@@ -674,6 +674,26 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def read_document(path: str | Path, *, missing: str) -> Any:
+    """A JSON or YAML file (by its suffix), parsed; else one :class:`ConfigError` line:
+    ``missing`` when there is no such file, the parser's complaint when it is not valid."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(missing)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err.msg})") from None
+
+
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
     """Parse ``a=b,c=d`` (a CLI option) into a dict, failing clearly."""
     if not text:

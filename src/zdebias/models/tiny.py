@@ -122,6 +122,48 @@ def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
     raise ValueError(f"unknown tiny model kind {kind!r}; expected bert, gpt2, llama or t5")
 
 
+#: kind → (transformers config class, sizes, special tokens the config names, default head)
+_CONFIGS: dict[str, tuple[str, dict[str, int], tuple[str, ...], str]] = {
+    "bert": (
+        "BertConfig",
+        dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=256,
+        ),
+        ("pad",),
+        "classification",
+    ),
+    "gpt2": (
+        "GPT2Config",
+        dict(n_embd=32, n_layer=2, n_head=2, n_positions=256),
+        ("bos", "eos", "pad"),
+        "causal-lm",
+    ),
+    "llama": (
+        "LlamaConfig",
+        dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+        ),
+        ("bos", "eos", "pad"),
+        "causal-lm",
+    ),
+    "t5": (
+        "T5Config",
+        dict(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2),
+        ("pad", "eos"),
+        "seq2seq",
+    ),
+}
+
+
 def make_tiny_model(
     kind: Kind,
     out_dir: str | Path,
@@ -142,61 +184,14 @@ def make_tiny_model(
     torch.manual_seed(seed)
     tokenizer = tiny_tokenizer(kind)
     vocab = len(tokenizer)
-    if head == "auto":
-        head = {
-            "bert": "classification",
-            "gpt2": "causal-lm",
-            "llama": "causal-lm",
-            "t5": "seq2seq",
-        }[kind]
-    if kind == "bert":
-        config = tf.BertConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=256,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    elif kind == "gpt2":
-        config = tf.GPT2Config(
-            vocab_size=vocab,
-            n_embd=32,
-            n_layer=2,
-            n_head=2,
-            n_positions=256,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    elif kind == "llama":
-        config = tf.LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    elif kind == "t5":
-        config = tf.T5Config(
-            vocab_size=vocab,
-            d_model=32,
-            d_ff=64,
-            d_kv=16,
-            num_layers=2,
-            num_heads=2,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            decoder_start_token_id=tokenizer.pad_token_id,
-        )
-    else:
+    if kind not in _CONFIGS:
         raise ValueError(f"unknown tiny model kind {kind!r}")
+    config_class, sizes, tokens, default_head = _CONFIGS[kind]
+    head = default_head if head == "auto" else head
+    ids = {f"{t}_token_id": getattr(tokenizer, f"{t}_token_id") for t in tokens}
+    if kind == "t5":
+        ids["decoder_start_token_id"] = tokenizer.pad_token_id
+    config = getattr(tf, config_class)(vocab_size=vocab, **sizes, **ids)
     if head == "classification":
         names = labels or ("entailment", "neutral", "contradiction")[:num_labels]
         config.num_labels = len(names)

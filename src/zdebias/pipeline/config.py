@@ -387,15 +387,10 @@ def resolve_reference(
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     """Read a YAML recipe, apply ``key=value`` overrides, and validate it."""
-    import yaml
+    from zdebias.data.readers import read_document
 
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such recipe file")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    data = read_document(path, missing=f"{path}: no such recipe file")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping")
     data = apply_overrides(data, overrides)

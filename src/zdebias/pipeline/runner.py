@@ -628,21 +628,12 @@ def run_recipe(
     *,
     force: bool | Collection[str] = False,
     progress: bool = True,
-    console: Any = None,
-    recipe_path: str | None = None,
-    overrides: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Run a recipe in ``run_dir`` (resuming / skipping what is done); returns the manifest."""
-    runner = Runner(
-        recipe,
-        run_dir,
-        force=force,
-        progress=progress,
-        console=console,
-        recipe_path=recipe_path,
-        overrides=overrides,
-    )
-    return runner.run()
+    """Run a recipe in ``run_dir`` (resuming / skipping what is done); returns the manifest.
+
+    (:class:`Runner` takes the console and provenance options ``zdebias run`` uses.)
+    """
+    return Runner(recipe, run_dir, force=force, progress=progress).run()
 
 
 def plan_recipe(

@@ -34,8 +34,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from zdebias.data.readers import read_document
 from zdebias.data.writers import atomic_open
-from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
 
 MANIFEST = "manifest.json"
@@ -99,13 +99,8 @@ class RunData:
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run folder's manifest (fails clearly when the folder is not a run)."""
     run = Path(run_dir)
-    path = run / MANIFEST
-    if not path.is_file():
-        raise ConfigError(f"{run}: not a zdebias run folder (no {MANIFEST}); run a recipe first")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err.msg})") from None
+    missing = f"{run}: not a zdebias run folder (no {MANIFEST}); run a recipe first"
+    manifest = read_document(run / MANIFEST, missing=missing)
     return RunData(run, manifest, list(manifest.get("stages", [])))
 
 
