@@ -28,19 +28,11 @@ GeneratorOpt = Annotated[str, typer.Option("--generator", help="A trained genera
 TrainOpt = Annotated[
     str | None, typer.Option("--train", help="Training data (any supported input).")
 ]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", help=GeneratorSettings.model_fields["extra"].description),
-]
 
 
 def _train_set(train: str | None, read: ReadOptions) -> tuple[list[Any], str]:
     records, report = read_input(require(train, "--train", "--data"), read, what="training")
     return records, report.task
-
-
-def _with_sets(settings: Any, sets: list[str] | None) -> Any:
-    return type(settings).of(settings, extra=sets) if sets else settings
 
 
 def _emit_train(summary: dict[str, Any], cli: CliOptions) -> None:
@@ -62,7 +54,6 @@ def train_generator_cmd(
     read: ReadOptions,
     cli: CliOptions,
     train: TrainOpt = None,
-    sets: SetOpt = None,
 ) -> None:
     """Fine-tune a causal LM into a P → label → H data generator (L_MLE + λ·L_consistency)."""
     from zdebias.generation.trainer import train_generator
@@ -70,9 +61,7 @@ def train_generator_cmd(
     check_output(out, cli)
     records, task = _train_set(train, read)
     with stdout_to_stderr():
-        summary = train_generator(
-            records, model, out, _with_sets(settings, sets), task=task, progress=cli.progress
-        )
+        summary = train_generator(records, model, out, settings, task=task, progress=cli.progress)
     _emit_train(summary, cli)
 
 
@@ -85,7 +74,6 @@ def debias_generator_cmd(
     read: ReadOptions,
     cli: CliOptions,
     train: TrainOpt = None,
-    sets: SetOpt = None,
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
     from zdebias.generation.format import GeneratorFormat
@@ -105,7 +93,7 @@ def debias_generator_cmd(
             result.kept,
             result.rejected,
             out,
-            _with_sets(settings, sets),
+            settings,
             progress=cli.progress,
             extra_info={"z_filter": zfilter_info(result)},
         )

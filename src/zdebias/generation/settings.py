@@ -94,7 +94,7 @@ class GeneratorSettings(Settings):
         help="Any other TrainingArguments field, KEY=VALUE (repeatable), e.g. "
         "--set logging_steps=5 --set label_init=eos.",
         flag="--set",
-        cli=False,  # a repeatable option: the commands declare --set themselves
+        repeat=True,
     )
 
     @field_validator("extra", mode="before")

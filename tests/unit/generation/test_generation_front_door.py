@@ -59,9 +59,12 @@ def test_command_options_are_the_settings_fields(settings, config, name, fn) -> 
     by_flag = {opt: p for p in params for opt in p.opts}
     for field, info in settings.model_fields.items():
         if not cli_meta(info)["cli"]:
-            assert field == "extra" or field == "keep_dropped", field
+            assert field == "keep_dropped", field
             continue
         param = by_flag[flag_of(field, info)]
+        if cli_meta(info)["repeat"]:
+            assert param.multiple and param.default is None, field  # --set, repeatable
+            continue
         if info.is_required():
             assert param.required, field
         else:
