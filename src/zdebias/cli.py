@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from zdebias.errors import ZdebiasError
+from zdebias.settings_cli import Verbosity, command
 
 app = typer.Typer(
     name="zdebias",
@@ -47,20 +48,15 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
+@command
 def _root(
+    verbosity: Verbosity,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Only warnings and errors; no progress bars.")
-    ] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also debug messages.")] = False,
 ) -> None:
     """zdebias: measure, filter, generate, counterfactuals, train and evaluate."""
-    from zdebias.commands._cli import CliOptions, configure_logging
-
-    configure_logging(CliOptions(quiet=quiet, verbose=verbose))
 
 
 _register()

@@ -76,7 +76,7 @@ def cli_meta(info: Any) -> dict[str, Any]:
 class Settings(BaseModel):
     """Base of every operation's settings: validated, no unknown keys."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -94,14 +94,19 @@ class Settings(BaseModel):
                     continue
                 out = dict(out) if out is data else out
                 value = out.pop(old)
+                if name in out and out[name] != value:
+                    raise ValueError(
+                        f"both {old!r} (deprecated) and {name!r} are set, to different values; "
+                        f"keep {name!r}"
+                    )
                 logging.getLogger("zdebias").warning("%r is deprecated; use %r", old, name)
-                out.setdefault(name, value)  # today's spelling wins when both are given
+                out[name] = value
         return out
 
     @classmethod
     def take(cls, source: BaseModel, **update: Any) -> Self:
         """This class's fields taken from ``source`` (e.g. a stage config), then ``update``."""
-        return cls.checked({**cls._fields_of(source), **cls.renamed(update)})
+        return cls.of(source, **update)
 
     @classmethod
     def of(cls, settings: BaseModel | None = None, /, **overrides: Any) -> Self:

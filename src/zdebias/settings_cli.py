@@ -5,8 +5,8 @@ parameter by one option per field (``batch_size`` → ``--batch-size``, help fro
 description, default and choices from its type) and hands the command validated objects::
 
     @command
-    def filter_command(input: InputArg, settings: ZFilterSettings, read: ReadOptions,
-                       out: OutOption, cli: CliOptions) -> None: ...
+    def filter_command(input: InputArg, out: OutDir, settings: ZFilterSettings,
+                       read: ReadOptions, cli: CliOptions) -> None: ...
 
 A value that fails validation ends in one line naming the flag (exit 2). Old flag spellings
 listed in a field's ``deprecated`` metadata still work for one release, with a warning.
@@ -20,12 +20,12 @@ import logging
 import sys
 import types
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import typer
 from pydantic import BaseModel
 
+from zdebias.errors import ConfigError
 from zdebias.settings import Settings, cli_meta, setting
 
 log = logging.getLogger("zdebias")
@@ -40,20 +40,29 @@ InputArg = Annotated[
 ]
 
 
-class CliOptions(Settings):
-    """What every command shares: JSON output, overwrite policy, verbosity."""
+class Verbosity(Settings):
+    """How much a command says: given before the command (``zdebias -q filter``) or after."""
 
     help_panel: ClassVar[str] = "Output"
 
-    json_out: bool = setting(False, "Print the result as JSON on stdout.", flag="--json")
-    overwrite: bool = setting(False, "Replace a non-empty output (refused without it).")
     quiet: bool = setting(False, "Only warnings and errors; no progress bars.", short="-q")
     verbose: bool = setting(False, "Also debug messages.", short="-v")
+
+
+class CliOptions(Verbosity):
+    """What every command shares: JSON output, overwrite policy, verbosity."""
+
+    json_out: bool = setting(False, "Print the result as JSON on stdout.", flag="--json")
+    overwrite: bool = setting(False, "Replace a non-empty output (refused without it).")
 
     @property
     def progress(self) -> bool:
         """Whether to show progress bars."""
         return not self.quiet
+
+
+#: the verbosity given before the command (``zdebias -q COMMAND``); commands add their own
+_ROOT = Verbosity()
 
 
 # --------------------------------------------------------------------------- field → option
@@ -72,9 +81,7 @@ def _cli_type(tp: Any) -> Any:
     inner, _ = _strip_optional(tp)
     if inner in (int, float, str, bool) or get_origin(inner) is Literal:
         return inner
-    if inner is Path:
-        return str
-    return str
+    return str  # paths, lists (comma-separated), mappings (a=b,c=d): parsed by the model
 
 
 def _from_text(tp: Any, value: Any) -> Any:
@@ -252,9 +259,15 @@ def command(
                 )
                 if fixed.get(hidden) == "false":
                     new = "--no-" + new[2:]
+                current = kwargs.get(fname)
+                if fname in field_infos:  # a field: the new flag may only hold its default
+                    given = current is not None and current != field_infos[fname].default
+                else:  # a renamed plain argument
+                    given = current is not None
+                if given and current != value:
+                    raise ConfigError(f"{old} (deprecated) and {new} disagree; give only {new}")
                 log.warning("%s is deprecated; use %s", old, new)
-                plain = fname not in field_infos  # a renamed argument: the new spelling wins
-                kwargs[fname] = (kwargs.get(fname) or value) if plain else value
+                kwargs[fname] = value
         call: dict[str, Any] = {}
         values: dict[str, dict[str, Any]] = {p: {} for p in models}
         for key, value in kwargs.items():
@@ -266,10 +279,16 @@ def command(
                     values[owner][key] = value
             else:
                 call[key] = value
+        global _ROOT
         for pname, model in models.items():
+            if issubclass(model, CliOptions):  # -q/-v before the command count too
+                for key in ("quiet", "verbose"):
+                    values[pname][key] = values[pname].get(key) or getattr(_ROOT, key)
             call[pname] = build(model, values[pname])
-            if isinstance(call[pname], CliOptions):
+            if isinstance(call[pname], Verbosity):
                 configure_logging(call[pname])
+                if not isinstance(call[pname], CliOptions):
+                    _ROOT = call[pname]
         return fn(**call)
 
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -281,7 +300,7 @@ def command(
     return wrapper
 
 
-def configure_logging(cli: CliOptions) -> None:
+def configure_logging(cli: Verbosity) -> None:
     """Messages go to stderr through ``logging``: -q warnings only, -v debug."""
     level = logging.WARNING if cli.quiet else logging.DEBUG if cli.verbose else logging.INFO
     root = logging.getLogger("zdebias")
@@ -297,4 +316,12 @@ def configure_logging(cli: CliOptions) -> None:
             h.stream = sys.stderr  # the current stderr (tests swap it)
 
 
-__all__ = ["CliOptions", "InputArg", "build", "command", "configure_logging", "flag_of"]
+__all__ = [
+    "CliOptions",
+    "InputArg",
+    "Verbosity",
+    "build",
+    "command",
+    "configure_logging",
+    "flag_of",
+]

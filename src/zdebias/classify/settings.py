@@ -22,7 +22,6 @@ LOSS_NAMES = ("ce", "poe", "learned-mixin", "learned-mixin-h", "conf-reg")
 InputKind = Literal["pair", "hypothesis-only", "text"]
 Device = Literal["auto", "cpu", "cuda"]
 #: folds of ``cross_fit_predictions`` when no ``cross_fit`` is set
-DEFAULT_FOLDS = 5
 
 _DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
 
@@ -183,7 +182,6 @@ def subset_records(records: Sequence[R], n: int | None, seed: int) -> list[R]:
 
 
 __all__ = [
-    "DEFAULT_FOLDS",
     "LOSS_NAMES",
     "ClassifierSettings",
     "CompareSettings",

@@ -38,7 +38,6 @@ from zdebias.classify.predict import (
     predict_proba,
 )
 from zdebias.classify.settings import (
-    DEFAULT_FOLDS,
     ClassifierSettings,
     subset_records,
     torch_device,
@@ -47,6 +46,7 @@ from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.datasets import ListDataset
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for

@@ -24,11 +24,15 @@ def legacy_argv(argv: list[str]) -> list[str]:
     ``stats --json FILE`` wrote the report to FILE; ``--json`` is now a flag (JSON on
     stdout) and the file is ``--out FILE``; ``--json -`` is plain ``--json``.
     """
-    if "stats" not in argv or "--json" not in argv:
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] != "stats" or "--json" not in argv:
         return argv
     out = list(argv)
     i = out.index("--json")
     value = out[i + 1] if i + 1 < len(out) else None
+    others = [w for w in words[1:] if w != value]  # the input, when given elsewhere
+    if value is not None and value.endswith(".json") and not others and Path(value).is_file():
+        return argv  # `stats --json data.json`: the JSON file is the input
     if value == "-":
         del out[i + 1]
         log.warning("--json - is deprecated; --json alone prints the JSON on stdout")

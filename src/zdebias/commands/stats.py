@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import emit, read_input, require
+from zdebias.commands._cli import check_output, emit, read_input, require
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
@@ -54,9 +54,12 @@ def stats(
 ) -> None:
     """z-statistics of every feature and label; the top features per label (GD-NLI Table 12)."""
     from zdebias.data.writers import write_json
+    from zdebias.report.plots import plot_paths
     from zdebias.stats.measure import measure
 
     path = require(input, "INPUT")
+    for target in ([out] if out else []) + (list(plot_paths(plot)) if plot else []):
+        check_output(target, cli)
     records, read_report = _read(path, read, settings, progress=cli.progress, what="input")
     m = measure(records, settings, labels=read_report.labels, progress=cli.progress)
     report = {
@@ -66,7 +69,7 @@ def stats(
         "read": read_report.summary(),
     }
     if plot:
-        from zdebias.report.plots import gardner_plot, plot_paths
+        from zdebias.report.plots import gardner_plot
 
         png, html = plot_paths(plot)
         report["plot"] = gardner_plot(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -24,9 +25,7 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
     """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words)."""
     labels: Counter[str] = Counter()
     lengths: dict[str, list[int]] = {}
-    for i, record in enumerate(ds):
-        if limit is not None and i >= limit:
-            break
+    for record in itertools.islice(ds, limit):
         labels[record.label] += 1
         fields = ("premise", "hypothesis") if record.is_pair else ("text",)
         for fld in fields:
@@ -40,7 +39,7 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
         "path": rep.path,
         "format": rep.format,
         "task": rep.task,
-        "n_examples": rep.n_records,
+        "n_examples": sum(labels.values()),
         "label_counts": {name: labels.get(name, 0) for name in names},
         "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,

@@ -153,7 +153,12 @@ def publish_files(
         if out.exists():
             old = out.with_name(f".{out.name}.{os.getpid()}.old")
             os.replace(out, old)
-        os.replace(work, out)
+        try:
+            os.replace(work, out)
+        except BaseException:
+            if old is not None:  # put the previous output back: never lose both
+                os.replace(old, out)
+            raise
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

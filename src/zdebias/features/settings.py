@@ -45,7 +45,9 @@ class FeatureSettings(Settings):
     hypo_only_classifier: Literal["nb", "logreg"] | None = setting(
         None, "Default hypo-only model: nb (fast) or logreg."
     )
-    hypo_only_folds: int | None = setting(None, "Cross-fitting folds (default 5).", ge=2)
+    hypo_only_folds: int | None = setting(
+        None, "Cross-fitting folds (default: DEFAULT_FOLDS, 5).", ge=2
+    )
     feature_options: dict[str, Any] = setting(
         default_factory=dict,
         help="Settings of plugin features (pkg.module:function), by keyword.",

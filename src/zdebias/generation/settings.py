@@ -181,7 +181,15 @@ class SampleSettings(Settings):
     temperature: float = setting(1.0, "Sampling temperature.", gt=0)
     shard_size: int = setting(10_000, "Samples per shard file.", ge=1)
     backend: Literal["hf", "vllm"] = setting("hf", "hf, or vllm (needs vLLM and a CUDA GPU).")
-    device: str | None = setting(None, "cpu, cuda, cuda:1 ... (default: cuda when available).")
+    device: str | None = setting(
+        None, "auto (GPU when available), cpu, cuda, cuda:1 ... (default: auto)."
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _auto_device(cls, value: str | None) -> str | None:
+        return None if value in (None, "auto") else value
+
     dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = setting(
         None,
         "Model dtype (default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 where the "

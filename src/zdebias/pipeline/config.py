@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
+from zdebias.settings import DEFAULT_SEED
 
 # --------------------------------------------------------------------------- references
 
@@ -129,7 +130,7 @@ class Recipe(BaseModel):
     name: str
     description: str | None = None
     task: str = "nli"
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     out: str | None = Field(default=None, description="default run folder")
     plugins: list[str] = Field(
         default_factory=list, description="modules to import first (they register stages)"
@@ -154,7 +155,10 @@ class Recipe(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The resolved recipe as plain data (what ``--dry-run`` prints and the manifest keeps)."""
         out = self.model_dump(mode="json", exclude={"stages"})
-        out["stages"] = {n: s.model_dump(mode="json") for n, s in self.stages.items()}
+        out["stages"] = {
+            n: {**s.model_dump(mode="json"), "seed": self.stage_seed(n)}  # the effective seed
+            for n, s in self.stages.items()
+        }
         return out
 
 

@@ -10,6 +10,9 @@ from pydantic import model_validator
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import setting
 
+#: Algorithm 1's defaults: k (Table 8) and the z-filtering batch
+DEFAULT_TOP_K = 20
+DEFAULT_BATCH_SIZE = 1000
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 
@@ -33,13 +36,13 @@ class ZFilterSettings(FeatureSettings):
     help_panel: ClassVar[str] = "z-filter"
 
     biased_k: int = setting(
-        20,
+        DEFAULT_TOP_K,
         "Biased features per label (k, Table 8).",
         ge=1,
         deprecated=("--top-k", "top_k"),
     )
     zfilter_batch_size: int = setting(
-        1000,
+        DEFAULT_BATCH_SIZE,
         "Examples per z-filtering batch (smaller filters harder).",
         ge=1,
         deprecated=("--batch-size", "batch_size"),
@@ -75,4 +78,11 @@ class CombineSettings(ZFilterSettings):
     recipe: Literal["z-aug", "par-z", "seq-z"] = setting(..., "z-aug, par-z or seq-z.")
 
 
-__all__ = ["RECIPE_NAMES", "CombineSettings", "StatsSettings", "ZFilterSettings"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_TOP_K",
+    "RECIPE_NAMES",
+    "CombineSettings",
+    "StatsSettings",
+    "ZFilterSettings",
+]

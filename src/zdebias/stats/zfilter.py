@@ -33,7 +33,7 @@ from zdebias.data.labels import infer_task
 from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.stats.settings import ZFilterSettings
+from zdebias.stats.settings import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, ZFilterSettings
 from zdebias.stats.zstats import (
     _check,
     label_counts,
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from zdebias.features.keys import FeatureKey
     from zdebias.features.registry import FeatureMatrix
 
-DEFAULT_TOP_K = 20
-DEFAULT_BATCH_SIZE = 1000
 SUMMARY_TOP = 5
 #: Candidate pool of the incremental top-k: at least this many features per label ...
 TOPK_POOL_MIN = 256
