@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from zdebias.errors import ConfigError
-from zdebias.settings_cli import CliOptions, InputArg, build, command, configure_logging
+from zdebias.settings_cli import CliOptions
 
 log = logging.getLogger("zdebias")
 
@@ -95,12 +95,7 @@ def emit(result: Any, cli: CliOptions, text: Callable[[], str] | str | None = No
 
 
 __all__ = [
-    "CliOptions",
-    "InputArg",
-    "build",
     "check_output",
-    "command",
-    "configure_logging",
     "emit",
     "read_input",
     "report_skips",

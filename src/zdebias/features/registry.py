@@ -162,15 +162,6 @@ def get_feature(name: str) -> FeatureSpec:
     )
 
 
-def parse_feature_list(text: str | Sequence[str] | None) -> list[str] | None:
-    """``"ngrams,hypo-len"`` (a CLI option) or a list → list of names; None/empty → None."""
-    if text is None:
-        return None
-    items = text.split(",") if isinstance(text, str) else list(text)
-    names = [x.strip() for x in items if x and x.strip()]
-    return names or None
-
-
 # --------------------------------------------------------------------------- the matrix
 
 
