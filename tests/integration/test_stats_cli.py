@@ -227,3 +227,58 @@ def test_output_folder_is_refused_unless_overwrite(data: Path, tmp_path: Path) -
     assert result.exit_code != 0 and "--overwrite" in str(result.exception)
     _invoke("filter", data, "--out", out, "--features", "unigrams,null", "--overwrite", "--seed", 1)
     assert json.loads((out / "summary.json").read_text())["shuffle_seed"] == 1
+
+
+def test_spellings_that_disagree_and_bad_numbers_fail_in_one_line(
+    data: Path, tmp_path: Path
+) -> None:
+    out = str(tmp_path / "f")
+    cases = [
+        (["filter", str(data), "--out", out, "--biased-k", "5", "--top-k", "3"], "disagree"),
+        (["filter", str(data), "--out", out, "--min-z", "nan"], "--min-z"),
+        (["filter", str(data), "--out", out, "--zfilter-batch-size", "0"], "--zfilter-batch-size"),
+    ]
+    for args, message in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zdebias.cli", *args], capture_output=True, text=True
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error: ") and message in proc.stderr
+        assert proc.stderr.count("\n") == 1
+    assert not (tmp_path / "f").exists()
+
+
+def test_stats_refuses_to_overwrite_and_quiet_before_the_command(
+    data: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "s.json"
+    report.write_text("{}")
+    result = runner.invoke(app, ["stats", str(data), "--out", str(report)])
+    assert result.exit_code != 0 and "--overwrite" in str(result.exception)
+    assert report.read_text() == "{}"
+    args = ["-q", "stats", str(data), "--out", str(report), "--overwrite", "--top", "2"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "zdebias.cli", *args, "--features", "unigrams,null"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert len(json.loads(report.read_text())["top"]["neutral"]) == 2
+
+
+def test_legacy_json_argument_is_rewritten_only_for_stats() -> None:
+    from zdebias.commands._cli import legacy_argv
+
+    assert legacy_argv(["stats", "d.jsonl", "--json", "s.json"]) == [
+        "stats",
+        "d.jsonl",
+        "--out",
+        "s.json",
+    ]
+    assert legacy_argv(["stats", "d.jsonl", "--json", "-"]) == ["stats", "d.jsonl", "--json"]
+    assert legacy_argv(["inspect", "stats", "--json", "s.json"]) == [
+        "inspect",
+        "stats",
+        "--json",
+        "s.json",
+    ]

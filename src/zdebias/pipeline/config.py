@@ -152,13 +152,19 @@ class Recipe(BaseModel):
         own = cfg.seed if "seed" in cfg.model_fields_set else None
         return self.seed if own is None else own
 
+    def _stage_dict(self, name: str) -> dict[str, Any]:
+        """A stage's settings; an operation's seed (an int, default 0) shows the effective seed
+        so that the dump reloads to the same run (an unset plain ``seed`` stays null)."""
+        cfg = self.stages[name]
+        out = cfg.model_dump(mode="json")
+        if type(cfg).model_fields["seed"].default is not None or cfg.seed is not None:
+            out["seed"] = self.stage_seed(name)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved recipe as plain data (what ``--dry-run`` prints and the manifest keeps)."""
         out = self.model_dump(mode="json", exclude={"stages"})
-        out["stages"] = {
-            n: {**s.model_dump(mode="json"), "seed": self.stage_seed(n)}  # the effective seed
-            for n, s in self.stages.items()
-        }
+        out["stages"] = {n: self._stage_dict(n) for n in self.stages}
         return out
 
 

@@ -258,3 +258,14 @@ def test_dry_run_prints_the_resolved_recipe(
         ["#", "ev", "evaluate", "run", "(after", "clf)"],
     ]
     assert not (tmp_path / "run").exists()
+
+
+def test_resolved_recipe_keeps_every_stage_seed() -> None:
+    """A dumped recipe (--dry-run, RUN/config.yaml) reloads to the same seeds: operation
+    settings default their seed to 0, so the dump must carry the effective one."""
+    demo = next(p for p in CONFIGS if p.stem == "demo")
+    recipe = load_recipe(demo, ["seed=13", "stages.zfilter.seed=5"])
+    again = recipe_from_dict(recipe.to_dict())
+    seeds = {name: again.stage_seed(name) for name in again.stages}
+    assert seeds == {name: (5 if name == "zfilter" else 13) for name in recipe.stages}
+    assert recipe.to_dict()["stages"]["zfilter"]["seed"] == 5
