@@ -44,12 +44,11 @@ from zdebias.classify.settings import (
 )
 from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json, write_records
+from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for, write_json, write_records
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.datasets import ListDataset
 from zdebias.models.early_stopping import EarlyStopping
-from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 from zdebias.models.resolve import resolve_model
 from zdebias.settings import DEFAULT_SEED
 

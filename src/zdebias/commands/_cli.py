@@ -57,16 +57,14 @@ def require(value: str | None, what: str, old: str | None = None) -> str:
     raise ConfigError(f"missing {what}" + (f" (or the deprecated {old})" if old else ""))
 
 
-def check_output(out: str | Path, cli: CliOptions) -> Path:
-    """The one overwrite policy: a non-empty output is refused unless ``--overwrite``."""
-    path = Path(out)
-    if path.is_symlink() or (path.exists() and path.resolve() == Path.cwd().resolve()):
-        if cli.overwrite:
-            raise ConfigError(f"{path}: refusing to overwrite a symlink or the current directory")
-    non_empty = path.is_file() or (path.is_dir() and any(path.iterdir()))
-    if non_empty and not cli.overwrite:
-        raise ConfigError(f"{path} exists and is not empty; pass --overwrite to replace it")
-    return path
+def check_output(out: str | Path, cli: CliOptions, *, published: bool = False) -> Path:
+    """The one overwrite policy, checked before any work: a non-empty output is refused
+    unless ``--overwrite``; a symlink or the current folder never (``data.writers``).
+    ``published``: a folder :func:`publish_files` will write (it replaces only its own)."""
+    from zdebias.data.writers import check_out_dir, check_output_folder
+
+    (check_output_folder if published else check_out_dir)(out, overwrite=cli.overwrite)
+    return Path(out)
 
 
 def read_input(path: str, read: Any, **options: Any) -> tuple[list[Any], Any]:

@@ -113,7 +113,7 @@ def confidence_filter_cmd(
     """Keep samples the classifier gives their own label with probability above the threshold."""
     path = require(input, "INPUT", "--data")
     model = require(classifier, "--classifier", "--model")
-    check_output(out, cli)
+    check_output(out, cli, published=True)
     records, report = read_input(path, read, what="input")
     from zdebias.classify.confidence import confidence_filter
     from zdebias.data.writers import publish_files

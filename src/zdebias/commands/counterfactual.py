@@ -112,7 +112,7 @@ def generate(
     from zdebias.data.writers import publish_files
 
     path = require(input, "INPUT", "--data")
-    check_output(out, cli)
+    check_output(out, cli, published=True)
     records, _ = read_input(path, read)
     with stdout_to_stderr():
         kept, rejected, summary = generate_counterfactuals(

@@ -106,6 +106,7 @@ def filter_command(
     from zdebias.stats.zfilter import z_filter
 
     path = require(input, "INPUT")
+    check_output(out, cli, published=True)
     records, report = _read(path, read, settings, progress=cli.progress)
     seed_records: list[Any] = []
     seed_report = None
@@ -148,6 +149,7 @@ def combine_command(
     from zdebias.data.writers import publish_files
     from zdebias.stats.recipes import combine
 
+    check_output(out, cli, published=True)
     orig, orig_report = _read(original, read, settings, progress=cli.progress)
     gen, gen_report = _read(generated, read, settings, task=orig_report.task, progress=cli.progress)
     labels = orig_report.labels if orig_report.task != "?" else None

@@ -26,9 +26,9 @@ from zdebias.counterfactual.model import INFO_FILE, is_infiller, load_base_infil
 from zdebias.counterfactual.rationales import record_spans
 from zdebias.counterfactual.settings import InfillSettings
 from zdebias.data.schema import Record
+from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.models.early_stopping import EarlyStopping
-from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
 DEFAULT_ALPHA = {True: 1.0, False: 0.3}

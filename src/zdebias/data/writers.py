@@ -1,16 +1,23 @@
-"""Atomic writers: a temp file beside the target, renamed into place when complete."""
+"""Atomic writers: a temp file (or folder) beside the target, renamed into place when complete.
+
+Output and model folders are built in a hidden sibling (:func:`work_dir_for`) and published
+with :func:`publish_dir`: an existing non-empty folder is refused unless ``overwrite``; a
+symlink, the current directory or one of its parents is always refused.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
 
 
 @contextlib.contextmanager
@@ -107,23 +114,75 @@ def write_files(folder: str | Path, files: Mapping[str, Any]) -> dict[str, Path]
 OUTPUT_MARKER = ".zdebias-output.json"
 
 
-def _check_replaceable(out: Path, overwrite: bool) -> None:
-    from zdebias.errors import ConfigError
+def _absolute(out: str | Path) -> Path:
+    """``out`` made absolute and normalised (``..`` folded) without following symlinks."""
+    return Path(os.path.abspath(out))
 
-    if out.is_symlink():
-        raise ConfigError(f"{out}: is a symbolic link; give the real folder")
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ConfigError(f"{out} exists and is not a folder")
-    if not any(out.iterdir()):
-        return
-    if not overwrite:
+
+def check_out_dir(out: str | Path, *, overwrite: bool) -> None:
+    """Fail with :class:`ConfigError` when :func:`publish_dir` would refuse ``out``."""
+    path = _absolute(out)
+    if path.is_symlink():
+        raise ConfigError(f"{out} is a symbolic link; choose a real folder for --out")
+    cwd = Path.cwd().resolve()
+    if path.exists() and (path.resolve() == cwd or path.resolve() in cwd.parents):
+        raise ConfigError(f"{out} is the current directory or a parent of it; choose another --out")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
         raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
-    here = Path.cwd().resolve()
-    if out.resolve() == here or out.resolve() in here.parents:
-        raise ConfigError(f"{out}: refusing to replace the current folder or one above it")
-    if not (out / OUTPUT_MARKER).is_file():
+
+
+def work_dir_for(out: str | Path) -> Path:
+    """A new empty hidden folder next to ``out`` (same filesystem, so the final rename is atomic).
+
+    Creates ``out``'s parent if needed. The caller removes the folder if the work fails.
+    """
+    path = _absolute(out)
+    if not path.name:
+        raise ConfigError(f"{out} is not a folder name; choose another --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+
+
+def publish_dir(tmp: str | Path, out: str | Path, *, overwrite: bool) -> Path:
+    """Rename the finished folder ``tmp`` to ``out``; returns ``out``.
+
+    ``tmp`` must be on ``out``'s filesystem (see :func:`work_dir_for`). An existing ``out``
+    (refused unless ``overwrite``) is first moved aside and removed only once ``tmp`` is in
+    place; if that rename fails the old ``out`` is put back, so ``out`` is always either the
+    old or the new folder, never a mix.
+    """
+    check_out_dir(out, overwrite=overwrite)
+    path, tmp = _absolute(out), Path(tmp)
+    if not tmp.is_dir():
+        raise ValueError(f"{tmp} is not a folder")
+    if not path.exists():
+        os.replace(tmp, path)
+        return Path(out)
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent)) / "old"
+    try:
+        os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.replace(old, path)
+            raise
+    finally:
+        with contextlib.suppress(OSError):
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old.parent)
+            else:
+                old.unlink(missing_ok=True)
+                old.parent.rmdir()
+    return Path(out)
+
+
+def check_output_folder(out: str | Path, *, overwrite: bool) -> None:
+    """:func:`check_out_dir`, and with ``overwrite`` only a folder zdebias wrote (marker)."""
+    out = Path(out)
+    check_out_dir(out, overwrite=overwrite)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / OUTPUT_MARKER).is_file():
         raise ConfigError(
             f"{out}: not a folder zdebias wrote (no {OUTPUT_MARKER}); remove it yourself or "
             "choose another --out"
@@ -135,32 +194,19 @@ def publish_files(
 ) -> dict[str, Path]:
     """Publish an output folder as a whole: records lists / JSON documents by file name.
 
-    Everything is written into a temporary sibling folder, which is renamed into place once
-    complete, so no reader ever sees new files next to an older run's. An existing non-empty
-    ``out`` is refused unless ``overwrite`` (and then only a folder zdebias wrote).
+    Everything is written into a temporary sibling folder, which :func:`publish_dir` renames
+    into place once complete, so no reader ever sees new files next to an older run's. An
+    existing non-empty ``out`` is refused unless ``overwrite`` (and then only a folder zdebias
+    wrote).
     """
-    import shutil
-
     out = Path(out)
-    _check_replaceable(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    check_output_folder(out, overwrite=overwrite)
+    work = work_dir_for(out)
     try:
         write_files(work, files)
         write_json({"files": sorted(files)}, work / OUTPUT_MARKER)
         os.chmod(work, 0o777 & ~_umask())
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.{os.getpid()}.old")
-            os.replace(out, old)
-        try:
-            os.replace(work, out)
-        except BaseException:
-            if old is not None:  # put the previous output back: never lose both
-                os.replace(old, out)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish_dir(work, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -34,7 +34,7 @@ from transformers import Trainer, TrainingArguments
 
 from zdebias.data.labels import Task, get_task
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json
+from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for, write_json
 from zdebias.errors import ConfigError
 from zdebias.generation.format import (
     EncodedExample,
@@ -46,7 +46,6 @@ from zdebias.generation.losses import IGNORE_INDEX, get_loss
 from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
 from zdebias.models.datasets import ListDataset
-from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 
 TRAIN_SUMMARY = "train_summary.json"
 

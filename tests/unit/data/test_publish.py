@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from zdebias.data import writers as publish
+from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for
 from zdebias.errors import ConfigError
-from zdebias.models import publish
-from zdebias.models.publish import check_out_dir, publish_dir, work_dir_for
 
 
 def _finished(out: Path, text: str) -> Path:
