@@ -1,7 +1,32 @@
 """zdebias: find, remove, and prove the removal of dataset shortcuts in NLI and text
-classification."""
+classification.
+
+>>> import zdebias
+>>> out = zdebias.z_filter(df, task="nli")          # doctest: +SKIP
+>>> shortcuts = zdebias.find_shortcuts(df)          # doctest: +SKIP
+"""
+
+from typing import Any
 
 from zdebias.data.schema import Record
 
 __version__ = "0.1.0"
-__all__ = ["Record", "__version__"]
+__all__ = [
+    "Record",
+    "Shortcuts",
+    "__version__",
+    "confidence_filter",
+    "find_shortcuts",
+    "z_filter",
+]
+
+#: loaded on first use, so that ``import zdebias`` (and the CLI) stays light
+_LAZY = {"confidence_filter", "find_shortcuts", "z_filter", "Shortcuts"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from zdebias import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'zdebias' has no attribute {name!r}")

@@ -69,13 +69,37 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def main() -> None:
-    """Entry point: run the app, turning user-facing errors into one line and exit code 2."""
+    """Entry point: run the app, turning user-facing errors into one line and exit code 2.
+
+    Usage errors (a missing option, a value outside a choice, an unknown option or command)
+    are one line too, naming the command whose ``-h`` lists the options.
+    """
     from zdebias.commands._cli import legacy_argv
 
     try:
-        app(args=legacy_argv(sys.argv[1:]))
+        code = app(args=legacy_argv(sys.argv[1:]), prog_name="zdebias", standalone_mode=False)
     except ZdebiasError as err:
         fail(str(err))
+    except Exception as err:
+        if type(err).__name__ == "Abort":  # end of input at a prompt
+            fail("aborted", code=1)
+        if not _is_usage_error(err):
+            raise
+        ctx = getattr(err, "ctx", None)
+        if type(err).__name__ == "NoArgsIsHelpError":  # `zdebias` alone: help, shown already
+            raise SystemExit(2) from None
+        where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+        fail(" ".join(err.format_message().split()) + where, code=err.exit_code)  # type: ignore[attr-defined]
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _is_usage_error(err: BaseException) -> bool:
+    """Whether ``err`` is the command-line parser's complaint (click's ``ClickException``,
+    which typer vendors): it has a message to format and an exit code."""
+    return any(c.__name__ == "ClickException" for c in type(err).__mro__) and hasattr(
+        err, "format_message"
+    )
 
 
 if __name__ == "__main__":

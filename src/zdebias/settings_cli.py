@@ -33,8 +33,8 @@ log = logging.getLogger("zdebias")
 InputArg = Annotated[
     str | None,
     typer.Argument(
-        help="Input: a file (any supported format), DIR or DIR::SPLIT of a triplet folder, "
-        "or hf:NAME[@CONFIG][:SPLIT].",
+        help="Input: a file (any supported format, .arrow too), DIR or DIR::SPLIT of a "
+        "triplet or save_to_disk folder, or hf:NAME[@CONFIG][:SPLIT[@REVISION]].",
         show_default=False,
     ),
 ]
@@ -63,6 +63,14 @@ class CliOptions(Verbosity):
 
 #: the verbosity given before the command (``zdebias -q COMMAND``); commands add their own
 _ROOT = Verbosity()
+#: the argument and option values of the command running now (:func:`given_values`)
+_GIVEN: list[Any] = []
+
+
+def given_values() -> list[Any]:
+    """The raw argument and option values of the running command, in declaration order (the
+    output policy checks that ``--out`` replaces none of the paths given)."""
+    return list(_GIVEN)
 
 
 # --------------------------------------------------------------------------- field → option
@@ -247,6 +255,7 @@ def command(
 
     @functools.wraps(fn)
     def wrapper(**kwargs: Any) -> Any:
+        _GIVEN[:] = list(kwargs.values())
         for hidden, (fname, old) in deprecated.items():
             value = kwargs.pop(hidden, None)
             if hidden in fixed:

@@ -126,6 +126,8 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         out,
         "--n",
         "2",
+        "--targets",
+        "all",
     )
     assert s["n_outputs"] == 3 * 2 * 2 == s["n_parsed"]
     kept_rows, rej_rows = _lines(out / "kept.jsonl"), _lines(out / "rejected.jsonl")
@@ -167,6 +169,8 @@ def test_nli_end_to_end(tiny_model, tmp_path: Path) -> None:
         base,
         "--spans",
         "random",
+        "--targets",
+        "all",
     )
     assert s["n_outputs"] == 6 * 2 and s["spans"] == "random"
     bad = runner.invoke(
@@ -284,7 +288,7 @@ def test_bert2bert_from_minilm(tiny_model, tmp_path: Path) -> None:
     assert s["arch"] == "bert2bert" and s["parameters_changed"] is True
     inf = load_infiller(tmp_path / "b2b")
     kept, rejected, summary = generate_counterfactuals(
-        inf, load_classifier(tiny_model("bert")), recs, n=1
+        inf, load_classifier(tiny_model("bert")), recs, n=1, targets="all"
     )
     assert summary["n_outputs"] == 4 == summary["n_parsed"] == len(kept) + len(rejected)
 

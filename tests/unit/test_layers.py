@@ -9,7 +9,7 @@ Layers (lowest first); a top-level module (``errors.py``, ``cli.py``) is its own
     3  classify, generation, counterfactual, evaluation
     4  pipeline
     5  report
-    6  commands, cli, __init__, __main__
+    6  api, commands, cli, __init__, __main__
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("classify", "generation", "counterfactual", "evaluation"), 3),
     "pipeline": 4,
     "report": 5,
-    **dict.fromkeys(("commands", "cli", "__init__", "__main__"), 6),
+    **dict.fromkeys(("api", "commands", "cli", "__init__", "__main__"), 6),
 }
 
 #: Imports that break the layering, as ``(importing module, imported module)``: none; the test

@@ -3,11 +3,19 @@
 The feature (``zdebias.features.hypothesis_only``) reads ``meta["hypo_only_pred"]`` first;
 this module fills it from a classifier folder, so the feature layer never loads a model.
 Commands and stages call :func:`apply_hypo_only_model` when ``hypo_only_model`` is set.
+
+A folder trained with ``cross_fit`` K (``train-classifier --input-kind hypothesis-only
+--cross-fit 5``, GD-NLI's BERT-base hypothesis-only feature) also holds the out-of-fold
+predictions for its training records (``cross_fit_predictions.jsonl``): a record found there
+(same id and hypothesis) gets its out-of-fold prediction, so no training record is labelled by
+a model that saw it; every other record (generated data, other splits) gets the full model's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -47,17 +55,52 @@ def hypothesis_only_labels(
     return [clf.labels[i] for i in np.asarray(proba).argmax(axis=1).tolist()]
 
 
+#: the out-of-fold predictions file of a cross-fitted classifier folder (``train_classifier``
+#: with ``cross_fit`` writes it)
+CROSS_FIT_FILE = "cross_fit_predictions.jsonl"
+log = logging.getLogger("zdebias")
+
+
+def out_of_fold_predictions(model_dir: str) -> dict[tuple[str, str | None], str]:
+    """``(id, hypothesis) → label`` from the folder's cross-fit file (empty when none)."""
+    path = Path(model_dir) / CROSS_FIT_FILE
+    if not path.is_file():
+        return {}
+    from zdebias.data.readers import read_records
+
+    return {
+        (r.id, r.hypothesis): str(r.meta["hypo_only_pred"])
+        for r in read_records(path, format="jsonl")
+        if r.meta.get("hypo_only_pred") is not None
+    }
+
+
 def with_hypothesis_only_predictions(
     records: Sequence[Record], model_dir: str, labels: Sequence[str], *, progress: bool = False
 ) -> list[Record]:
     """Copies of ``records`` with ``meta["hypo_only_pred"]`` from the classifier in
-    ``model_dir``; a record that already has a prediction keeps it."""
+    ``model_dir``: its out-of-fold prediction for a record it was cross-fitted on, else the
+    model's own; a record that already has a prediction keeps it."""
     todo = [i for i, r in enumerate(records) if (r.meta or {}).get("hypo_only_pred") is None]
+    oof = out_of_fold_predictions(model_dir)
+    from_folds = {
+        i: oof[key]
+        for i in todo
+        if (key := (records[i].id, records[i].hypothesis)) in oof and oof[key] in labels
+    }
+    rest = [i for i in todo if i not in from_folds]
     predicted = hypothesis_only_labels(
-        [records[i] for i in todo], model_dir, labels, progress=progress
+        [records[i] for i in rest], model_dir, labels, progress=progress
     )
+    if oof:
+        log.info(
+            "hypothesis-only feature: %d records from out-of-fold predictions, %d from %s",
+            len(from_folds),
+            len(rest),
+            model_dir,
+        )
     out = list(records)
-    for i, label in zip(todo, predicted, strict=True):
+    for i, label in [*from_folds.items(), *zip(rest, predicted, strict=True)]:
         r = records[i]
         meta = {**(r.meta or {}), "hypo_only_pred": label}
         out[i] = Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta)
@@ -85,4 +128,10 @@ def apply_hypo_only_model(
     )
 
 
-__all__ = ["apply_hypo_only_model", "hypothesis_only_labels", "with_hypothesis_only_predictions"]
+__all__ = [
+    "CROSS_FIT_FILE",
+    "apply_hypo_only_model",
+    "hypothesis_only_labels",
+    "out_of_fold_predictions",
+    "with_hypothesis_only_predictions",
+]

@@ -68,9 +68,11 @@ def product_of_experts(
     """Product-of-Experts (GD-NLI Appendix A.2, Karimi Mahabadi et al. 2020).
 
     ``p' = softmax(log p + β·log b)`` and ``L = CE(l, p') + γ·CE(l, b)``, with ``p`` the main
-    model's distribution and ``b`` the bias-only model's. When ``b`` comes from a frozen bias
-    model the γ term adds a constant (it moves the reported loss, not the gradients); it trains
-    the bias model when ``bias_probs`` carries gradients.
+    model's distribution and ``b`` the bias-only model's. In joint mode (the default of
+    ``train_classifier``, as robust-nli) ``bias_probs`` is the softmax of a hypothesis-only
+    head on the detached encoder, so it carries gradients: the head's logits get
+    ``β·(p' − onehot(l)) + γ·(b − onehot(l))``. When ``b`` comes from a frozen bias model the
+    γ term adds a constant (it moves the reported loss, not the gradients).
     """
     log_p = F.log_softmax(logits.float(), dim=-1)
     log_b = _log_probs(bias_probs)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import field_validator
 
 from zdebias.errors import ConfigError
+from zdebias.models.trainer_settings import TrainerSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 #: the loss names of :data:`zdebias.classify.losses.LOSSES` (a test keeps them equal)
@@ -21,6 +22,8 @@ LOSS_NAMES = ("ce", "poe", "learned-mixin", "learned-mixin-h", "conf-reg")
 #: what a classifier reads: premise + hypothesis, the hypothesis alone, or one text
 InputKind = Literal["pair", "hypothesis-only", "text"]
 Device = Literal["auto", "cpu", "cuda"]
+#: where PoE's bias distribution comes from (SPEC §8)
+BiasMode = Literal["joint", "frozen"]
 #: folds of ``cross_fit_predictions`` when no ``cross_fit`` is set
 
 _DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
@@ -75,8 +78,11 @@ class CompareSettings(Settings):
     detail: bool = setting(False, "Also test per-heuristic sub-results (HANS).")
 
 
-class ClassifierSettings(Settings):
-    """Fine-tuning a classifier (SPEC §8): GD-NLI Table 9 defaults, debiasing losses."""
+class ClassifierSettings(TrainerSettings):
+    """Fine-tuning a classifier (SPEC §8): GD-NLI Table 9 defaults, debiasing losses.
+
+    Checkpoints, ``report_to`` and ``--set`` (``extra``) come from :class:`TrainerSettings`.
+    """
 
     help_panel: ClassVar[str] = "Training"
 
@@ -88,7 +94,9 @@ class ClassifierSettings(Settings):
         deprecated=("--input", "input"),
     )
     loss: str = setting(
-        "ce", f"Training loss: {', '.join(LOSS_NAMES)} (all but ce need --bias-model)."
+        "ce",
+        f"Training loss: {', '.join(LOSS_NAMES)} (learned-mixin and conf-reg need --bias-model; "
+        "poe trains its own bias head unless given one).",
     )
     bias_model: str | None = setting(
         None,
@@ -97,8 +105,16 @@ class ClassifierSettings(Settings):
     teacher_model: str | None = setting(
         None, "conf-reg teacher: a classifier trained with ce on the same data."
     )
+    bias_mode: BiasMode | None = setting(
+        None,
+        "PoE bias: joint (a hypothesis-only head on the shared encoder, trained with the model, "
+        "no gradient into the encoder; robust-nli, the paper) or frozen (--bias-model's "
+        "probabilities). Default: frozen when --bias-model is given, else joint.",
+    )
     beta: float = setting(1.0, "PoE β (weight of log b).")
-    gamma: float = setting(0.0, "PoE γ (weight of CE(l, b)).")
+    gamma: float = setting(
+        0.0, "PoE γ (weight of CE(l, b); trains the bias head in joint mode).", ge=0
+    )
     entropy_weight: float | None = setting(
         None, "Learned-Mixin entropy penalty (default 0, or 0.03 for learned-mixin-h).", ge=0
     )
@@ -152,8 +168,29 @@ class ClassifierSettings(Settings):
             raise ValueError(f"unknown loss {value!r}; expected one of {', '.join(LOSS_NAMES)}")
         return value
 
+    def effective_bias_mode(self) -> BiasMode | None:
+        """``joint`` or ``frozen`` for losses that use a bias model; ``None`` for ``ce``."""
+        if self.loss == "ce":
+            return None
+        if self.bias_mode is not None:
+            return self.bias_mode
+        return "frozen" if self.bias_model is not None or self.loss != "poe" else "joint"
+
     def check(self) -> None:
         """Settings that only make sense together (fails before any data is read)."""
+        mode = self.effective_bias_mode()
+        if mode == "joint" and self.loss != "poe":
+            raise ConfigError(
+                f"bias_mode joint is for loss poe; loss {self.loss!r} needs a frozen "
+                "--bias-model (--bias-mode frozen)"
+            )
+        if mode == "joint" and self.bias_model is not None:
+            raise ConfigError(
+                "--bias-model is used with --bias-mode frozen; joint PoE trains its own "
+                "hypothesis-only head (drop --bias-model or pass --bias-mode frozen)"
+            )
+        if mode == "joint" and self.input_kind not in (None, "pair"):
+            raise ConfigError("joint PoE needs premise/hypothesis pairs (--input-kind pair)")
         if self.cross_fit is not None and self.input_kind != "hypothesis-only":
             raise ConfigError(
                 "cross_fit is for hypothesis-only models: set input_kind hypothesis-only "
@@ -183,6 +220,7 @@ def subset_records(records: Sequence[R], n: int | None, seed: int) -> list[R]:
 
 __all__ = [
     "LOSS_NAMES",
+    "BiasMode",
     "ClassifierSettings",
     "CompareSettings",
     "ConfidenceSettings",

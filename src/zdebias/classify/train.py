@@ -6,6 +6,8 @@ that overrides only ``compute_loss``). Losses live in :mod:`zdebias.classify.los
 
 Defaults follow GD-NLI Table 9: lr 1e-5, batch 32, 5 epochs, Adam ε 1e-6, constant schedule
 with 2000 warm-up steps, max length 128, early-stop patience 3, best epoch by dev accuracy.
+Checkpoints every ``checkpoint_steps`` go to ``.OUT.checkpoints/``; the same call started
+again after an interruption resumes from the last one (:mod:`zdebias.models.checkpoints`).
 
 >>> metrics = train_classifier(train, dev, "runs/clf", model="minilm")   # doctest: +SKIP
 >>> metrics["best"]["dev_accuracy"]                                       # doctest: +SKIP
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainingArguments
 
+from zdebias.classify.hypo_only import CROSS_FIT_FILE as HYPO_CROSS_FIT_FILE
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
@@ -47,6 +50,15 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for, write_json, write_records
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.hypothesis_only import DEFAULT_FOLDS
+from zdebias.models.checkpoints import (
+    Checkpointing,
+    check_extra,
+    fingerprint,
+    make_arguments,
+    model_identity,
+    records_digest,
+    tensorboard_logs,
+)
 from zdebias.models.datasets import ListDataset
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
@@ -56,10 +68,16 @@ from zdebias.settings import DEFAULT_SEED
 METRICS_FILE = "metrics.json"
 #: Attribute under which the Learned-Mixin gate ``w·h + c`` is attached to the model while training.
 GATE_ATTR = "zdebias_mixin_gate"
+#: Attribute under which joint PoE's hypothesis-only head is attached while training.
+BIAS_HEAD_ATTR = "zdebias_bias_head"
+#: Prefix of the hypothesis-only token fields a joint-PoE training batch carries.
+HYP_PREFIX = "hyp_"
 INPUT_KINDS = ("pair", "hypothesis-only", "text")
 #: the out-of-fold predictions ``train_classifier`` writes with ``cross_fit``
-CROSS_FIT_FILE = "cross_fit_predictions.jsonl"
+CROSS_FIT_FILE = HYPO_CROSS_FIT_FILE
 _EXTRA_COLUMNS = ("bias_probs", "teacher_probs")
+#: the fields ``ClassifierTrainingArguments`` adds, set from the settings (not by ``--set``)
+_OWN_ARGUMENTS = ("loss", "poe_beta", "poe_gamma", "entropy_weight")
 
 
 @dataclass
@@ -74,10 +92,28 @@ class ClassifierTrainingArguments(TrainingArguments):
     )
 
 
+def encoder_summary(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``[B, H]`` sentence vector of the shared encoder: the pooler output where the model has
+    one (BERT, as robust-nli), else the first token's last hidden state."""
+    base = getattr(model, "base_model", model)
+    out = base(**inputs)
+    pooled = getattr(out, "pooler_output", None)
+    return pooled if pooled is not None else out.last_hidden_state[:, 0]
+
+
+def bias_head_logits(head: torch.nn.Module, summary: torch.Tensor) -> torch.Tensor:
+    """Joint PoE's bias branch: the hypothesis-only head on a *detached* encoder summary, so
+    the bias losses train the head and never the shared encoder (robust-nli's
+    ``grad_mul_const(pooled_h, 0.0)``)."""
+    return head(summary.detach().to(head.weight.dtype))
+
+
 class ClassifierTrainer(Trainer):
     """HF ``Trainer`` whose ``compute_loss`` applies the loss named in the arguments.
 
-    Training batches may carry ``bias_probs`` / ``teacher_probs`` (precomputed, per example).
+    Training batches may carry ``bias_probs`` / ``teacher_probs`` (precomputed, per example),
+    or, for joint PoE, the hypothesis alone (``hyp_input_ids``...): the hypothesis-only head
+    attached as :data:`BIAS_HEAD_ATTR` then gives ``b`` (:func:`bias_head_logits`).
     Evaluation always scores the main model alone with plain cross-entropy.
     """
 
@@ -94,6 +130,8 @@ class ClassifierTrainer(Trainer):
         inputs = dict(inputs)
         labels = inputs.pop("labels")
         extras = {k: inputs.pop(k) for k in _EXTRA_COLUMNS if k in inputs}
+        n_prefix = len(HYP_PREFIX)
+        hyp = {k[n_prefix:]: inputs.pop(k) for k in list(inputs) if k.startswith(HYP_PREFIX)}
         needs = loss_needs(args.loss)
         debias = model.training and args.loss != "ce"
         want_gate = debias and "gate_logits" in needs
@@ -106,6 +144,12 @@ class ClassifierTrainer(Trainer):
                 first_token = outputs.hidden_states[-1][:, 0]
                 extras["gate_logits"] = gate(first_token.to(gate.weight.dtype)).squeeze(-1)
                 outputs.hidden_states = None
+            if hyp and "bias_probs" not in extras:
+                unwrapped = self.accelerator.unwrap_model(model)
+                with torch.no_grad():  # the encoder gets no gradient from the bias branch
+                    summary = encoder_summary(unwrapped, hyp)
+                head = getattr(unwrapped, BIAS_HEAD_ATTR)
+                extras["bias_probs"] = torch.softmax(bias_head_logits(head, summary).float(), -1)
             settings = {
                 "beta": args.poe_beta,
                 "gamma": args.poe_gamma,
@@ -141,8 +185,16 @@ class _Collator:
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         special = ("labels", *_EXTRA_COLUMNS)
-        tokens = [{k: v for k, v in f.items() if k not in special} for f in features]
+        tokens = [
+            {k: v for k, v in f.items() if k not in special and not k.startswith(HYP_PREFIX)}
+            for f in features
+        ]
         batch = dict(self.tokenizer.pad(tokens, return_tensors="pt"))
+        if any(k.startswith(HYP_PREFIX) for k in features[0]):
+            n = len(HYP_PREFIX)
+            hyp = [{k[n:]: v for k, v in f.items() if k.startswith(HYP_PREFIX)} for f in features]
+            padded = self.tokenizer.pad(hyp, return_tensors="pt")
+            batch.update({HYP_PREFIX + k: v for k, v in padded.items()})
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         for key in _EXTRA_COLUMNS:
             if key in features[0]:
@@ -191,13 +243,21 @@ def _encode(
     ids: np.ndarray,
     max_length: int,
     extras: dict[str, np.ndarray | None],
+    *,
+    with_hypothesis: bool = False,
 ) -> ListDataset:
     first, second = model_inputs(records, kind)
     enc = tokenizer(first, second, truncation=True, max_length=max_length)
     keys = list(enc.keys())
+    hyp = None
+    if with_hypothesis:  # joint PoE: the bias head reads the hypothesis alone
+        hypotheses = [r.hypothesis or "" for r in records]
+        hyp = tokenizer(hypotheses, truncation=True, max_length=max_length)
     rows: list[dict[str, Any]] = []
     for i in range(len(records)):
         row: dict[str, Any] = {k: enc[k][i] for k in keys}
+        if hyp is not None:
+            row.update({HYP_PREFIX + k: hyp[k][i] for k in hyp.keys()})
         row["labels"] = int(ids[i])
         for key, values in extras.items():
             if values is not None:
@@ -289,6 +349,7 @@ def _train(
     if not train:
         raise DataError("the training set is empty")
     check_out_dir(out, overwrite=overwrite)
+    check_extra(ClassifierTrainingArguments, s, own=_OWN_ARGUMENTS)
     the_task = get_task(task) if task is not None else infer_task(train)
     labels = list(the_task.labels)
     pair = train[0].is_pair
@@ -303,6 +364,11 @@ def _train(
     if s.loss not in LOSSES:
         raise ConfigError(f"unknown loss {s.loss!r}; expected one of {', '.join(LOSSES)}")
     needs = loss_needs(s.loss)
+    joint = s.effective_bias_mode() == "joint"
+    if joint:
+        if kind != "pair":
+            raise ConfigError("joint PoE needs premise/hypothesis pairs (--input-kind pair)")
+        needs = needs - {"bias_probs"}
     if "bias_probs" in needs and s.bias_model is None:
         raise ConfigError(f"loss {s.loss!r} needs --bias-model (a hypothesis-only classifier)")
     if "teacher_probs" in needs and s.teacher_model is None:
@@ -351,6 +417,8 @@ def _train(
         net.config.pad_token_id = tokenizer.pad_token_id
     if "gate_logits" in needs:
         net.add_module(GATE_ATTR, torch.nn.Linear(_hidden_size(net.config), 1))
+    if joint:
+        net.add_module(BIAS_HEAD_ATTR, torch.nn.Linear(_hidden_size(net.config), len(labels)))
 
     train_ds = _encode(
         tokenizer,
@@ -359,6 +427,7 @@ def _train(
         train_ids,
         s.max_length,
         {"bias_probs": bias_probs, "teacher_probs": teacher_probs},
+        with_hypothesis=joint,
     )
     dev_ds = None
     if dev:  # evaluation order is free: sorted by length, batches pad less
@@ -373,9 +442,16 @@ def _train(
             "rate never reaches its peak (lower --warmup-steps for short runs)\n"
         )
     evaluate = dev_ds is not None
+    run_id = fingerprint(
+        s.run_identity(),
+        records_digest(train),
+        records_digest(dev or []),
+        [model_identity(m) for m in (s.model, s.bias_model, s.teacher_model) if m],
+        the_task.name,
+    )
+    checkpoints = Checkpointing(out, s, run_id)
     work = work_dir_for(out)
-    args = ClassifierTrainingArguments(
-        output_dir=str(work / "trainer"),
+    base = dict(
         loss=s.loss,
         poe_beta=s.beta,
         poe_gamma=s.gamma,
@@ -395,10 +471,8 @@ def _train(
         max_steps=s.max_steps,
         eval_strategy=("steps" if s.eval_steps else "epoch") if evaluate else "no",
         eval_steps=s.eval_steps,
-        save_strategy="no",
         logging_strategy="steps",
         logging_steps=max(1, min(50, steps_per_epoch)),
-        report_to="none",
         disable_tqdm=not progress,
         remove_unused_columns=False,
         label_names=["labels"],
@@ -406,7 +480,12 @@ def _train(
         train_sampling_strategy="group_by_length" if s.group_by_length else "random",
         **_device_settings(torch_device(s.device)),
     )
+    args = make_arguments(
+        ClassifierTrainingArguments,
+        {**base, **checkpoints.arguments(), **s.tracking_arguments(), **s.extra},
+    )
     best = BestEpochCallback(s.patience)
+    checkpoints.states["early_stopping"] = best
 
     def accuracy(pred: Any) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
@@ -420,15 +499,18 @@ def _train(
         eval_dataset=dev_ds,
         processing_class=tokenizer,
         compute_metrics=accuracy,
-        callbacks=[best],
+        callbacks=[best, checkpoints],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)
     try:
-        result = trainer.train()
+        resume = checkpoints.resume_point()
+        checkpoints.restore(resume)
+        result = trainer.train(resume_from_checkpoint=resume)
         best.restore_best(net)
-        if hasattr(net, GATE_ATTR):
-            delattr(net, GATE_ATTR)
+        for attr in (GATE_ATTR, BIAS_HEAD_ATTR):
+            if hasattr(net, attr):
+                delattr(net, attr)
         staged = work / "model"
         net.save_pretrained(staged)
         tokenizer.save_pretrained(staged)
@@ -462,6 +544,7 @@ def _train(
                 "adam_epsilon": 1e-6,
                 "group_by_length": s.group_by_length,
                 "scheduler": "constant_with_warmup",
+                "bias_mode": s.effective_bias_mode(),
                 "beta": s.beta,
                 "gamma": s.gamma,
                 "entropy_weight": s.entropy_weight,
@@ -484,12 +567,18 @@ def _train(
                 "dev_accuracy": best.best_accuracy,
             },
             "stopped_early": best.stopped_early,
+            "resumed_from_step": checkpoints.resumed_from,
             "wall_time_s": round(time.time() - started, 3),
         }
         write_json(metrics, staged / METRICS_FILE)
-        publish_dir(staged, out, overwrite=overwrite)
+        if s.report_to == "tensorboard":
+            tensorboard_logs(checkpoints.root, staged)
+        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+            publish_dir(staged, out, overwrite=overwrite)
+            checkpoints.finish()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        checkpoints.abandon()
     return metrics
 
 

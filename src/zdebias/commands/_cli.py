@@ -6,6 +6,7 @@ The options themselves are generated from settings objects by :mod:`zdebias.sett
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,34 @@ def require(value: str | None, what: str, old: str | None = None) -> str:
 
 def check_output(out: str | Path, cli: CliOptions, *, published: bool = False) -> Path:
     """The one overwrite policy, checked before any work: a non-empty output is refused
-    unless ``--overwrite``; a symlink or the current folder never (``data.writers``).
-    ``published``: a folder :func:`publish_files` will write (it replaces only its own)."""
+    unless ``--overwrite``, and even then unless zdebias wrote it; a symlink, the current
+    folder, an input or a folder holding an input never (``data.writers``). ``published``: a
+    folder :func:`publish_files` will write (it replaces only its own)."""
     from zdebias.data.writers import check_out_dir, check_output_folder
 
-    (check_output_folder if published else check_out_dir)(out, overwrite=cli.overwrite)
+    check_out_dir(out, overwrite=cli.overwrite, own_only=True, inputs=_given_paths(out))
+    if published:
+        check_output_folder(out, overwrite=cli.overwrite)
     return Path(out)
+
+
+def _given_paths(out: str | Path) -> list[str]:
+    """The existing paths given to the running command (its inputs, models, seed data), the
+    output itself once: ``--out`` may not replace one of them or a folder holding one."""
+    from zdebias.settings_cli import given_values
+
+    values = [v for v in given_values() if isinstance(v, str | Path)]
+    paths: list[str] = []
+    skipped_out = False
+    for value in values:
+        text = str(value).split("::")[0]
+        if not text or text.startswith("hf:") or not Path(text).exists():
+            continue
+        if not skipped_out and os.path.abspath(text) == os.path.abspath(out):
+            skipped_out = True  # the --out option itself
+            continue
+        paths.append(text)
+    return paths
 
 
 def read_input(path: str, read: Any, **options: Any) -> tuple[list[Any], Any]:

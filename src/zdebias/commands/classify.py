@@ -152,27 +152,34 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Accuracy of one or more runs on evaluation suites; mean ± std over runs."""
-    from zdebias.data.writers import atomic_open, write_json
+    from zdebias.data.writers import publish_folder, write_together
     from zdebias.evaluation.suites import evaluate_models, parse_suite
     from zdebias.evaluation.tables import render_markdown
 
     md_path = markdown or out.with_suffix(".md")
-    for path in (out, md_path, predictions):
-        if path is not None:
-            check_output(path, cli)
+    for path in (out, md_path):
+        check_output(path, cli)
+    if predictions is not None:
+        check_output(predictions, cli, published=True)
     options = dict(format=read.format, task=read.task, split=read.split, on_error=read.on_error)
     suites = [parse_suite(s, **options) for s in suite]
-    doc = evaluate_models(
-        models, suites, settings, name=name, progress=cli.progress, predictions_dir=predictions
+
+    def run(folder: Path | None) -> dict[str, Any]:
+        return evaluate_models(
+            models, suites, settings, name=name, progress=cli.progress, predictions_dir=folder
+        )
+
+    doc = (
+        run(None)
+        if predictions is None
+        else publish_folder(predictions, run, overwrite=cli.overwrite)
     )
     for info in doc["suites"]:
         skipped = (info["path"], info["n_skipped_unlabelled"], info["n_skipped_errors"])
         if skipped[1] + skipped[2]:
             log.warning("%s: skipped %d unlabelled and %d bad rows", *skipped)
-    write_json(doc, out)
     text = render_markdown(doc, average=settings.average)
-    with atomic_open(md_path) as fh:
-        fh.write(text)
+    write_together({out: doc, md_path: text})
     emit(doc, cli, f"{text}\nwrote {out} and {md_path}")
 
 
@@ -191,15 +198,11 @@ def compare_cmd(
     for path in (out, markdown):
         if path is not None:
             check_output(path, cli)
-    from zdebias.data.writers import atomic_open, write_json
+    from zdebias.data.writers import write_together
     from zdebias.evaluation.significance import compare_files
 
     result, text = compare_files(results, settings)
-    if out is not None:
-        write_json(result, out)
-    if markdown is not None:
-        with atomic_open(markdown) as fh:
-            fh.write(text)
+    write_together({path: doc for path, doc in ((out, result), (markdown, text)) if path})
     emit(result, cli, text)
 
 

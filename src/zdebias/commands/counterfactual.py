@@ -15,6 +15,7 @@ import typer
 from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
 from zdebias.counterfactual import settings as cs
 from zdebias.data.options import ReadOptions
+from zdebias.generation.settings import ClientSettings
 from zdebias.report.text import fields_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 
@@ -47,17 +48,15 @@ def rationales(
 ) -> None:
     """Pick rationale spans by gradient saliency for correctly, confidently predicted examples."""
     from zdebias.counterfactual.rationales import extract_rationales, rationale_summary
-    from zdebias.data.writers import write_records
+    from zdebias.data.writers import write_together
 
     path = require(input, "INPUT", "--data")
     for target in [t for t in (out, dropped) if t is not None]:
         check_output(target, cli)
-    records, report = read_input(path, read)
+    records, report = read_input(path, read, what="input")
     with stdout_to_stderr():
         kept, drop = extract_rationales(classifier, records, settings, progress=cli.progress)
-    write_records(kept, out)
-    if dropped is not None:
-        write_records(drop, dropped)
+    write_together({out: kept, **({dropped: drop} if dropped is not None else {})})
     summary = rationale_summary(kept, drop, settings, n_input=len(records), read=report)
     result = {"input": path, "out": str(out), **summary}
     emit(result, cli, lambda: fields_text(result, "n_input n_kept n_dropped out"))
@@ -113,7 +112,7 @@ def generate(
 
     path = require(input, "INPUT", "--data")
     check_output(out, cli, published=True)
-    records, _ = read_input(path, read)
+    records, _ = read_input(path, read, what="input")
     with stdout_to_stderr():
         kept, rejected, summary = generate_counterfactuals(
             infiller, classifier, records, settings, path=path, progress=cli.progress
@@ -148,6 +147,48 @@ def metrics(
     if out is not None:
         write_json(m, out)
     emit(m, cli, lambda: fields_text(m, "n_outputs flip_rate distinct_2 perplexity"))
+
+
+@cf_app.command("prompt")
+@command
+def prompt(
+    generator: Annotated[
+        str,
+        _opt(
+            "--generator",
+            "Instruction model: the served model name (openai), or smollm2 / a folder (local).",
+        ),
+    ],
+    classifier: Classifier,
+    out: Annotated[Path, _opt("--out", "Output folder: kept, rejected.jsonl, summary.json.")],
+    settings: cs.PromptCounterfactualSettings,
+    client: ClientSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    input: InputArg = None,
+) -> None:
+    """Ask an instruction model for minimal edits to other labels; keep what the classifier
+    agrees with (an alternative to the trained infiller; `metrics` reads the output)."""
+    from zdebias.counterfactual.prompted import prompt_counterfactuals
+    from zdebias.data.writers import publish_files
+
+    path = require(input, "INPUT")
+    check_output(out, cli, published=True)
+    records, _ = read_input(path, read, what="input")
+    with stdout_to_stderr():
+        kept, rejected, summary = prompt_counterfactuals(
+            generator,
+            classifier,
+            records,
+            settings,
+            client=client,
+            path=path,
+            progress=cli.progress,
+        )
+    summary = {"input": path, "classifier": classifier, **summary}
+    files = {"kept.jsonl": kept, "rejected.jsonl": rejected, "summary.json": summary}
+    publish_files(out, files, overwrite=cli.overwrite)
+    emit(summary, cli, lambda: fields_text(summary, "n_outputs n_kept flip_rate"))
 
 
 def register(app: typer.Typer) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from zdebias.commands._cli import check_output, emit, read_input, require
+from zdebias.commands._cli import check_output, emit, log, read_input, require
 from zdebias.data.options import ReadOptions
+from zdebias.errors import ConfigError
 from zdebias.settings_cli import CliOptions, InputArg, command
 
 
@@ -15,26 +17,57 @@ from zdebias.settings_cli import CliOptions, InputArg, command
 def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
     """Show a dataset's format, size, label counts, skipped rows and text lengths."""
     from zdebias.data.inspect import inspect_dataset
+    from zdebias.data.options import no_records_error
     from zdebias.report.text import inspect_text
 
-    info = inspect_dataset(read.open(require(input, "INPUT")), limit=read.limit)
+    ds = read.open(require(input, "INPUT"))
+    info = inspect_dataset(ds, limit=read.limit)
+    if not info["n_examples"]:  # described, but every other command refuses it
+        log.warning("warning: %s", no_records_error(ds.report, "input"))
     emit(info, cli, lambda: inspect_text(info))
+
+
+#: what ``convert --to`` writes
+CONVERT_TO = ("jsonl", "parquet", "datasets")
 
 
 @command
 def convert(
     input: InputArg,
-    out: Annotated[str, typer.Argument(help="Output file: .jsonl (default) or .parquet.")],
+    out: Annotated[
+        str,
+        typer.Argument(
+            help="Output: a .jsonl (default) or .parquet file, or a folder (--to datasets)."
+        ),
+    ],
     read: ReadOptions,
     cli: CliOptions,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Output format: jsonl, parquet, or datasets (a save_to_disk folder, for "
+            "datasets.load_from_disk). Default: from OUT's suffix.",
+        ),
+    ] = None,
 ) -> None:
-    """Convert any supported input into zdebias JSONL or parquet (written atomically)."""
+    """Convert any supported input into zdebias JSONL, parquet, or a HF ``datasets`` folder
+    (written atomically)."""
     from zdebias.data.writers import write_records
 
+    if to is not None and to not in CONVERT_TO:
+        raise ConfigError(f"--to: unknown format {to!r}; expected one of {', '.join(CONVERT_TO)}")
+    if to in ("jsonl", "parquet") and not out.endswith(f".{to}"):
+        raise ConfigError(f"--to {to}: OUT must end in .{to}, not {Path(out).name!r}")
     path = require(input, "INPUT")
-    check_output(out, cli)
-    records, report = read_input(path, read)
-    n = write_records(records, out)
+    check_output(out, cli, published=to == "datasets")
+    records, report = read_input(path, read, what="input")
+    if to == "datasets":
+        from zdebias.data.hf import publish_saved
+
+        n = publish_saved(records, out, report.labels, overwrite=cli.overwrite)
+    else:
+        n = write_records(records, out)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
     emit(result, cli, f"wrote {n:,} records to {out}")
 

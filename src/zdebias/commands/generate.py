@@ -18,6 +18,7 @@ from zdebias.generation.settings import (
     DebiasSettings,
     DebiasZFilterSettings,
     GeneratorSettings,
+    PromptSettings,
     SampleSettings,
 )
 from zdebias.report.text import generator_text, sample_text
@@ -76,6 +77,7 @@ def debias_generator_cmd(
     train: TrainOpt = None,
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.generation.format import GeneratorFormat
     from zdebias.generation.trainer import debias_generator, zfilter_info
     from zdebias.stats.zfilter import z_filter
@@ -86,7 +88,8 @@ def debias_generator_cmd(
         )
     check_output(out, cli)
     records, _ = _train_set(train, read)
-    result = z_filter(settings.pick(records), zfilter, progress=cli.progress)
+    picked = apply_hypo_only_model(settings.pick(records), zfilter, None, progress=cli.progress)
+    result = z_filter(picked, zfilter, progress=cli.progress)
     with stdout_to_stderr():
         summary = debias_generator(
             generator,
@@ -102,17 +105,58 @@ def debias_generator_cmd(
 
 @command
 def sample_cmd(
-    generator: GeneratorOpt, out: OutOpt, settings: SampleSettings, cli: CliOptions
+    generator: Annotated[
+        str,
+        typer.Option(
+            "--generator",
+            help="A trained generator folder (--backend hf/vllm); the served model name "
+            "(openai); an instruct model: smollm2, a folder or a hub name (local).",
+        ),
+    ],
+    out: OutOpt,
+    settings: SampleSettings,
+    prompt: PromptSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+    premises: Annotated[
+        str | None,
+        typer.Option(
+            "--premises", help="Premises to prompt with (openai/local; any supported input)."
+        ),
+    ] = None,
+    examples: Annotated[
+        str | None,
+        typer.Option(
+            "--examples",
+            help="Labelled pairs for the few-shot examples and --avoid-biased "
+            "(default: --premises).",
+        ),
+    ] = None,
 ) -> None:
     """Sample N unique (premise, label, hypothesis) records into resumable shards."""
-    from zdebias.generation.sample import STATE, sample_generator, start_over
+    from zdebias.generation.sample import PROMPTED_BACKENDS, STATE, sample_generator, start_over
 
+    prompted = settings.backend in PROMPTED_BACKENDS
+    if not prompted and (premises or examples):
+        raise ConfigError(
+            f"--premises/--examples: only --backend openai or local prompts; "
+            f"--backend is {settings.backend}"
+        )
+    if prompted and not premises:
+        raise ConfigError(f"--backend {settings.backend} needs --premises PATH")
     if cli.overwrite or not (Path(out) / STATE).is_file():  # a sampling run here is resumed
         check_output(out, cli)
-        if cli.overwrite:
-            start_over(out)
+    rows = pool = None
+    if prompted:
+        rows, _ = read_input(require(premises, "--premises"), read, what="premise")
+        pool = read_input(examples, read, what="example")[0] if examples else None
+    if cli.overwrite:
+        start_over(out)
+    kwargs: dict[str, Any] = {"prompt": prompt, "premises": rows, "examples": pool}
     with stdout_to_stderr():
-        summary = sample_generator(generator, out, settings, progress=cli.progress)
+        summary = sample_generator(
+            generator, out, settings, progress=cli.progress, **(kwargs if prompted else {})
+        )
     emit(summary, cli, lambda: sample_text(summary))
 
 

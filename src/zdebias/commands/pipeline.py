@@ -84,16 +84,28 @@ def run(
 
 @command
 def report(
-    run_dir: Annotated[str, typer.Argument(help="A run folder (holds manifest.json).")],
+    run_dir: Annotated[
+        str,
+        typer.Argument(
+            help="A run folder (manifest.json), a filter or combine output folder, or a stats "
+            "JSON file (zdebias stats --out FILE)."
+        ),
+    ],
     cli: CliOptions,
     out: Annotated[
-        str | None, typer.Option("--out", "-o", help="HTML file (default RUN_DIR/report.html).")
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="HTML file (default DIR/report.html; beside a stats file NAME.html).",
+        ),
     ] = None,
 ) -> None:
-    """Write the self-contained HTML report of a run from its saved JSON."""
-    from zdebias.report.html import write_report
+    """Write one self-contained HTML report of a run, a filter / combine result or a stats
+    file, from its saved files."""
+    from zdebias.report.results import write_result_report
 
-    path = write_report(run_dir, out)
+    path = write_result_report(run_dir, out)
     emit({"report": str(path)}, cli, str(path))
 
 
@@ -104,10 +116,13 @@ def demo_data(
     cli: CliOptions,
 ) -> None:
     """Write the built-in synthetic NLI corpus (planted artifacts; artifact-free test split)."""
+    from zdebias.data.writers import publish_folder
     from zdebias.pipeline.demo_data import write_demo_corpus
 
-    check_output(out_dir, cli)
-    info = write_demo_corpus(out_dir, settings)
+    check_output(out_dir, cli, published=True)
+    info = publish_folder(
+        out_dir, lambda work: write_demo_corpus(work, settings), overwrite=cli.overwrite
+    )
     sizes = ", ".join(f"{k} {v:,}" for k, v in info["sizes"].items())
     emit({"out": out_dir, **info}, cli, f"wrote {out_dir}: {sizes}")
 

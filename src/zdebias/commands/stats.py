@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import check_output, emit, read_input, require
+from zdebias.commands._cli import check_output, emit, log, read_input, require
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
@@ -30,10 +30,14 @@ def _read(
     what: str | None = None,
 ) -> tuple[list[Any], Any]:
     """Records of ``path`` (skips reported), with a trained hypothesis-only model's
-    predictions in ``meta`` when ``--hypo-only-model`` is given."""
+    predictions in ``meta`` when ``--hypo-only-model`` is given. Warns about a single label
+    and duplicate ids; the main input (``what="input"``) needs at least 2 records."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.data.options import dataset_warnings
 
     records, report = read_input(path, read, task=task, what=what)
+    for line in dataset_warnings(records, path, min_records=2 if what == "input" else 1):
+        log.warning("%s", line)
     records = apply_hypo_only_model(records, settings, report.labels, progress=progress)
     return records, report
 
@@ -69,23 +73,19 @@ def stats(
         "read": read_report.summary(),
     }
     if plot:
-        from zdebias.report.plots import gardner_plot
+        from zdebias.report.plots import gardner_plot, gardner_summary
 
         png, html = plot_paths(plot)
-        report["plot"] = gardner_plot(
-            m.names,
-            m.labels,
-            m.z,
-            m.n,
-            m.p_hat,
-            z_c=report["z_critical"],
-            png=png,
-            html=html,
-            min_n=settings.min_n,
-            title=Path(path).name,
+        arrays = (m.names, m.labels, m.z, m.n, m.p_hat)
+        z_c = report["z_critical"]
+        gardner_plot(
+            *arrays, z_c=z_c, png=png, html=html, min_n=settings.min_n, title=Path(path).name
         )
+        summary = gardner_summary(*arrays[1:], z_c=z_c, min_n=settings.min_n)
+        report["plot"] = {**summary, "png": str(png), "html": str(html)}
     if out:
-        write_json(report, out)
+        # the file also holds the Gardner points, so `zdebias report FILE` can draw the plot
+        write_json({**report, "gardner": m.gardner_points(settings.min_n)}, out)
     emit(report, cli, lambda: stats_text(report, settings.top))
 
 
@@ -103,17 +103,19 @@ def filter_command(
 ) -> None:
     """z-filter a dataset (GD-NLI Algorithm 1): DIR/kept.jsonl, rejected.jsonl, summary.json."""
     from zdebias.data.writers import publish_files
+    from zdebias.features.parallel import resolve_num_proc
+    from zdebias.stats.measure import stats_of_kept
     from zdebias.stats.zfilter import z_filter
 
     path = require(input, "INPUT")
     check_output(out, cli, published=True)
-    records, report = _read(path, read, settings, progress=cli.progress)
+    records, report = _read(path, read, settings, progress=cli.progress, what="input")
     seed_records: list[Any] = []
     seed_report = None
     if seed_data:
         seed_read = ReadOptions(task=read.task, on_error=read.on_error)
         seed_records, seed = _read(
-            seed_data, seed_read, settings, task=report.task, progress=cli.progress
+            seed_data, seed_read, settings, task=report.task, progress=cli.progress, what="seed"
         )
         seed_report = seed.summary()
     labels = report.labels if report.task != "?" else None
@@ -124,6 +126,7 @@ def filter_command(
         "path": path,
         "seed_data": seed_data,
         **result.summary,
+        "stats_of_kept": stats_of_kept(result.kept, settings, labels=labels),
         "read": report.summary(),
         "read_seed": seed_report,
     }
@@ -131,6 +134,7 @@ def filter_command(
         out,
         {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected, "summary.json": summary},
         overwrite=cli.overwrite,
+        num_proc=resolve_num_proc(settings.num_proc, len(records)),
     )
     emit(summary, cli, lambda: filter_text(summary, out))
 
@@ -147,11 +151,19 @@ def combine_command(
     """Build a debiased dataset from original + generated data: DIR/combined.jsonl,
     rejected.jsonl, summary.json (every record tagged meta.type = original | generated)."""
     from zdebias.data.writers import publish_files
+    from zdebias.features.parallel import resolve_num_proc
     from zdebias.stats.recipes import combine
 
     check_output(out, cli, published=True)
-    orig, orig_report = _read(original, read, settings, progress=cli.progress)
-    gen, gen_report = _read(generated, read, settings, task=orig_report.task, progress=cli.progress)
+    orig, orig_report = _read(original, read, settings, progress=cli.progress, what="original")
+    gen, gen_report = _read(
+        generated, read, settings, task=orig_report.task, progress=cli.progress, what="generated"
+    )
+    shared = len({r.id for r in orig}.intersection(r.id for r in gen))
+    if shared:
+        log.warning(
+            "%s and %s share %d ids; the output may repeat them", original, generated, shared
+        )
     labels = orig_report.labels if orig_report.task != "?" else None
     result = combine(
         settings.recipe,
@@ -169,7 +181,12 @@ def combine_command(
         "read_generated": gen_report.summary(),
     }
     files = {"combined.jsonl": result.records, "rejected.jsonl": result.rejected}
-    publish_files(out, {**files, "summary.json": summary}, overwrite=cli.overwrite)
+    publish_files(
+        out,
+        {**files, "summary.json": summary},
+        overwrite=cli.overwrite,
+        num_proc=resolve_num_proc(settings.num_proc, len(result.records)),
+    )
     emit(summary, cli, lambda: combine_text(summary, out))
 
 

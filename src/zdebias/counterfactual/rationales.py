@@ -264,6 +264,7 @@ def extract_rationales(
         clf,
         records,
         method=method,
+        target=cfg.target,
         normalize=cfg.normalize,
         batch_size=cfg.batch_size,
         progress=progress,

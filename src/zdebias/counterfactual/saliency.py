@@ -1,7 +1,9 @@
 """Token and word saliency of a classifier's gold-label prediction (AutoCAD §3.1, SPEC §10.1).
 
 For an example ``x`` with gold label ``y`` the saliency of sub-token ``t`` comes from the gradient
-``g_t`` of the gold-label cross-entropy with respect to ``t``'s input embedding ``e_t``:
+``g_t`` of the gold label's output logit (``target="logit"``, the paper: "the output logit for
+label y"; ``target="loss"``: of its cross-entropy) with respect to ``t``'s input embedding
+``e_t``:
 
 - ``gradient-norm`` (the paper's method, Li et al. 2015): ``‖g_t‖₂``;
 - ``gradient-x-input``: ``|g_t · e_t|``.
@@ -141,6 +143,7 @@ def compute_saliency(
     records: Sequence[Record],
     *,
     method: str = "gradient-norm",
+    target: str = "logit",
     normalize: str = "text",
     batch_size: int = 16,
     progress: bool = False,
@@ -153,6 +156,8 @@ def compute_saliency(
     import torch
 
     fn = get_saliency(method)
+    if target not in ("logit", "loss"):
+        raise ConfigError(f"saliency target must be 'logit' or 'loss', not {target!r}")
     if normalize not in ("text", "all"):
         raise ConfigError(f"normalize must be 'text' or 'all', not {normalize!r}")
     if not getattr(clf.tokenizer, "is_fast", False):
@@ -192,8 +197,11 @@ def compute_saliency(
             embeds = embedding(enc["input_ids"]).detach().requires_grad_(True)
             inputs = {k: v for k, v in enc.items() if k != "input_ids"}
             logits = clf.model(inputs_embeds=embeds, **inputs).logits.float()
-            loss = torch.nn.functional.cross_entropy(logits, gold, reduction="sum")
-            (grad,) = torch.autograd.grad(loss, embeds)
+            if target == "logit":  # examples are independent: the sum's gradient is each one's
+                objective = logits.gather(1, gold.unsqueeze(1)).sum()
+            else:
+                objective = torch.nn.functional.cross_entropy(logits, gold, reduction="sum")
+            (grad,) = torch.autograd.grad(objective, embeds)
         scores = fn(grad.float(), embeds.detach().float())
         scores = scores * enc["attention_mask"].to(scores.dtype)
         if normalize == "text":

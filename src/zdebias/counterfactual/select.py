@@ -1,9 +1,10 @@
 """Generate counterfactuals and post-select them with the classifier (AutoCAD §3.3, SPEC §10.3-4).
 
-For each example and each label other than its own, the infiller samples fillers for the
-example's spans (rationales, or random spans for the baseline) with nucleus sampling
-(p = 0.9, temperature 0.7, ``n`` samples); the example is rebuilt with the fillers and kept only
-if the classifier predicts the target label.
+For each example and a target label other than its own (``targets="one"``, the default and
+AutoCAD's: one seeded random other label, :func:`target_labels`; ``"all"``: every other label),
+the infiller samples fillers for the example's spans (rationales, or random spans for the
+baseline) with nucleus sampling (p = 0.9, temperature 0.7, ``n`` samples); the example is
+rebuilt with the fillers and kept only if the classifier predicts the target label.
 
 Every output is accounted for. Rejected outputs carry ``meta.rejected_by``:
 
@@ -308,6 +309,20 @@ def _reject(record: Record, code: str, reason: str) -> Record:
     return record.replace(meta={**record.meta, "rejected_by": code, "reason": reason})
 
 
+def target_labels(record: Record, labels: Sequence[str], targets: str, seed: int) -> list[str]:
+    """The labels to rewrite ``record`` into: every other label (``all``, in label order), or
+    one of them (``one``): ``others[crc32(f"{seed}:{record.id}") % len(others)]``, a seeded
+    choice that depends only on the record's id (not on its position or batch)."""
+    import zlib
+
+    others = [lab for lab in labels if lab != record.label]
+    if targets == "all" or not others:
+        return others
+    if targets != "one":
+        raise ConfigError(f"targets must be 'one' or 'all', not {targets!r}")
+    return [others[zlib.crc32(f"{seed}:{record.id}".encode()) % len(others)]]
+
+
 def _key(record: Record) -> tuple[str | None, ...]:
     return (record.premise, record.hypothesis, record.text)
 
@@ -323,7 +338,7 @@ def generate_counterfactuals(
     progress: bool = False,
     **overrides: Any,
 ) -> tuple[list[Record], list[Record], dict[str, Any]]:
-    """Counterfactuals for every (record, other label): ``(kept, rejected, summary)``.
+    """Counterfactuals for each record and its target labels: ``(kept, rejected, summary)``.
 
     ``settings`` (:class:`SelectSettings`; keywords override its fields, e.g. ``n=3``).
     ``max_source_length``: default, the infiller's own (from its training). ``infiller`` and
@@ -364,16 +379,15 @@ def generate_counterfactuals(
         if not fillers:
             n_without_spans += 1
             continue
-        for target in labels:
-            if target != record.label:
-                ids = encode_source(
-                    infiller.tokenizer,
-                    infiller.arch,
-                    source_text(target, masked),
-                    len(fillers),
-                    max_length=max_source_length,
-                )
-                jobs.append((record, sp, target, ids, fillers))
+        for target in target_labels(record, labels, cfg.targets, seed):
+            ids = encode_source(
+                infiller.tokenizer,
+                infiller.arch,
+                source_text(target, masked),
+                len(fillers),
+                max_length=max_source_length,
+            )
+            jobs.append((record, sp, target, ids, fillers))
     todo = [j for j in jobs if j[3] is not None]
     samples = iter(
         sample_fillers(
@@ -494,6 +508,7 @@ def generate_counterfactuals(
         "flip_rate": round(flips / len(parsed), 6) if parsed else None,
         "keep_rate": round(len(kept) / (len(jobs) * n), 6) if jobs else None,
         "spans": spans,
+        "targets": cfg.targets,
         "n": n,
         "top_p": cfg.top_p,
         "temperature": cfg.temperature,

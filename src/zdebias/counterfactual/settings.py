@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
+from zdebias.models.trainer_settings import TrainerSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 #: which fields of a pair may hold rationale (or random) spans; single texts use ``text``
@@ -21,6 +22,10 @@ Fields = Literal["both", "premise", "hypothesis"]
 #: where the masked spans come from: the rationale step, or random spans (the baseline)
 SpansMode = Literal["rationale", "random"]
 Arch = Literal["auto", "seq2seq", "bert2bert", "causal"]
+#: what saliency differentiates: the gold label's logit (the paper) or the cross-entropy loss
+SaliencyTarget = Literal["logit", "loss"]
+#: counterfactual target labels per example: one seeded random other label (the paper), or all
+Targets = Literal["one", "all"]
 
 _FIELDS_HELP = (
     "Pair tasks: spans in both fields (AutoCAD), the premise only, or the hypothesis only."
@@ -35,6 +40,11 @@ class RationaleSettings(Settings):
 
     method: str = setting(
         "gradient-norm", "Saliency method: gradient-norm or gradient-x-input (or registered)."
+    )
+    target: SaliencyTarget = setting(
+        "logit",
+        "Differentiate the gold label's logit (AutoCAD: 'the output logit for label y') or "
+        "its cross-entropy loss.",
     )
     ratio: float = setting(0.3, "π: share of words picked as rationale.", gt=0, le=1)
     min_score: float = setting(0.3, "Drop picked words below this (normalised) saliency.", ge=0)
@@ -53,8 +63,11 @@ class RationaleSettings(Settings):
     batch_size: int = setting(16, "Examples per saliency batch.", ge=1)
 
 
-class InfillSettings(Settings):
-    """AutoCAD step 2: a label-controlled infiller, MLE + α·unlikelihood (AutoCAD §3.2)."""
+class InfillSettings(TrainerSettings):
+    """AutoCAD step 2: a label-controlled infiller, MLE + α·unlikelihood (AutoCAD §3.2).
+
+    Checkpoints, ``report_to`` and ``--set`` (``extra``) come from :class:`TrainerSettings`.
+    """
 
     help_panel: ClassVar[str] = "Infiller"
 
@@ -92,10 +105,15 @@ class InfillSettings(Settings):
 
 
 class SelectSettings(Settings):
-    """AutoCAD steps 3-4: sample fillers for every other label, keep what the classifier flips."""
+    """AutoCAD steps 3-4: sample fillers for another label, keep what the classifier flips."""
 
     help_panel: ClassVar[str] = "Generation"
 
+    targets: Targets = setting(
+        "one",
+        "Target labels per example: one (a seeded random other label; AutoCAD augments each "
+        "example once) or all (every other label).",
+    )
     spans: SpansMode = setting("rationale", "rationale (from the data) or random (baseline).")
     n: int = setting(1, "Samples per example and target label.", ge=1)
     top_p: float = setting(0.9, "Nucleus sampling p.", gt=0, le=1)
@@ -130,12 +148,45 @@ class MetricsSettings(Settings):
         return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
+class PromptCounterfactualSettings(Settings):
+    """Prompted counterfactuals (an AutoCAD alternative): an instruction model is shown the
+    example, its rationale words and a target label, and asked for a minimal edit; the same
+    post-selection (the classifier must predict the target) follows."""
+
+    help_panel: ClassVar[str] = "Prompted counterfactuals"
+
+    backend: Literal["openai", "local"] = setting(
+        "openai",
+        "openai: the model --generator served at --base-url; local: an instruct model "
+        "in-process with its chat template (smollm2, a folder or a hub name).",
+    )
+    targets: Targets = setting(
+        "one", "Target labels per example: one (a seeded random other label) or all."
+    )
+    spans: SpansMode = setting(
+        "rationale", "Words shown as the label's reasons: rationale (from the data) or random."
+    )
+    ratio: float = setting(0.3, _RATIO_HELP, gt=0, le=1)
+    fields: Fields = setting(
+        "hypothesis", "Pair tasks: the field(s) the model may edit (both, premise, hypothesis)."
+    )
+    n: int = setting(1, "Answers per example and target label.", ge=1)
+    top_p: float = setting(0.9, "Nucleus sampling p.", gt=0, le=1)
+    temperature: float = setting(0.7, "Sampling temperature.", gt=0)
+    min_prob: float = setting(0.0, "Also require p(target) >= this.", ge=0, le=1)
+    batch_size: int = setting(16, "Requests per batch (local: one generate call).", ge=1)
+    seed: int = setting(DEFAULT_SEED, "Random seed (targets, random spans, request seeds).")
+
+
 __all__ = [
     "Arch",
     "Fields",
     "InfillSettings",
     "MetricsSettings",
+    "PromptCounterfactualSettings",
     "RationaleSettings",
+    "SaliencyTarget",
     "SelectSettings",
     "SpansMode",
+    "Targets",
 ]

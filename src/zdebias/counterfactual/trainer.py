@@ -4,7 +4,9 @@
 - :class:`InfillTrainer`: overrides only ``compute_loss`` (MLE + α·UL, as in trl; the loss is
   :func:`zdebias.counterfactual.losses.infill_loss`) and ``log`` to report both terms.
 - :func:`train_infiller` (``zdebias counterfactual train``): encode, train with the
-  shared early-stopping policy (best epoch by dev loss), publish the folder atomically.
+  shared early-stopping policy (best epoch by dev loss), publish the folder atomically;
+  checkpoints every ``checkpoint_steps``, resumed when started again
+  (:mod:`zdebias.models.checkpoints`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from zdebias.counterfactual.settings import InfillSettings
 from zdebias.data.schema import Record
 from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for
 from zdebias.errors import ConfigError, DataError, ZdebiasError
+from zdebias.models.checkpoints import (
+    Checkpointing,
+    check_extra,
+    fingerprint,
+    make_arguments,
+    model_identity,
+    records_digest,
+    tensorboard_logs,
+)
 from zdebias.models.early_stopping import EarlyStopping
 
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
@@ -101,6 +112,14 @@ class InfillTrainer(Trainer):
                 values.clear()
         super().log(logs, start_time)
 
+    def checkpoint_state(self, folder: Path) -> dict[str, Any]:
+        """The loss terms since the last log (:mod:`zdebias.models.checkpoints`)."""
+        return {"parts": self._parts}
+
+    def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
+        """Back to what :meth:`checkpoint_state` saved."""
+        self._parts = {k: list(v) for k, v in state["parts"].items()}
+
 
 def _check_out(out: Path, overwrite: bool = True) -> None:
     """Refuse an ``out`` that holds something other than an earlier infiller."""
@@ -139,6 +158,7 @@ def train_infiller(
     from zdebias.data.writers import write_json
 
     cfg = InfillSettings.of(settings, **overrides)
+    check_extra(InfillTrainingArguments, cfg, own=("alpha", "infill_arch"))
     if not records:
         raise ZdebiasError("no training records (did the rationale step keep any?)")
     out = Path(out_dir)
@@ -166,10 +186,19 @@ def train_infiller(
     if dev is not None and dev_spans is not None:
         dev_feats, dev_skipped = encode_records(tok, arch_, dev, dev_spans, labels, **encode)
     has_dev = bool(dev_feats)
+    run_id = fingerprint(
+        cfg.run_identity(),
+        records_digest(records),
+        list(spans),
+        records_digest(dev or []),
+        list(dev_spans or []),
+        model_identity(cfg.model),
+        list(labels),
+    )
+    checkpoints = Checkpointing(out, cfg, run_id)
     work = work_dir_for(out)
     try:
-        args = InfillTrainingArguments(
-            output_dir=str(work / "trainer"),
+        base = dict(
             alpha=alpha,
             infill_arch=arch_,
             num_train_epochs=cfg.epochs,
@@ -180,16 +209,18 @@ def train_infiller(
             adam_beta2=0.98,
             lr_scheduler_type="constant",
             seed=seed,
-            report_to=[],
             remove_unused_columns=False,
             label_names=["labels"],
             logging_steps=max(1, min(50, math.ceil(len(feats) / batch_size))),
             eval_strategy="epoch" if has_dev else "no",
-            save_strategy="no",
             prediction_loss_only=True,
             disable_tqdm=not progress,
             dataloader_num_workers=0,
             dataloader_pin_memory=False,
+        )
+        args = make_arguments(
+            InfillTrainingArguments,
+            {**base, **checkpoints.arguments(), **cfg.tracking_arguments(), **cfg.extra},
         )
         stopper = EarlyStopping("eval_loss", greater_is_better=False, patience=cfg.patience)
         before = {n: p.detach().clone() for n, p in list(model.named_parameters())[:4]}
@@ -200,9 +231,12 @@ def train_infiller(
             eval_dataset=dev_feats or None,
             data_collator=InfillCollator(tok.pad_token_id),
             processing_class=tok,
-            callbacks=[stopper] if has_dev else [],
+            callbacks=[stopper, checkpoints] if has_dev else [checkpoints],
         )
-        result = trainer.train()
+        checkpoints.states.update(trainer=trainer, early_stopping=stopper)
+        resume = checkpoints.resume_point()
+        checkpoints.restore(resume)
+        result = trainer.train(resume_from_checkpoint=resume)
         stopper.restore_best(trainer.model)
         eval_loss = trainer.evaluate()["eval_loss"] if has_dev else None
         changed = any(
@@ -210,7 +244,8 @@ def train_infiller(
             for n, p in trainer.model.named_parameters()
             if n in before
         )
-        shutil.rmtree(work / "trainer", ignore_errors=True)
+        if cfg.report_to == "tensorboard":
+            tensorboard_logs(checkpoints.root, work)
         trainer.model.save_pretrained(work)
         tok.save_pretrained(work)
         history = [
@@ -245,11 +280,17 @@ def train_infiller(
             "train_loss": round(float(result.training_loss), 6),
             "eval_loss": None if eval_loss is None else round(float(eval_loss), 6),
             "parameters_changed": changed,
+            "resumed_from_step": checkpoints.resumed_from,
             "history": [h for h in history if h],
         }
         write_json(summary, work / "train_summary.json")
-        publish_dir(work, out, overwrite=overwrite)
+        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+            publish_dir(work, out, overwrite=overwrite)
+            checkpoints.finish()
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        checkpoints.abandon()
         raise
     return summary

@@ -45,17 +45,21 @@ class Task:
         if isinstance(raw, int | float):
             if isinstance(raw, float) and not raw.is_integer():
                 raise ValueError(f"unknown label {raw!r}")
+            if abs(raw) >= 10**9:
+                raise ValueError(
+                    f"unknown label: number too large; expected one of {', '.join(self.labels)}"
+                )
             raw = str(int(raw))
         key = str(raw).strip().lower()
         if key in UNLABELLED:
             return None
         if key in self.aliases:
             return self.aliases[key]
-        if key.isdigit():
+        if key.isdigit() and len(key) < 10:
             index = int(key)
             if index < len(self.labels):
                 return self.labels[index]
-        raise ValueError(f"unknown label {raw!r}; expected one of {', '.join(self.labels)}")
+        raise ValueError(f"unknown label {_shown(raw)}; expected one of {', '.join(self.labels)}")
 
     def index(self, label: str) -> int:
         """The numeric id of a label name."""
@@ -64,6 +68,12 @@ class Task:
     @property
     def num_labels(self) -> int:
         return len(self.labels)
+
+
+def _shown(raw: object, limit: int = 40) -> str:
+    """``repr(raw)``, cut to ``limit`` characters (a 5,000-digit label stays one short line)."""
+    text = repr(raw)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(raw)):,} characters)"
 
 
 def _aliases(labels: tuple[str, ...], extra: dict[str, str] | None = None) -> dict[str, str]:

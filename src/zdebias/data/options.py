@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -20,8 +22,8 @@ class ReadOptions(Settings):
 
     format: str | None = setting(
         None,
-        "Input format (jsonl, json, csv, tsv, parquet, triplets, hans, hf); detected from the "
-        "file when omitted.",
+        "Input format (jsonl, json, csv, tsv, parquet, triplets, hans, hf, hf-disk, arrow); "
+        "detected from the file when omitted.",
     )
     task: str | None = setting(
         None,
@@ -78,8 +80,64 @@ class ReadOptions(Settings):
                 if self.limit is not None and len(records) >= self.limit:
                     break
         if what is not None and not records:
-            raise DataError(f"no labelled records in the {what} set", path=str(path))
+            raise no_records_error(ds.report, what)
         return records, ds.report
+
+
+def no_records_error(report: ReadReport, what: str) -> DataError:
+    """The one-line error for an input without a single labelled record, saying why: an empty
+    file, a header only, every row unlabelled, or every row bad (``--on-error skip``)."""
+    path = report.path
+    if report.n_errors and report.n_errors >= report.n_unlabelled:
+        first = report.errors[0]
+        why = f"all {report.n_rows} rows were bad and skipped (first: {first.message})"
+        return DataError(
+            f"no labelled records in the {what} set: {why}", path=path, line=first.line
+        )
+    if report.n_unlabelled:
+        why = f"all {report.n_unlabelled} rows are without a gold label"
+        if report.n_errors:
+            why += f" or bad ({report.n_errors})"
+        line = report.unlabelled_lines[0] if report.unlabelled_lines else None
+        return DataError(f"no labelled records in the {what} set: {why}", path=path, line=line)
+    file = Path(path)
+    if file.is_file() and file.stat().st_size == 0:
+        why = "the file is empty"
+    elif report.format in ("csv", "tsv", "hans"):
+        why = "only a header, no data rows"
+    else:
+        why = "no data rows"
+    return DataError(f"no labelled records in the {what} set: {why}", path=path, line=1)
+
+
+def dataset_warnings(records: Sequence[Record], path: str, *, min_records: int = 1) -> list[str]:
+    """Warnings about records that read fine but would mislead a statistic, with counts:
+    a single label (every z then measures only the label imbalance) and duplicate ids
+    (a record and its copy can land on both sides of a filter). Fewer than ``min_records``
+    records is an error (:class:`DataError`)."""
+    if len(records) < min_records:
+        raise DataError(
+            f"only {len(records)} labelled record(s); z-statistics need at least {min_records}",
+            path=path,
+        )
+    lines = []
+    labels = Counter(r.label for r in records)
+    if len(labels) == 1:
+        ((label, n),) = labels.items()
+        lines.append(
+            f"{path}: all {n:,} records have the label {label!r}: z-statistics and filtering "
+            "measure only the label imbalance"
+        )
+    ids = Counter(r.id for r in records)
+    repeated = {i: n for i, n in ids.items() if n > 1}
+    if repeated:
+        top, n_top = max(repeated.items(), key=lambda kv: kv[1])
+        extra = sum(repeated.values()) - len(repeated)
+        lines.append(
+            f"{path}: {extra:,} records repeat an id ({len(repeated):,} ids used more than "
+            f"once, e.g. {top!r} {n_top} times)"
+        )
+    return lines
 
 
 def skip_message(report: ReadReport) -> list[str]:
@@ -95,4 +153,4 @@ def skip_message(report: ReadReport) -> list[str]:
     return lines
 
 
-__all__ = ["ReadOptions", "skip_message"]
+__all__ = ["ReadOptions", "dataset_warnings", "no_records_error", "skip_message"]

@@ -2,8 +2,10 @@
 
 Formats: ``jsonl``, ``json`` (a list of objects), ``csv``, ``tsv``, ``parquet``, ``triplets``
 (robust-nli ``s1.X s2.X labels.X``), ``hans`` (``heuristics_evaluation_set.txt``), ``hf``
-(``hf:NAME[@CONFIG][:SPLIT]`` through HF ``datasets``), and ``.gz`` of any file format. The format
-is detected from the file and can be forced with ``format=``.
+(``hf:NAME[@CONFIG][:SPLIT[@REVISION]]`` through HF ``datasets``, cached), ``hf-disk`` (a
+``save_to_disk`` folder; ``DIR::SPLIT`` for a DatasetDict), ``arrow`` (an Arrow IPC file), and
+``.gz`` of any file format (:mod:`zdebias.data.hf` reads the HF ones). The format is detected
+from the file and can be forced with ``format=``.
 
 >>> ds = open_dataset("train.jsonl")            # doctest: +SKIP
 >>> for record in ds: ...                       # doctest: +SKIP
@@ -17,6 +19,7 @@ import csv
 import gc
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +30,7 @@ from zdebias.data.labels import Task, get_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 
-FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "triplets", "hans", "hf")
+FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "triplets", "hans", "hf", "hf-disk", "arrow")
 OnError = Literal["raise", "skip"]
 
 #: Column names recognised for each field, in order of preference (matched case-insensitively).
@@ -144,25 +147,31 @@ def detect_format(path: str | Path) -> str:
     if text.startswith("hf:"):
         return "hf"
     p, split = split_path_and_split(text)
+    from zdebias.data.hf import is_saved_dataset
+
+    if is_saved_dataset(p):
+        return "hf-disk"
     if split is not None or p.is_dir():
         return "triplets"
+    if p.suffix.lower() == ".arrow":
+        return "arrow"
     if p.name.split(".", 1)[0] in ("s1", "s2", "labels") and "." in p.name:
         if not p.name.endswith((".jsonl", ".json", ".csv", ".tsv", ".parquet", ".gz")):
             return "triplets"
-    head = _peek(p)
+    head = _peek(p).removeprefix(b"\xef\xbb\xbf")
     if head.startswith(b"PAR1"):
         return "parquet"
     name = p.name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
     suffix = Path(name).suffix
-    first_line = head.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf")
+    first_line = head.split(b"\n", 1)[0]
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".parquet":
         return "parquet"
     if suffix == ".json":
-        return "json" if head.lstrip().startswith(b"[") else "jsonl"
+        return "json" if _json_document(p, head) else "jsonl"
     if b"\t" in first_line and b"heuristic" in first_line and b"gold_label" in first_line:
         return "hans"
     if suffix == ".tsv":
@@ -181,6 +190,80 @@ def detect_format(path: str | Path) -> str:
     raise DataError(
         f"cannot tell the format; pass --format (one of {', '.join(FORMATS)})", path=str(p)
     )
+
+
+def _json_document(path: Path, head: bytes) -> bool:
+    """Whether a ``.json`` file is one JSON document (a list, or ``{"data": [...]}`` as HF's
+    ``field="data"``) rather than JSON lines: a list, or a first line that is not a whole
+    object by itself, or one whose ``data`` is a list."""
+    head = head.lstrip()
+    if head.startswith(b"["):
+        return True
+    if not head.startswith(b"{"):
+        return False
+    with _open_binary(path) as fh:
+        first = fh.readline(1 << 22).removeprefix(b"\xef\xbb\xbf")
+    try:
+        obj = json.loads(first)
+    except (ValueError, RecursionError):
+        return True  # a pretty-printed document; the JSON reader names the line if it is bad
+    return isinstance(obj, dict) and isinstance(obj.get("data"), list)
+
+
+#: a JSON escape of a lone UTF-16 surrogate (not valid Unicode; no UTF-8 writer accepts it)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _surrogate(value: Any) -> tuple[str, str] | None:
+    """``(field, character)`` of the first lone surrogate in a parsed JSON row, else None."""
+    if isinstance(value, str):
+        for ch in value:
+            if "\ud800" <= ch <= "\udfff":
+                return "", f"\\u{ord(ch):04x}"
+        return None
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        found = _surrogate(item)
+        if found is not None:
+            return (found[0] or str(key)) if isinstance(value, dict) else found[0], found[1]
+    return None
+
+
+def _json_value(text: str, path: Path, line: int, *, document: bool = False) -> Any:
+    """``json.loads(text)``, every failure one located :class:`DataError`: invalid JSON, a
+    number over Python's digit limit, nesting too deep, a lone surrogate in a string.
+    ``document``: ``text`` is a whole file starting at ``line`` (else one line of JSONL)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(
+            f"invalid JSON: {err.msg} at column {err.colno}",
+            path=str(path),
+            line=line + err.lineno - 1 if document else line,
+        ) from None
+    except ValueError as err:  # int("7" * 5000): over sys.get_int_max_str_digits()
+        digits = str(err).split("value has ")[-1].split(";")[0]
+        raise DataError(
+            f"invalid JSON: a number too long to read ({digits})", path=str(path), line=line
+        ) from None
+    except RecursionError:
+        raise DataError("invalid JSON: nested too deeply", path=str(path), line=line) from None
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):  # the cheap test first
+        found = _surrogate(value)
+        if found is not None:
+            raise DataError(
+                f"lone surrogate {found[1]} in text (not valid Unicode)",
+                path=str(path),
+                line=line,
+                field=found[0] or None,
+            )
+    return value
 
 
 # --------------------------------------------------------------------------- row → Record
@@ -289,7 +372,7 @@ class _RowMapper:
         if isinstance(raw_meta, str) and raw_meta.startswith("{"):
             try:
                 raw_meta = json.loads(raw_meta)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 raw_meta = None
         if isinstance(raw_meta, dict):
             meta.update(raw_meta)
@@ -315,16 +398,9 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             if not text.strip():
                 continue
             try:
-                yield lineno, json.loads(text)
-            except json.JSONDecodeError as err:
-                yield (
-                    lineno,
-                    DataError(
-                        f"invalid JSON: {err.msg} at column {err.colno}",
-                        path=str(path),
-                        line=lineno,
-                    ),
-                )
+                yield lineno, _json_value(text, path, lineno)
+            except DataError as err:
+                yield lineno, err
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -340,12 +416,7 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
         raise DataError(
             f"not valid UTF-8: byte 0x{data[err.start]:02x}", path=str(path), line=line
         ) from None
-    try:
-        rows = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(
-            f"invalid JSON: {err.msg} at column {err.colno}", path=str(path), line=err.lineno
-        ) from None
+    rows = _json_value(text, path, 1, document=True)
     if isinstance(rows, dict) and isinstance(rows.get("data"), list):
         rows = rows["data"]
     if not isinstance(rows, list):
@@ -378,6 +449,7 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
         if bad and bad[0][0] == 1:
             raise DataError(bad[0][1], path=str(path), line=1)
         header = [h.strip() for h in header]
+        _no_duplicate_columns(header, path)
         yield 0, header  # the header, for column detection
         while True:
             try:
@@ -410,6 +482,21 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
             yield line, dict(zip(header, cells, strict=True))
 
 
+def _no_duplicate_columns(header: list[str], path: Path) -> None:
+    """A header naming one column twice is refused: a reader would keep only one of them."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(header, 1):
+        if name.lower() in seen:
+            raise DataError(
+                f"column {name!r} appears twice in the header (columns {seen[name.lower()]} and "
+                f"{i}); rename one",
+                path=str(path),
+                line=1,
+                field=name,
+            )
+        seen[name.lower()] = i
+
+
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
     import pyarrow.parquet as pq
 
@@ -417,6 +504,7 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
         pf = pq.ParquetFile(str(path))
     except Exception as err:  # pyarrow raises several types for a broken file
         raise DataError(f"not a readable parquet file: {err}", path=str(path)) from None
+    _no_duplicate_columns(pf.schema_arrow.names, path)
     yield 0, pf.schema_arrow.names
     row = 0
     for batch in pf.iter_batches(batch_size=4096):
@@ -489,37 +577,6 @@ def _triplet_rows(path: Path, split: str | None) -> Iterator[tuple[int, Any]]:
             )
 
 
-def _hf_rows(spec: str) -> tuple[Iterator[tuple[int, Any]], list[str] | None]:
-    """Rows of ``hf:NAME[@CONFIG][:SPLIT]`` through HF datasets (needs the hub or its cache)."""
-    body = spec[3:]
-    name, _, split = body.partition(":")
-    name, _, config = name.partition("@")
-    try:
-        import datasets
-    except ImportError as err:  # pragma: no cover - datasets is a dependency
-        raise ConfigError(f"reading {spec} needs the 'datasets' package: {err}") from None
-    try:
-        ds = datasets.load_dataset(name, config or None, split=split or "train", streaming=True)
-    except Exception as err:
-        raise DataError(f"could not load HF dataset: {err}", path=spec) from None
-    label_names = None
-    features = getattr(ds, "features", None) or {}
-    for key in ("label", "gold_label"):
-        feat = features.get(key) if features else None
-        if feat is not None and hasattr(feat, "names"):
-            label_names = list(feat.names)
-
-    def rows() -> Iterator[tuple[int, Any]]:
-        first = True
-        for i, row in enumerate(ds, 1):
-            if first:
-                yield 0, list(row)
-                first = False
-            yield i, row
-
-    return rows(), label_names
-
-
 # --------------------------------------------------------------------------- public API
 
 
@@ -572,9 +629,17 @@ class Dataset:
 
     def _rows(self) -> tuple[Iterator[tuple[int, Any]], list[str] | None, str]:
         fmt, p = self.format, self.path
-        if fmt == "hf":
-            rows, names = _hf_rows(self.spec)
-            return rows, names, self.spec
+        if fmt in ("hf", "hf-disk", "arrow"):
+            from zdebias.data import hf
+
+            if fmt == "hf":
+                rows, names = hf.hub_rows(self.spec)
+                return rows, names, self.spec
+            if fmt == "hf-disk":
+                rows, names = hf.saved_rows(p, self.split)
+                return rows, names, p.name if self.split is None else f"{p.name}/{self.split}"
+            rows, names = hf.arrow_rows(p)
+            return rows, names, p.name
         if fmt == "triplets":
             s1, _, _, split = _triplet_files(p, self.split)
             return _triplet_rows(p, self.split), None, f"{s1.parent.name}/{split}"
@@ -594,7 +659,16 @@ class Dataset:
         report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
         self.report = report
         mapper: _RowMapper | None = None
-        header_given = self.format in ("csv", "tsv", "hans", "parquet", "triplets", "hf")
+        header_given = self.format in (
+            "csv",
+            "tsv",
+            "hans",
+            "parquet",
+            "triplets",
+            "hf",
+            "hf-disk",
+            "arrow",
+        )
         skip = self.on_error == "skip"
         for line, row in rows:
             if line == 0 and header_given:
@@ -658,12 +732,19 @@ def read_records(path: str | Path, **options: Any) -> list[Record]:
     return list(Dataset(path, **options))
 
 
+#: objects a :func:`gc_paused` block must leave behind to be frozen at its end
+GC_FREEZE_AFTER = 200_000
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while creating many records.
 
     With millions of live objects, each automatic collection walks them all; a loop creating
-    a million records would spend most of its time there.
+    a million records would spend most of its time there. When the block leaves more than
+    :data:`GC_FREEZE_AFTER` new objects, re-enabling would walk them all at once (seconds
+    for a million records), so they are frozen first (``gc.freeze``: reference counting still
+    frees them; only reference cycles among them are never collected, and records hold none).
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -671,6 +752,8 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if gc.get_count()[0] > GC_FREEZE_AFTER:
+                gc.freeze()
             gc.enable()
 
 

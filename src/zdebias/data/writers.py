@@ -3,21 +3,32 @@
 Output and model folders are built in a hidden sibling (:func:`work_dir_for`) and published
 with :func:`publish_dir`: an existing non-empty folder is refused unless ``overwrite``; a
 symlink, the current directory or one of its parents is always refused.
+
+Every temporary file or folder is named ``.NAME.tmp-HOST-PID-RANDOM`` (``old-`` for an older
+output being replaced): a writer killed before
+it could clean up leaves one behind, and the next writer into that folder removes those whose
+process (same host) is gone (:func:`remove_stale_temps`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -27,8 +38,11 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     No reader ever sees half a file, and a failed write leaves no file behind.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; expected a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as fh:
@@ -41,6 +55,62 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _host() -> str:
+    """A short tag of this machine, so a folder shared between hosts is swept only for ours."""
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _temp_prefix(name: str, kind: str = "tmp") -> str:
+    return f".{name}.{kind}-{_host()}-{os.getpid()}-"
+
+
+_TEMP = re.compile(
+    r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[^/]+$"
+)
+_SWEPT: set[Path] = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def remove_stale_temps(folder: str | Path, *, again: bool = False) -> list[str]:
+    """Remove the temporary files and folders a killed zdebias writer left in ``folder``
+    (named by :func:`_temp_prefix`, their process on this host gone); returns their names.
+    An older output that :func:`publish_dir` had moved aside when its writer was killed, with
+    nothing published in its place yet, is put back instead of removed.
+
+    Done once per folder and process unless ``again``; never follows a symlink.
+    """
+    folder = Path(os.path.abspath(folder))
+    if (folder in _SWEPT and not again) or not folder.is_dir():
+        return []
+    _SWEPT.add(folder)
+    host, removed = _host(), []
+    for entry in os.scandir(folder):
+        match = _TEMP.match(entry.name)
+        if not match or match["host"] != host or _alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            is_dir = entry.is_dir(follow_symlinks=False)
+            saved, target = Path(entry.path) / "old", folder / match["name"]
+            if match["kind"] == "old" and is_dir and os.path.lexists(saved):
+                if not os.path.lexists(target):
+                    os.replace(saved, target)
+            if is_dir:
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(entry.name)
+    return removed
 
 
 def _umask() -> int:
@@ -65,14 +135,64 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def write_jsonl(records: Iterable[Record], path: str | Path) -> int:
-    """Write records as JSONL atomically; returns how many were written."""
+#: Records encoded per write call.
+JSONL_BLOCK = 4096
+
+
+#: Records per task when several processes encode one JSONL file.
+JSONL_TASK = 50_000
+_ENCODE: dict[str, Any] = {}
+
+
+def _encode_rows(start: int, end: int) -> str:
+    """Lines ``start:end`` of the JSONL being written (in a forked worker)."""
+    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    records = _ENCODE["records"]
+    return "".join([encode(records[i].to_dict()) + "\n" for i in range(start, end)])
+
+
+def _write_jsonl_parallel(records: list[Record], path: str | Path, num_proc: int) -> int:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = len(records)
+    starts = list(range(0, n, JSONL_TASK))
+    ends = [min(start + JSONL_TASK, n) for start in starts]
+    _ENCODE["records"] = records  # the forked workers read them, nothing is pickled
+    try:
+        with (
+            atomic_open(path) as fh,
+            ProcessPoolExecutor(num_proc, mp_context=multiprocessing.get_context("fork")) as pool,
+        ):
+            for text in pool.map(_encode_rows, starts, ends):
+                fh.write(text)
+    finally:
+        _ENCODE.clear()
+    return n
+
+
+def write_jsonl(records: Iterable[Record], path: str | Path, *, num_proc: int = 1) -> int:
+    """Write records as JSONL atomically; returns how many were written.
+
+    ``num_proc`` > 1: a list of more than :data:`JSONL_TASK` records is encoded by that many
+    forked processes, in order; the file is the same byte for byte.
+    """
+    if (
+        num_proc > 1
+        and isinstance(records, list)
+        and len(records) > JSONL_TASK
+        and "fork" in _start_methods()
+    ):
+        return _write_jsonl_parallel(records, path, num_proc)
+    # one encoder for every line (json.dumps with options builds a new one per call)
+    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
     n = 0
     with atomic_open(path) as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False, default=_json_default))
+        it = iter(records)
+        while block := [encode(r.to_dict()) for r in islice(it, JSONL_BLOCK)]:
+            fh.write("\n".join(block))
             fh.write("\n")
-            n += 1
+            n += len(block)
     return n
 
 
@@ -91,20 +211,68 @@ def write_parquet(records: Iterable[Record], path: str | Path) -> int:
     return len(rows)
 
 
-def write_records(records: Iterable[Record], path: str | Path) -> int:
+def _start_methods() -> list[str]:
+    import multiprocessing
+
+    return multiprocessing.get_all_start_methods()
+
+
+def write_records(records: Iterable[Record], path: str | Path, *, num_proc: int = 1) -> int:
     """Write records in the format the file name asks for (``.parquet`` or JSONL)."""
     if str(path).endswith(".parquet"):
         return write_parquet(records, path)
-    return write_jsonl(records, path)
+    return write_jsonl(records, path, num_proc=num_proc)
 
 
-def write_files(folder: str | Path, files: Mapping[str, Any]) -> dict[str, Path]:
+def write_together(files: Mapping[str | Path, Any]) -> list[Path]:
+    """Write several output files of one command so that they change together: each is
+    written in full under a temporary name, then all are renamed; a failure before the renames
+    leaves every old file as it was. Lists of records are written as JSONL (parquet by a
+    ``.parquet`` name), ``str`` as text, anything else as JSON."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, content in files.items():
+            path = Path(target)
+            if path.is_dir():
+                raise ConfigError(f"{path} is a folder; expected a file name")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(path.parent)
+            fd, tmp = tempfile.mkstemp(
+                prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent
+            )
+            os.close(fd)
+            staged.append((Path(tmp), path))
+            records = isinstance(content, list | tuple) and all(
+                isinstance(r, Record) for r in content
+            )
+            if isinstance(content, str):
+                with atomic_open(tmp) as fh:
+                    fh.write(content)
+            elif records and path.name.endswith(".parquet"):
+                write_parquet(content, tmp)
+            elif records:
+                write_jsonl(content, tmp)
+            else:
+                write_json(content, tmp)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    return [path for _, path in staged]
+
+
+def write_files(
+    folder: str | Path, files: Mapping[str, Any], *, num_proc: int = 1
+) -> dict[str, Path]:
     """Write records lists (``.jsonl`` / ``.parquet`` names) and JSON documents (any other name)
-    into ``folder`` by file name, each atomically; returns their paths."""
+    into ``folder`` by file name, each atomically; returns their paths. ``num_proc``: see
+    :func:`write_jsonl`."""
     folder = Path(folder)
     for name, content in files.items():
         if name.endswith((".jsonl", ".parquet")):
-            write_records(content, folder / name)
+            write_records(content, folder / name, num_proc=num_proc)
         else:
             write_json(content, folder / name)
     return {name: folder / name for name in files}
@@ -119,16 +287,62 @@ def _absolute(out: str | Path) -> Path:
     return Path(os.path.abspath(out))
 
 
-def check_out_dir(out: str | Path, *, overwrite: bool) -> None:
-    """Fail with :class:`ConfigError` when :func:`publish_dir` would refuse ``out``."""
+#: files that mark a folder as one zdebias wrote: (file name, a key its JSON holds, or None)
+OWN_FILES: tuple[tuple[str, str | None], ...] = (
+    (OUTPUT_MARKER, None),
+    ("manifest.json", "stages"),  # a run folder
+    ("zdebias_generator.json", None),
+    ("zdebias_infiller.json", None),
+    ("metrics.json", "n_train"),  # a classifier
+    ("state.json", "shards"),  # a sampling folder
+)
+
+
+def written_by_zdebias(folder: str | Path) -> bool:
+    """Whether ``folder`` holds one of :data:`OWN_FILES` (so ``--overwrite`` may replace it)."""
+    folder = Path(folder)
+    for name, key in OWN_FILES:
+        path = folder / name
+        if not path.is_file() or path.is_symlink():
+            continue
+        if key is None:
+            return True
+        with contextlib.suppress(OSError, ValueError):
+            if key in json.loads(path.read_text(encoding="utf-8")):
+                return True
+    return False
+
+
+def check_out_dir(
+    out: str | Path,
+    *,
+    overwrite: bool,
+    own_only: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> None:
+    """Fail with :class:`ConfigError` when :func:`publish_dir` would refuse ``out``.
+
+    ``own_only`` (the CLI's ``--overwrite``): an existing non-empty folder is replaced only if
+    zdebias wrote it (:func:`written_by_zdebias`). ``inputs``: paths the command reads; ``out``
+    may be none of them nor a folder holding one.
+    """
     path = _absolute(out)
     if path.is_symlink():
         raise ConfigError(f"{out} is a symbolic link; choose a real folder for --out")
     cwd = Path.cwd().resolve()
     if path.exists() and (path.resolve() == cwd or path.resolve() in cwd.parents):
         raise ConfigError(f"{out} is the current directory or a parent of it; choose another --out")
+    for given in inputs:
+        source = _absolute(given)
+        if path == source or path in source.parents:
+            raise ConfigError(f"{out} is or holds the input {given}; choose another --out")
     if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
         raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    if own_only and path.is_dir() and any(path.iterdir()) and not written_by_zdebias(path):
+        raise ConfigError(
+            f"{out}: not a folder zdebias wrote (no {OUTPUT_MARKER}, manifest or model info); "
+            "--overwrite replaces only those: remove it yourself or choose another --out"
+        )
 
 
 def work_dir_for(out: str | Path) -> Path:
@@ -140,7 +354,8 @@ def work_dir_for(out: str | Path) -> Path:
     if not path.name:
         raise ConfigError(f"{out} is not a folder name; choose another --out")
     path.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    remove_stale_temps(path.parent)
+    return Path(tempfile.mkdtemp(prefix=_temp_prefix(path.name), dir=path.parent))
 
 
 def publish_dir(tmp: str | Path, out: str | Path, *, overwrite: bool) -> Path:
@@ -158,7 +373,7 @@ def publish_dir(tmp: str | Path, out: str | Path, *, overwrite: bool) -> Path:
     if not path.exists():
         os.replace(tmp, path)
         return Path(out)
-    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent)) / "old"
+    old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path.name, "old"), dir=path.parent)) / "old"
     try:
         os.replace(path, old)
         try:
@@ -190,24 +405,35 @@ def check_output_folder(out: str | Path, *, overwrite: bool) -> None:
 
 
 def publish_files(
-    out: str | Path, files: dict[str, Any], *, overwrite: bool = False
+    out: str | Path, files: dict[str, Any], *, overwrite: bool = False, num_proc: int = 1
 ) -> dict[str, Path]:
     """Publish an output folder as a whole: records lists / JSON documents by file name.
 
     Everything is written into a temporary sibling folder, which :func:`publish_dir` renames
     into place once complete, so no reader ever sees new files next to an older run's. An
     existing non-empty ``out`` is refused unless ``overwrite`` (and then only a folder zdebias
-    wrote).
+    wrote). ``num_proc``: processes that encode large JSONL files (:func:`write_jsonl`).
     """
+    out = Path(out)
+    publish_folder(
+        out, lambda work: write_files(work, files, num_proc=num_proc), overwrite=overwrite
+    )
+    return {name: out / name for name in files}
+
+
+def publish_folder(out: str | Path, build: Callable[[Path], T], *, overwrite: bool = False) -> T:
+    """Publish the folder ``build(work)`` writes as a whole (see :func:`publish_files`);
+    returns what ``build`` returned. ``out`` gets :data:`OUTPUT_MARKER`, written last."""
     out = Path(out)
     check_output_folder(out, overwrite=overwrite)
     work = work_dir_for(out)
     try:
-        write_files(work, files)
-        write_json({"files": sorted(files)}, work / OUTPUT_MARKER)
+        result = build(work)
+        files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+        write_json({"files": files}, work / OUTPUT_MARKER)
         os.chmod(work, 0o777 & ~_umask())
         publish_dir(work, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return {name: out / name for name in files}
+    return result

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.data.labels import infer_task
+from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.keys import NULL_FEATURE, FeatureKey
@@ -552,12 +553,42 @@ def _progress(show: bool, total: int, n_records: int) -> Any:
     return bar
 
 
+def _run_groups(
+    specs: list[FeatureSpec],
+    ctx: FeatureContext,
+    settings: dict[str, Any],
+    pair: bool,
+    progress: bool,
+) -> tuple[list[sp.csr_matrix], list[str], list[FeatureKey]]:
+    """Every group's blocks, names and keys, in group order."""
+    records = ctx.records
+    blocks: list[sp.csr_matrix] = []
+    all_names: list[str] = []
+    all_keys: list[FeatureKey] = []
+    bar = _progress(progress, len(specs), len(records))
+    try:
+        for spec in specs:
+            if bar is not None:
+                bar.update(bar.task_ids[0], description=f"features: {spec.name}")
+            m, fnames, fkeys = _run_group(spec, ctx, records, settings, pair)
+            blocks.extend(m)
+            all_names.extend(fnames)
+            all_keys.extend(fkeys)
+            if bar is not None:
+                bar.advance(bar.task_ids[0])
+    finally:
+        if bar is not None:
+            bar.stop()
+    return blocks, all_names, all_keys
+
+
 def extract_features(
     records: Sequence[Record],
     names: Sequence[str] | None = None,
     *,
     labels: Sequence[str] | None = None,
     progress: bool = False,
+    num_proc: int | None = None,
     **settings: Any,
 ) -> FeatureMatrix:
     """Binary features of ``records`` (one row each) from the named feature groups.
@@ -568,7 +599,8 @@ def extract_features(
     ``labels``: the task's label names (the hypothesis-only feature needs them; inferred from
     the records when omitted). ``settings``: bin edges, tokenisation, hypothesis-only options
     (see ``docs/stats.md``). Columns that no record has are dropped. ``progress`` shows which
-    group is running (on stderr).
+    group is running (on stderr). ``num_proc``: processes (default 1, 0: every core); the
+    output is the same for any number (:mod:`zdebias.features.parallel`).
 
     >>> fm = extract_features(records, ["unigrams", "null"])          # doctest: +SKIP
     >>> fm.matrix.shape, fm.names[:2]                                 # doctest: +SKIP
@@ -599,23 +631,15 @@ def extract_features(
     if not records:
         return FeatureMatrix(sp.csr_matrix((0, 0), dtype=np.uint8), [], [])
     ctx = FeatureContext(records, settings, labels=labels)
-    blocks: list[sp.csr_matrix] = []
-    all_names: list[str] = []
-    all_keys: list[FeatureKey] = []
-    bar = _progress(progress, len(specs), len(records))
-    try:
-        for spec in specs:
-            if bar is not None:
-                bar.update(bar.task_ids[0], description=f"features: {spec.name}")
-            m, fnames, fkeys = _run_group(spec, ctx, records, settings, pair)
-            blocks.extend(m)
-            all_names.extend(fnames)
-            all_keys.extend(fkeys)
-            if bar is not None:
-                bar.advance(bar.task_ids[0])
-    finally:
-        if bar is not None:
-            bar.stop()
+    from zdebias.features.parallel import chunkable, resolve_num_proc, run_groups_parallel
+
+    workers = resolve_num_proc(num_proc, len(records))
+    # Names and keys are many small objects: the cyclic GC would walk every record each time.
+    with gc_paused():
+        if workers > 1 and any(chunkable(spec) for spec in specs):
+            blocks, all_names, all_keys = run_groups_parallel(specs, ctx, settings, pair, workers)
+        else:
+            blocks, all_names, all_keys = _run_groups(specs, ctx, settings, pair, progress)
     if len(blocks) == 1:
         matrix = blocks[0].astype(np.uint8)
     elif blocks:

@@ -48,6 +48,12 @@ class FeatureSettings(Settings):
     hypo_only_folds: int | None = setting(
         None, "Cross-fitting folds (default: DEFAULT_FOLDS, 5).", ge=2
     )
+    num_proc: int | None = setting(
+        None,
+        "Processes for feature extraction and for writing large outputs, as HF datasets' "
+        "num_proc (default 1; 0: every core). The output is the same for any number.",
+        ge=0,
+    )
     feature_options: dict[str, Any] = setting(
         default_factory=dict,
         help="Settings of plugin features (pkg.module:function), by keyword.",
@@ -101,6 +107,7 @@ class FeatureSettings(Settings):
             "hypo_only_model",
             "hypo_only_classifier",
             "hypo_only_folds",
+            "num_proc",
         ):
             value = getattr(self, key)
             if value is not None:

@@ -10,9 +10,10 @@ contributes to a biased feature of the example's label (unlikelihood there), 1 e
   overlaps a character of any occurrence of the n-gram's tokens, the words found by the same
   tokeniser that cut the feature (:class:`zdebias.features.tokenize.Tokenizer`, so a custom
   ``token_pattern`` is honoured);
-- ``<null>`` (the label-imbalance feature, on every example): the label token. Its z-statistic
-  is the label's over-representation, and the token that decides the label is the label token,
-  so unlikelihood there lowers p(label | premise) and nothing else;
+- ``<null>`` (the label-imbalance feature, on every example): all hypothesis tokens by default
+  (``null_mask="hypothesis"``, the paper's rule for every non-n-gram feature), or only the
+  label token (``null_mask="label"``: the token that decides the label, so unlikelihood there
+  lowers p(label | premise) and nothing else);
 - every other feature (hypothesis length, length ratio, lexical overlap, hypothesis-only
   prediction, and any user-registered feature): all hypothesis tokens (all text tokens for
   single-text tasks). The end-of-sequence token is not included.
@@ -119,13 +120,17 @@ def biased_token_mask(
     features: Iterable[str | FeatureKey | Mapping[str, Any]] | None = None,
     *,
     report: MaskReport | None = None,
+    null_mask: str = "hypothesis",
 ) -> list[bool]:
     """Per position of ``encoded.input_ids``: True where the token carries a biased feature.
 
     ``features`` (keys, their dicts, or names) defaults to :func:`rejecting_features`. The
     unlikelihood mask of SPEC §6 is ``m_t = 0`` exactly where this is True. ``report`` (if
-    given) is filled in; its ``unmatched`` lists feature names.
+    given) is filled in; its ``unmatched`` lists feature names. ``null_mask``: ``hypothesis``
+    (the paper) or ``label``, the tokens the ``<null>`` feature marks.
     """
+    if null_mask not in ("hypothesis", "label"):
+        raise ValueError(f"null_mask must be 'hypothesis' or 'label', not {null_mask!r}")
     keys = rejecting_features(record) if features is None else [as_feature_key(f) for f in features]
     out = [False] * len(encoded.input_ids)
     rep = report if report is not None else MaskReport()
@@ -139,10 +144,10 @@ def biased_token_mask(
     main_text = record.text if not record.is_pair else record.hypothesis
     for key in keys:
         kind = _mask_kind(key)
-        if kind == "null":
+        if kind == "null" and null_mask == "label":
             mark(encoded.label_index, [0], kind)
             continue
-        if kind == "hypothesis":
+        if kind in ("hypothesis", "null"):
             start, end = encoded.main
             mark(start, range(end - start), kind)
             continue

@@ -22,6 +22,10 @@ Output folder: ``shard-*.jsonl`` (records with ``meta.type = "generated"``), ``d
 (each dropped output with its reason), ``state.json``, and when complete ``samples.jsonl``
 (all shards in order, unless ``merge=False``) and ``summary.json``.
 
+Backends ``hf`` and ``vllm`` sample a trained generator folder; ``openai`` and ``local`` prompt
+an instruction model (:mod:`zdebias.generation.prompted`, which adds ``requests-*.jsonl``:
+each request's tokens, attempts and time). All share the loop :func:`run_rounds`.
+
 >>> summary = sample_generator("runs/gen", "runs/samples", n=1000, batch_size=64)  # doctest: +SKIP
 >>> records = read_samples("runs/samples")                                          # doctest: +SKIP
 """
@@ -32,7 +36,9 @@ import hashlib
 import importlib.util
 import json
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +53,11 @@ from zdebias.generation.format import (
     parse_output,
     sample_key,
 )
-from zdebias.generation.settings import SampleSettings, fast_bf16
+from zdebias.generation.settings import PromptSettings, SampleSettings, fast_bf16
 
 STATE = "state.json"
+#: the backends that prompt an instruction model (:mod:`zdebias.generation.prompted`)
+PROMPTED_BACKENDS = ("openai", "local")
 SUMMARY = "summary.json"
 MERGED = "samples.jsonl"
 
@@ -191,37 +199,48 @@ def _shard_name(i: int) -> str:
     return f"shard-{i:05d}.jsonl"
 
 
-def _new_state(settings: SampleSettings, fingerprint: str, generator: str) -> dict[str, Any]:
+def _new_state(
+    run: dict[str, Any], fingerprint: str, generator: str, reasons: Sequence[str]
+) -> dict[str, Any]:
     return {
         "version": 1,
         "generator": generator,
         "generator_fingerprint": fingerprint,
-        "settings": settings.run_settings(),
+        "settings": run,
         "next_round": 0,
         "shards": [],
         "n_written": 0,
         "n_generated": 0,
         "n_duplicates": 0,
         "n_surplus": 0,
-        "malformed": dict.fromkeys(MALFORMED_REASONS, 0),
+        "malformed": dict.fromkeys(reasons, 0),
         "seconds": 0.0,
     }
 
 
-def _load_state(
-    out: Path, settings: SampleSettings, fingerprint: str, generator: str
+def load_state(
+    out: Path,
+    settings: SampleSettings,
+    fingerprint: str,
+    generator: str,
+    *,
+    run: dict[str, Any] | None = None,
+    reasons: Sequence[str] = MALFORMED_REASONS,
 ) -> dict[str, Any]:
+    """The run in ``out`` (a new one if none), refused if its settings or generator differ.
+
+    ``run``: the settings that decide the samples (default ``settings.run_settings()``);
+    ``reasons``: the drop reasons counted from zero in a new run."""
+    run = settings.run_settings() if run is None else run
     path = out / STATE
     if not path.exists():
-        return _new_state(settings, fingerprint, generator)
+        return _new_state(run, fingerprint, generator, reasons)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
     diff = {
-        k: (v, state["settings"].get(k))
-        for k, v in settings.run_settings().items()
-        if state["settings"].get(k) != v
+        k: (v, state["settings"].get(k)) for k, v in run.items() if state["settings"].get(k) != v
     }
     if diff:
         shown = ", ".join(f"{k}={new!r} (run has {old!r})" for k, (new, old) in diff.items())
@@ -264,7 +283,7 @@ def read_samples(out_dir: str | Path) -> list[Record]:
     return [r for shard in state["shards"] for r in _read_shard(out / shard["file"])]
 
 
-def _seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
+def seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
     seen: set[int] = set()
     for shard in state["shards"]:
         path = out / shard["file"]
@@ -282,17 +301,44 @@ def _seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
     return seen
 
 
-def _clean_leftovers(out: Path, state: dict[str, Any]) -> None:
+def clean_leftovers(out: Path, state: dict[str, Any]) -> None:
     """Remove temp files and shards a killed run wrote after its last state update."""
     for tmp in out.glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
-    listed = {s["file"] for s in state["shards"]} | {s["dropped"] for s in state["shards"]}
-    for path in [*out.glob("shard-*.jsonl"), *out.glob("dropped-*.jsonl")]:
-        if path.name not in listed:
-            path.unlink()
+    listed = {s[k] for s in state["shards"] for k in ("file", "dropped", "requests") if k in s}
+    for pattern in ("shard-*.jsonl", "dropped-*.jsonl", "requests-*.jsonl"):
+        for path in out.glob(pattern):
+            if path.name not in listed:
+                path.unlink()
 
 
 # --------------------------------------------------------------------------- main loop
+
+
+@dataclass
+class Candidate:
+    """One output of a sampling round: parsed (``parsed.error`` names why it is dropped), the
+    raw text for ``dropped-*.jsonl``, and extra ``meta`` for its record."""
+
+    parsed: ParsedSample
+    text: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RoundOutput:
+    """What a backend gives for one round: candidates and, for the prompted backends, one log
+    row per request (token usage, attempts, seconds, error)."""
+
+    candidates: list[Candidate]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: one round: ``(round_index, labels still needed or None) -> RoundOutput``
+Producer = Callable[[int, "dict[str, int] | None"], RoundOutput]
+
+#: the per-request counters ``state.json`` and the summary add up
+USAGE_KEYS = ("requests", "failed_requests", "retries", "prompt_tokens", "completion_tokens")
 
 
 def _record(
@@ -328,23 +374,134 @@ def start_over(out_dir: str | Path) -> None:
         path.unlink()
 
 
+def label_quota(n: int, labels: Sequence[str]) -> dict[str, int]:
+    """Balanced label counts for ``n`` samples: ``n // L`` each, the first ``n % L`` one more."""
+    k, extra = divmod(n, len(labels))
+    return {lab: k + (1 if i < extra else 0) for i, lab in enumerate(labels)}
+
+
 def sample_generator(
     generator: str | Path,
     out_dir: str | Path,
     settings: SampleSettings | int | None = None,
     *,
+    prompt: PromptSettings | None = None,
+    premises: Sequence[Record] | None = None,
+    examples: Sequence[Record] | None = None,
     progress: bool = True,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """Sample ``n`` unique well-formed records from a generator folder into ``out_dir``.
+    """Sample ``n`` unique well-formed records from a generator into ``out_dir``.
 
     ``settings``: a :class:`~zdebias.generation.settings.SampleSettings` (an int: ``n``);
-    ``overrides``: its fields as keywords (``n=1000, batch_size=48``). Resumes a run already in
-    ``out_dir`` (same settings). ``max_shards`` stops after writing that many shards in this
-    call (the run stays resumable); ``patience_rounds`` fails when that many rounds in a row
-    yield nothing new. Returns the summary (``complete`` says whether ``n`` samples are
-    there). ``dtype`` defaults to bfloat16 on CUDA, float32 elsewhere.
+    ``overrides``: its fields (and :class:`PromptSettings`' fields) as keywords (``n=1000,
+    batch_size=48``). Resumes a run already in ``out_dir`` (same settings). ``max_shards``
+    stops after writing that many shards in this call (the run stays resumable);
+    ``patience_rounds`` fails when that many rounds in a row yield nothing new. Returns the
+    summary (``complete`` says whether ``n`` samples are there). ``dtype`` defaults to bfloat16
+    on CUDA, float32 elsewhere.
+
+    With ``backend="openai"`` or ``"local"``, ``generator`` is an instruction model (the
+    served model name, or a local model reference such as ``smollm2``) prompted for one
+    hypothesis per premise of ``premises`` and target label, labels balanced, with few-shot
+    examples from ``examples`` (default: ``premises``); see :mod:`zdebias.generation.prompted`.
     """
+    if isinstance(settings, int):
+        settings, overrides = None, {"n": settings, **overrides}
+    prompt_keys = {k: overrides.pop(k) for k in list(overrides) if k in PromptSettings.model_fields}
+    cfg = SampleSettings.of(settings, **overrides)
+    if cfg.backend in PROMPTED_BACKENDS:
+        from zdebias.generation.prompted import sample_prompted
+
+        return sample_prompted(
+            str(generator),
+            out_dir,
+            cfg,
+            PromptSettings.of(prompt, **prompt_keys),
+            premises=premises,
+            examples=examples,
+            progress=progress,
+        )
+    if prompt_keys or premises is not None:
+        given = ", ".join([*prompt_keys, *(["premises"] if premises is not None else [])])
+        raise ConfigError(
+            f"{given}: only prompted sampling (backend openai or local) takes these; "
+            f"backend is {cfg.backend!r}"
+        )
+    return _sample_trained(generator, out_dir, cfg, progress=progress)
+
+
+def _sample_trained(
+    generator: str | Path, out_dir: str | Path, cfg: SampleSettings, *, progress: bool
+) -> dict[str, Any]:
+    """Sampling a trained generator folder (backends hf and vllm)."""
+    from zdebias.models.resolve import resolve_model
+
+    dtype = cfg.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if fast_bf16() else "float32"
+    gen_path = Path(resolve_model(generator))
+    fmt = GeneratorFormat.load(gen_path)
+    if cfg.backend == "vllm":
+        check_vllm()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = load_state(out, cfg, generator_fingerprint(gen_path), str(gen_path))
+    if state["n_written"] > cfg.n:
+        raise ConfigError(
+            f"{out}: already holds {state['n_written']} samples, more than "
+            f"--n {cfg.n}; use another --out"
+        )
+    clean_leftovers(out, state)
+    seen = seen_from_shards(out, state)
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gen_path)
+    special = frozenset(int(i) for i in tokenizer.all_special_ids)
+    engine = None
+    if state["n_written"] < cfg.n:
+        engine = BACKENDS[cfg.backend](gen_path, fmt, cfg, device=cfg.device, dtype=dtype)
+    gen_name = gen_path.name
+
+    def produce(round_index: int, _: dict[str, int] | None) -> RoundOutput:
+        assert engine is not None
+        candidates = []
+        for ids in engine.generate(cfg.batch_size, round_seed(cfg.seed, round_index)):
+            parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
+            candidates.append(Candidate(parsed, tokenizer.decode(ids) if not parsed.ok else ""))
+        return RoundOutput(candidates)
+
+    def make_record(c: Candidate, index: int, round_index: int) -> Record:
+        return _record(c.parsed, index, fmt, cfg.seed, round_index, gen_name)
+
+    return run_rounds(
+        out,
+        state,
+        seen,
+        cfg,
+        produce,
+        make_record,
+        progress=progress,
+        hint="is it trained?",
+    )
+
+
+def run_rounds(
+    out: Path,
+    state: dict[str, Any],
+    seen: set[int],
+    cfg: SampleSettings,
+    produce: Producer,
+    make_record: Callable[[Candidate, int, int], Record],
+    *,
+    progress: bool,
+    quota: dict[str, int] | None = None,
+    hint: str = "",
+) -> dict[str, Any]:
+    """The sampling loop every backend shares: rounds → parsed candidates → de-duplicated
+    records → shards + ``state.json`` (see the module doc). ``quota``: the number of samples
+    wanted per label (labels balanced); a sample of a label whose quota is met is surplus."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -355,43 +512,13 @@ def sample_generator(
         TimeRemainingColumn,
     )
 
-    from zdebias.models.resolve import resolve_model
-
-    if isinstance(settings, int):
-        settings, overrides = None, {"n": settings, **overrides}
-    cfg = SampleSettings.of(settings, **overrides)
-    n, batch_size, seed = cfg.n, cfg.batch_size, cfg.seed
-    dtype = cfg.dtype
-    if dtype == "auto":
-        dtype = "bfloat16" if fast_bf16() else "float32"
-    gen_path = Path(resolve_model(generator))
-    fmt = GeneratorFormat.load(gen_path)
-    if cfg.backend == "vllm":
-        check_vllm()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = generator_fingerprint(gen_path)
-    gen_name = gen_path.name
-    state = _load_state(out, cfg, fingerprint, str(gen_path))
-    if state["n_written"] > n:
-        raise ConfigError(
-            f"{out}: already holds {state['n_written']} samples, more than "
-            f"--n {n}; use another --out"
-        )
-    _clean_leftovers(out, state)
-    seen = _seen_from_shards(out, state)
-
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(gen_path)
-    special = frozenset(int(i) for i in tokenizer.all_special_ids)
-    engine = None
-    if state["n_written"] < n:
-        engine = BACKENDS[cfg.backend](gen_path, fmt, cfg, device=cfg.device, dtype=dtype)
+    n = cfg.n
     buffer: list[Record] = []
     dropped: list[dict[str, Any]] = []
-    counts = {"n_generated": 0, "n_duplicates": 0}
-    malformed = dict.fromkeys(MALFORMED_REASONS, 0)
+    requests: list[dict[str, Any]] = []
+    counts = {"n_generated": 0, "n_duplicates": 0, "n_surplus": 0}
+    usage = dict.fromkeys(USAGE_KEYS, 0)
+    malformed: dict[str, int] = {}
     round_index = state["next_round"]
     shards_written = 0
     idle_rounds = 0
@@ -399,7 +526,7 @@ def sample_generator(
     call_generated = call_accepted = 0
 
     def flush() -> None:
-        nonlocal buffer, dropped, shards_written, started
+        nonlocal buffer, dropped, requests, shards_written, started
         index = len(state["shards"])
         name, dropped_name = _shard_name(index), f"dropped-{index:05d}.jsonl"
         with atomic_open(out / name) as fh:
@@ -408,24 +535,43 @@ def sample_generator(
         with atomic_open(out / dropped_name) as fh:
             for row in dropped:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        entry = {"file": name, "dropped": dropped_name, "n": len(buffer), "next_round": round_index}
+        if requests:
+            entry["requests"] = f"requests-{index:05d}.jsonl"
+            with atomic_open(out / entry["requests"]) as fh:
+                for row in requests:
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         now = time.perf_counter()
-        state["shards"].append(
-            {"file": name, "dropped": dropped_name, "n": len(buffer), "next_round": round_index}
-        )
+        state["shards"].append(entry)
         state["next_round"] = round_index
         state["n_written"] += len(buffer)
-        state["n_generated"] += counts["n_generated"]
-        state["n_duplicates"] += counts["n_duplicates"]
+        for key in ("n_generated", "n_duplicates", "n_surplus"):
+            state[key] = state.get(key, 0) + counts[key]
         for reason, k in malformed.items():
             state["malformed"][reason] = state["malformed"].get(reason, 0) + k
+        if quota is not None:
+            per_label = state.setdefault("per_label", {})
+            for record in buffer:
+                per_label[record.label] = per_label.get(record.label, 0) + 1
+        if any(usage.values()):
+            total = state.setdefault("usage", dict.fromkeys(USAGE_KEYS, 0))
+            for key, v in usage.items():
+                total[key] = total.get(key, 0) + v
         state["seconds"] = round(state["seconds"] + now - started, 3)
         write_json(state, out / STATE)
         started = now
-        buffer, dropped = [], []
-        counts.update(n_generated=0, n_duplicates=0)
-        for reason in malformed:
-            malformed[reason] = 0
+        buffer, dropped, requests = [], [], []
+        counts.update(n_generated=0, n_duplicates=0, n_surplus=0)
+        usage.update(dict.fromkeys(USAGE_KEYS, 0))
+        malformed.clear()
         shards_written += 1
+
+    def remaining() -> dict[str, int] | None:
+        if quota is None:
+            return None
+        have = Counter(state.get("per_label", {}))
+        have.update(r.label for r in buffer)
+        return {lab: q - have[lab] for lab, q in quota.items()}
 
     columns = (
         TextColumn("[bold]sampling"),
@@ -441,22 +587,24 @@ def sample_generator(
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
         max_shards = cfg.max_shards
         while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
-            assert engine is not None
-            outputs = engine.generate(batch_size, round_seed(seed, round_index))
+            need = remaining()
+            result = produce(round_index, need)
+            requests.extend(result.requests)
+            for row in result.requests:
+                usage["requests"] += 1
+                usage["failed_requests"] += int(bool(row.get("error")))
+                usage["retries"] += max(0, int(row.get("attempts", 1)) - 1)
+                usage["prompt_tokens"] += int(row.get("prompt_tokens") or 0)
+                usage["completion_tokens"] += int(row.get("completion_tokens") or 0)
             accepted = 0
-            for ids in outputs:
+            for cand in result.candidates:
                 counts["n_generated"] += 1
-                parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
+                parsed = cand.parsed
                 if not parsed.ok:
-                    malformed[parsed.error or "?"] = malformed.get(parsed.error or "?", 0) + 1
+                    reason = parsed.error or "?"
+                    malformed[reason] = malformed.get(reason, 0) + 1
                     if cfg.keep_dropped:
-                        dropped.append(
-                            {
-                                "round": round_index,
-                                "reason": parsed.error,
-                                "text": tokenizer.decode(ids),
-                            }
-                        )
+                        dropped.append({"round": round_index, "reason": reason, "text": cand.text})
                     continue
                 key = _key_hash(sample_key(parsed))
                 if key in seen:
@@ -472,22 +620,27 @@ def sample_generator(
                             }
                         )
                     continue
+                if need is not None:
+                    if need.get(parsed.label or "", 0) <= 0:
+                        counts["n_surplus"] += 1  # its label already has its share
+                        continue
+                    need[parsed.label or ""] -= 1
                 seen.add(key)
                 index = state["n_written"] + len(buffer)
-                buffer.append(_record(parsed, index, fmt, seed, round_index, gen_name))
+                buffer.append(make_record(cand, index, round_index))
                 accepted += 1
             round_index += 1
-            call_generated += len(outputs)
+            call_generated += len(result.candidates)
             call_accepted += accepted
             idle_rounds = 0 if accepted else idle_rounds + 1
             if idle_rounds >= (patience := cfg.patience_rounds):
+                so_far = dict(Counter(state["malformed"]) + Counter(malformed))
                 raise ZdebiasError(
                     f"the generator gave no new well-formed sample in {patience} rounds "
-                    f"(malformed so far: {_nonzero(malformed)}); is it trained?"
+                    f"(malformed so far: {_nonzero(so_far)}); {hint}".rstrip("; ")
                 )
             if state["n_written"] + len(buffer) >= n:
-                surplus = buffer[n - state["n_written"] :]
-                state["n_surplus"] = state.get("n_surplus", 0) + len(surplus)
+                counts["n_surplus"] += len(buffer[n - state["n_written"] :])
                 del buffer[n - state["n_written"] :]
                 flush()
             elif len(buffer) >= cfg.shard_size:
@@ -528,7 +681,7 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
     generated = state["n_generated"]
     n_malformed = sum(state["malformed"].values())
     seconds = state["seconds"]
-    return {
+    summary = {
         "out": str(out),
         "generator": state["generator"],
         "n_requested": n,
@@ -546,3 +699,18 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
         "samples_per_s": round(state["n_written"] / seconds, 2) if seconds else None,
         "settings": state["settings"],
     }
+    if "per_label" in state:
+        summary["per_label"] = dict(state["per_label"])
+    if "usage" in state:
+        usage = dict(state["usage"])
+        answered = usage["requests"] - usage["failed_requests"]
+        for key in ("prompt_tokens", "completion_tokens"):
+            usage[f"mean_{key}"] = round(usage[key] / answered, 2) if answered else None
+        usage["completion_tokens_per_s"] = (
+            round(usage["completion_tokens"] / seconds, 2) if seconds else None
+        )
+        summary["usage"] = usage
+    for key in ("backend", "model", "prompting"):
+        if key in state:
+            summary[key] = state[key]
+    return summary

@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, create_model, field_validator
+from pydantic import create_model, field_validator
 from pydantic.fields import FieldInfo
 
-from zdebias.errors import ConfigError
-from zdebias.settings import DEFAULT_SEED, Settings, cli_meta, setting
+from zdebias.models.trainer_settings import TrainerSettings
+from zdebias.settings import DEFAULT_SEED, Settings, setting
 from zdebias.stats.settings import ZFilterSettings
 
 T = TypeVar("T")
+#: which tokens the ``<null>`` feature's unlikelihood covers (SPEC §6)
+NullMask = Literal["hypothesis", "label"]
 
 
 def fast_bf16() -> bool:
@@ -37,27 +39,12 @@ def fast_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def _parse_sets(value: Any) -> Any:
-    """``KEY=VALUE`` strings (``--set``, repeatable) as a dict, values read as YAML."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple):
-        return value
-    import yaml
+class GeneratorSettings(TrainerSettings):
+    """Fine-tuning a generator (GD-NLI §2, Table 7): L_MLE + λ·L_consistency.
 
-    out: dict[str, Any] = {}
-    for item in value:
-        key, sep, text = str(item).partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"bad --set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(text) if text.strip() else ""
-    return out
-
-
-class GeneratorSettings(Settings):
-    """Fine-tuning a generator (GD-NLI §2, Table 7): L_MLE + λ·L_consistency."""
+    Checkpoints, ``report_to`` and ``--set`` (``extra``) come from :class:`TrainerSettings`;
+    a keyword of :meth:`of` that is not a field goes to ``extra``.
+    """
 
     help_panel: ClassVar[str] = "Training"
 
@@ -75,7 +62,7 @@ class GeneratorSettings(Settings):
     )
     gradient_accumulation_steps: int = setting(1, "Batches per optimizer step.", ge=1)
     max_length: int = setting(128, "Longest sequence in tokens; longer ones are dropped.", ge=8)
-    max_steps: int = setting(-1, "Stop after this many steps (-1: run all epochs).")
+    max_steps: int = setting(-1, "Stop after this many steps (-1: run all epochs).", ge=-1)
     precision: Literal["fp32", "bf16", "auto"] = setting(
         "fp32", "fp32; bf16: bfloat16 autocast; auto: bf16 where the hardware runs it fast."
     )
@@ -89,31 +76,6 @@ class GeneratorSettings(Settings):
         ge=1,
         deprecated=("--limit",),
     )
-    extra: dict[str, Any] = setting(
-        default_factory=dict,
-        help="Any other TrainingArguments field, KEY=VALUE (repeatable), e.g. "
-        "--set logging_steps=5 --set label_init=eos.",
-        flag="--set",
-        repeat=True,
-    )
-
-    @field_validator("extra", mode="before")
-    @classmethod
-    def _sets(cls, value: Any) -> Any:
-        return _parse_sets(value)
-
-    @classmethod
-    def of(cls, settings: BaseModel | None = None, /, **overrides: Any) -> Any:
-        """As :meth:`Settings.of`; a keyword that is not a field is a ``TrainingArguments``
-        field and goes to ``extra`` (``train_generator(..., logging_steps=5)``)."""
-        known = set(cls.model_fields)
-        for info in cls.model_fields.values():
-            known |= {d for d in cli_meta(info)["deprecated"] if not d.startswith("-")}
-        passed = {k: overrides.pop(k) for k in list(overrides) if k not in known}
-        if passed:
-            before = getattr(settings, "extra", {}) if settings is not None else {}
-            overrides["extra"] = {**before, **_parse_sets(overrides.get("extra")), **passed}
-        return super().of(settings, **overrides)
 
     def pick(self, records: Sequence[T]) -> list[T]:
         """``records``, or ``subset`` of them drawn at random (seeded), kept in file order."""
@@ -153,6 +115,11 @@ class DebiasSettings(GeneratorSettings):
     consistency_weight: float = setting(
         0.0, "λ during debiasing (SPEC §6's L_debias has none: 0).", ge=0
     )
+    null_mask: NullMask = setting(
+        "hypothesis",
+        "Unlikelihood tokens of the <null> feature: hypothesis (every hypothesis token, the "
+        "paper's rule for non-n-gram features) or label (the label token only).",
+    )
 
     def training_arguments(self, *, progress: bool = True) -> dict[str, Any]:
         """As :meth:`GeneratorSettings.training_arguments`, with α (``debias_alpha``)."""
@@ -180,7 +147,12 @@ class SampleSettings(Settings):
     top_k: int = setting(0, "Sampling top-k (0: off).", ge=0)
     temperature: float = setting(1.0, "Sampling temperature.", gt=0)
     shard_size: int = setting(10_000, "Samples per shard file.", ge=1)
-    backend: Literal["hf", "vllm"] = setting("hf", "hf, or vllm (needs vLLM and a CUDA GPU).")
+    backend: Literal["hf", "vllm", "openai", "local"] = setting(
+        "hf",
+        "hf, or vllm (needs vLLM and a CUDA GPU): a trained generator folder; openai: prompt "
+        "the model --generator served at --base-url; local: prompt an instruct model "
+        "in-process with its chat template (e.g. smollm2).",
+    )
     device: str | None = setting(
         None, "auto (GPU when available), cpu, cuda, cuda:1 ... (default: auto)."
     )
@@ -219,6 +191,59 @@ class SampleSettings(Settings):
         return {k: getattr(self, k) for k in self.RUN_KEYS}
 
 
+class ClientSettings(Settings):
+    """How to reach an instruction model: an OpenAI-compatible server (``openai``) or the
+    model in-process (``local``); shared by prompted sampling and prompted counterfactuals."""
+
+    help_panel: ClassVar[str] = "Instruction model (--backend openai/local)"
+    #: the client settings that decide what a run produces (kept in state.json)
+    RUN_KEYS: ClassVar[tuple[str, ...]] = ("endpoint", "max_tokens")
+
+    base_url: str | None = setting(
+        None,
+        "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (/v1 is added to a bare host).",
+    )
+    api_key_env: str = setting(
+        "OPENAI_API_KEY",
+        "Name of the environment variable holding the API key (the key itself is never "
+        "logged or saved; unset: no key is sent).",
+    )
+    endpoint: Literal["chat", "completions"] = setting(
+        "chat", "chat: /chat/completions with messages; completions: /completions, raw prompt."
+    )
+    max_tokens: int = setting(48, "Longest answer in tokens; a cut-off answer is dropped.", ge=4)
+    concurrency: int = setting(4, "Requests in flight at once (openai backend).", ge=1)
+    max_retries: int = setting(
+        5, "Retries of a request after 429, 5xx, a timeout or a lost connection.", ge=0
+    )
+    timeout: float = setting(60.0, "Seconds to wait for one response.", gt=0)
+    retry_backoff: float = setting(
+        1.0, "First retry waits this many seconds, doubling each time (Retry-After wins).", ge=0
+    )
+
+    def run_settings(self) -> dict[str, Any]:
+        """The :attr:`RUN_KEYS` settings, as the sampler's ``state.json`` records them."""
+        return {k: getattr(self, k) for k in self.RUN_KEYS}
+
+
+class PromptSettings(ClientSettings):
+    """Prompted generation (``--backend openai`` / ``local``): an instruction model asked for
+    one hypothesis per (premise, target label), with few-shot examples from the data."""
+
+    help_panel: ClassVar[str] = "Prompting (--backend openai/local)"
+    RUN_KEYS: ClassVar[tuple[str, ...]] = ("endpoint", "few_shot", "avoid_biased", "max_tokens")
+
+    few_shot: int = setting(
+        3, "Examples of the target label shown per request (drawn, seeded, from --examples).", ge=0
+    )
+    avoid_biased: int = setting(
+        0,
+        "Bias-aware prompting: list the K most biased hypothesis words/phrases of the target "
+        "label (top z in --examples) as ones to avoid (0: off).",
+        ge=0,
+    )
+
+
 def _without_old_batch_flag() -> type[ZFilterSettings]:
     """The z-filter settings without 0.1's ``--batch-size`` spelling of
     ``--zfilter-batch-size``: on debias-generator ``--batch-size`` is the training batch."""
@@ -236,9 +261,12 @@ DebiasZFilterSettings = _without_old_batch_flag()
 
 
 __all__ = [
+    "ClientSettings",
     "DebiasSettings",
     "DebiasZFilterSettings",
     "GeneratorSettings",
+    "NullMask",
+    "PromptSettings",
     "SampleSettings",
     "fast_bf16",
 ]

@@ -15,7 +15,9 @@
   label token (l' drawn uniformly from the other labels, seeded), so both run in one forward.
 - :func:`train_generator` (``zdebias train-generator``) and :func:`debias_generator`
   (fine-tune with Z and masked Z⁻ of a z-filter run: ``zdebias debias-generator`` and the
-  recipe stage compose :func:`~zdebias.stats.zfilter.z_filter` and this).
+  recipe stage compose :func:`~zdebias.stats.zfilter.z_filter` and this). Both save
+  checkpoints every ``checkpoint_steps`` and resume from them when started again
+  (:mod:`zdebias.models.checkpoints`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from zdebias.data.labels import Task, get_task
 from zdebias.data.schema import Record
@@ -45,6 +47,15 @@ from zdebias.generation.format import (
 from zdebias.generation.losses import IGNORE_INDEX, get_loss
 from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
+from zdebias.models.checkpoints import (
+    Checkpointing,
+    check_extra,
+    fingerprint,
+    make_arguments,
+    model_identity,
+    records_digest,
+    tensorboard_logs,
+)
 from zdebias.models.datasets import ListDataset
 
 TRAIN_SUMMARY = "train_summary.json"
@@ -86,13 +97,23 @@ class GeneratorTrainingArguments(TrainingArguments):
 
 
 class GeneratorCollator:
-    """Pads a batch (right) and adds the perturbed-label copy for the consistency loss."""
+    """Pads a batch (right) and adds the perturbed-label copy for the consistency loss.
+
+    The wrong label l' of an example is drawn from a generator seeded by (seed, epoch, the
+    example's ``index``), not from one running stream, so a run resumed from a checkpoint
+    draws the same labels as an uninterrupted one (:meth:`set_epoch` is called each epoch).
+    """
 
     def __init__(self, fmt: GeneratorFormat, *, consistency: bool, seed: int = 0) -> None:
         self.fmt = fmt
         self.consistency = consistency
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.epoch = 0
         self.label_ids = list(fmt.label_token_ids.values())
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next batches belong to (each epoch draws new wrong labels)."""
+        self.epoch = epoch
 
     def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch, width = len(items), max(len(it["input_ids"]) for it in items)
@@ -121,7 +142,8 @@ class GeneratorCollator:
             hyp_labels = torch.full((batch, width), IGNORE_INDEX, dtype=torch.long)
             for i, it in enumerate(items):
                 gold = it["input_ids"][it["label_index"]]
-                wrong = self.rng.choice([t for t in self.label_ids if t != gold])
+                rng = random.Random(f"{self.seed}:{self.epoch}:{it.get('index', i)}")
+                wrong = rng.choice([t for t in self.label_ids if t != gold])
                 perturbed[i, it["label_index"]] = wrong
                 start, end = it["main"]
                 hyp_labels[i, start:end] = ids[i, start:end]
@@ -196,17 +218,34 @@ class GeneratorTrainer(Trainer):
             self._parts, self._parts_n = {}, 0
         super().log(logs, start_time)
 
+    def checkpoint_state(self, folder: Path) -> dict[str, Any]:
+        """Counters a resumed run continues (:mod:`zdebias.models.checkpoints`)."""
+        return {"tokens_seen": self.tokens_seen, "parts": self._parts, "parts_n": self._parts_n}
+
+    def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
+        """Back to the counters :meth:`checkpoint_state` saved."""
+        self.tokens_seen = state["tokens_seen"]
+        self._parts, self._parts_n = dict(state["parts"]), state["parts_n"]
+
+
+class _CollatorEpoch(TrainerCallback):
+    """Tells the collator the epoch, which seeds its wrong labels."""
+
+    def __init__(self, collator: GeneratorCollator) -> None:
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+        self.collator.set_epoch(int(state.epoch or 0))
+        return control
+
 
 # --------------------------------------------------------------------------- high-level API
 
 
-def _make_args(work_dir: str, overrides: dict[str, Any]) -> GeneratorTrainingArguments:
+def _make_args(overrides: dict[str, Any]) -> GeneratorTrainingArguments:
     if "dataloader_pin_memory" not in overrides and not torch.cuda.is_available():
         overrides = {**overrides, "dataloader_pin_memory": False}
-    try:
-        return GeneratorTrainingArguments(output_dir=work_dir, **overrides)
-    except TypeError as err:
-        raise ConfigError(f"bad training setting: {err}") from err
+    return make_arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
 
 
 def _encode_all(
@@ -217,6 +256,7 @@ def _encode_all(
     *,
     negative: bool,
     mask_report: MaskReport | None = None,
+    null_mask: str = "hypothesis",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     items, too_long = [], []
     for record in records:
@@ -226,7 +266,7 @@ def _encode_all(
             continue
         mask = None
         if negative:
-            biased = biased_token_mask(record, enc, report=mask_report)
+            biased = biased_token_mask(record, enc, report=mask_report, null_mask=null_mask)
             mask = [0.0 if b else 1.0 for b in biased]
         items.append(
             {
@@ -283,14 +323,30 @@ def train_generator(
 
     cls = type(settings) if isinstance(settings, GeneratorSettings) else GeneratorSettings
     cfg = cls.of(settings, **overrides)
+    check_extra(GeneratorTrainingArguments, cfg)
     records = cfg.pick(records)
     if not records and not negatives:
         raise ConfigError("no training records")
     out = Path(out_dir)
     _check_out(out)
     tmp = work_dir_for(out)
+    checkpoints: Checkpointing | None = None
     try:
-        args = _make_args(str(tmp / "trainer"), cfg.training_arguments(progress=progress))
+        run_id = fingerprint(
+            cfg.run_identity(),
+            records_digest(records),
+            records_digest(negatives),
+            model_identity(model),
+            None if task is None else get_task(task).name,
+        )
+        checkpoints = Checkpointing(out, cfg, run_id)
+        args = _make_args(
+            {
+                **cfg.training_arguments(progress=progress),
+                **checkpoints.arguments(),
+                **cfg.tracking_arguments(),
+            }
+        )
         set_seed(args.seed)
         path = resolve_model(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -314,17 +370,33 @@ def train_generator(
         mask_report = MaskReport()
         pos_items, long_pos = _encode_all(records, tokenizer, fmt, args.max_length, negative=False)
         neg_items, long_neg = _encode_all(
-            negatives, tokenizer, fmt, args.max_length, negative=True, mask_report=mask_report
+            negatives,
+            tokenizer,
+            fmt,
+            args.max_length,
+            negative=True,
+            mask_report=mask_report,
+            null_mask=getattr(cfg, "null_mask", "hypothesis"),
         )
         items = pos_items + neg_items
         if not items:
             raise ConfigError(f"every record is longer than max_length={args.max_length}")
+        for i, item in enumerate(items):
+            item["index"] = i  # seeds the example's wrong labels (GeneratorCollator)
         collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0, seed=args.seed)
         trainer = GeneratorTrainer(
-            model=lm, args=args, train_dataset=ListDataset(items), data_collator=collator
+            model=lm,
+            args=args,
+            train_dataset=ListDataset(items),
+            data_collator=collator,
+            callbacks=[checkpoints, _CollatorEpoch(collator)],
         )
+        checkpoints.states["trainer"] = trainer
+        resume = checkpoints.resume_point()
+        checkpoints.restore(resume)
+        tokens_before = trainer.tokens_seen  # a resumed run's rate counts this start only
         start = time.perf_counter()
-        result = trainer.train()
+        result = trainer.train(resume_from_checkpoint=resume)
         seconds = time.perf_counter() - start
 
         summary: dict[str, Any] = {
@@ -339,7 +411,10 @@ def train_generator(
             "train_loss": round(float(result.training_loss), 4),
             "train_seconds": round(seconds, 2),
             "train_tokens": trainer.tokens_seen,
-            "train_tokens_per_s": round(trainer.tokens_seen / max(seconds, 1e-9), 1),
+            "train_tokens_per_s": round(
+                (trainer.tokens_seen - tokens_before) / max(seconds, 1e-9), 1
+            ),
+            "resumed_from_step": checkpoints.resumed_from,
             "settings": {
                 k: getattr(args, k)
                 for k in (
@@ -366,6 +441,7 @@ def train_generator(
         }
         if negatives:
             summary["mask"] = {
+                "null_mask": getattr(cfg, "null_mask", "hypothesis"),
                 "n_biased_tokens": sum(mask_report.by_kind.values()),
                 "biased_tokens_by_kind": mask_report.by_kind,
                 "n_unmatched_ngrams": len(mask_report.unmatched),
@@ -383,17 +459,24 @@ def train_generator(
             **fmt.info,
             **{k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")},
         }
-        shutil.rmtree(tmp / "trainer", ignore_errors=True)
+        if cfg.report_to == "tensorboard":
+            tensorboard_logs(checkpoints.root, tmp)
         lm.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         fmt.save(tmp)
         write_json(summary, tmp / TRAIN_SUMMARY)
-        _publish(tmp, out)
+        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+            _publish(tmp, out)
+            checkpoints.finish()
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         summary["out"] = str(out)
         return summary
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
+        if checkpoints is not None:
+            checkpoints.abandon()
         raise
 
 

@@ -4,7 +4,9 @@
 metric with the best so far (a strict improvement is needed: a tie keeps the earlier best),
 copies the weights of a new best to CPU memory, and stops training after ``patience``
 evaluations in a row without improvement (``patience <= 0``: never stop early). After
-``trainer.train()``, :meth:`EarlyStopping.restore_best` loads the best weights back.
+``trainer.train()``, :meth:`EarlyStopping.restore_best` loads the best weights back. Its state,
+best weights included, is saved with every checkpoint (:mod:`zdebias.models.checkpoints`), so a
+resumed run stops and keeps the same epoch as an uninterrupted one.
 
 >>> stop = EarlyStopping("eval_loss", greater_is_better=False, patience=3)   # doctest: +SKIP
 >>> Trainer(..., callbacks=[stop]).train(); stop.restore_best(model)         # doctest: +SKIP
@@ -15,6 +17,7 @@ This module imports transformers: import it lazily (never from ``zdebias.cli``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
@@ -91,3 +94,25 @@ class EarlyStopping(TrainerCallback):
             return False
         model.load_state_dict(self.best_state)
         return True
+
+    #: what a checkpoint keeps besides the best weights
+    _SAVED = ("best_value", "best_step", "best_epoch", "bad_evals", "history", "stopped_early")
+    #: the best weights' file in a checkpoint folder
+    BEST_FILE = "zdebias-best-weights.pt"
+
+    def checkpoint_state(self, folder: Path) -> dict[str, Any]:
+        """The policy's state for a checkpoint; the best weights go to ``folder``."""
+        import torch
+
+        if self.best_state is not None:
+            torch.save(self.best_state, folder / self.BEST_FILE)
+        return {k: getattr(self, k) for k in self._SAVED}
+
+    def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
+        """Back to the state :meth:`checkpoint_state` saved in ``folder``."""
+        import torch
+
+        for key in self._SAVED:
+            setattr(self, key, state[key])
+        best = folder / self.BEST_FILE
+        self.best_state = torch.load(best, weights_only=True) if best.is_file() else None

@@ -100,7 +100,8 @@ class StageConfig(BaseModel):
 
 
 class DataSpec(ReadOptions):
-    """A dataset the recipe reads: a path (or ``hf:NAME[:SPLIT]``) and its reader options."""
+    """A dataset the recipe reads: a path (a file, a ``save_to_disk`` folder, or
+    ``hf:NAME[@CONFIG][:SPLIT[@REVISION]]``) and its reader options."""
 
     path: str
 

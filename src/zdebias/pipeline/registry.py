@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from zdebias.data.labels import Task
+from zdebias.data.options import dataset_warnings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import (
@@ -100,7 +101,7 @@ Resolved = DataInput | OutputInput | ExternalInput
 
 def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> list[Record]:
     """Read a declared dataset, telling the context what the reader skipped."""
-    records, rep = spec.read(spec.path, task=task)
+    records, rep = spec.read(spec.path, task=task, what="recipe data")
     if ctx is not None and (rep.n_unlabelled or rep.n_errors):
         ctx.note(
             f"{spec.path}: skipped {rep.n_unlabelled} rows without a gold label and "
@@ -133,6 +134,9 @@ class Inputs:
         records = self.read(value)
         label = name if key is None else f"{name}.{key}"
         self._ctx.rows_in[label] = len(records)
+        where = f"stage {self._ctx.name!r}, input {label!r}"
+        for line in dataset_warnings(records, where, min_records=0):
+            self._ctx.note(line)  # a single label, duplicate ids: told, with counts
         return records
 
     def read(self, value: Resolved) -> list[Record]:

@@ -11,7 +11,8 @@ Layout of a run folder::
       report.html            written by ``zdebias report`` (and at the end of ``zdebias run``)
 
 A stage's hash covers its kind and version, its settings, the recipe's task, its seed, and the
-content digests of everything it reads (declared data files; earlier stages' outputs as recorded
+content digests of everything it reads (declared data files; ``hf:`` datasets by the loaded
+dataset's fingerprint, which follows the resolved revision; earlier stages' outputs as recorded
 in their markers). A rerun skips a stage whose marker holds the same hash and whose outputs are
 untouched, redoes it otherwise, and then redoes whatever reads outputs that changed. A stage
 runs inside ``STAGE.partial/``; only when its function returns, its outputs are digested, the
@@ -38,7 +39,8 @@ from typing import Any
 
 from zdebias.data.labels import get_task
 from zdebias.data.writers import atomic_open, write_json
-from zdebias.errors import ConfigError, ZdebiasError
+from zdebias.errors import ConfigError, DataError, ZdebiasError
+from zdebias.models.trainer_settings import CHECKPOINT_POLICY
 from zdebias.pipeline.config import (
     Recipe,
     StageConfig,
@@ -179,6 +181,20 @@ def _intact(folder: Path, marker: dict[str, Any]) -> bool:
     return True
 
 
+def _record_killed(old: dict[str, Any]) -> None:
+    """An earlier invocation still marked running (called under the run lock, so its process
+    is gone: killed, or its machine lost) is recorded as ``killed``, with the stage it was in."""
+    invocations = old.get("invocations") or []
+    if old.get("status") != "running" and not (
+        invocations and invocations[-1].get("status") == "running"
+    ):
+        return
+    stage = next((e["name"] for e in old.get("stages", []) if e.get("status") == "running"), None)
+    if invocations and invocations[-1].get("status") == "running":
+        invocations[-1].update(status="killed", stage=stage, detected=_now())
+    old["status"] = "killed"
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -187,9 +203,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[str, Any]) -> str:
-    """The hash a stage's marker must hold for the stage to count as done."""
+    """The hash a stage's marker must hold for the stage to count as done.
+
+    How often a training stage saves checkpoints does not change what it trains: changing
+    it neither redoes a finished stage nor throws away an interrupted one's checkpoints.
+    """
     refs = field_refs(type(cfg))
-    settings = cfg.model_dump(mode="json", exclude={"seed", *refs})
+    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *CHECKPOINT_POLICY})
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,
@@ -253,6 +273,7 @@ class Runner:
         self.overrides = list(overrides)
         self.task = get_task(recipe.task)
         self.digests = Digests(self.run_dir / _CACHE)
+        self._hf_fingerprints: dict[str, dict[str, Any]] = {}
         #: stage name → its marker's outputs (path relative to the run folder, digest, kind)
         self.outputs: dict[str, dict[str, dict[str, Any]]] = {}
         self.manifest: dict[str, Any] = {}
@@ -299,7 +320,12 @@ class Runner:
             spec = value.spec
             options = spec.model_dump(mode="json", exclude={"path"})
             if spec.path.startswith("hf:"):
-                return {"hf": spec.path, **options}
+                # the loaded dataset's fingerprint: a changed revision or hub dataset reruns
+                if spec.path not in self._hf_fingerprints:
+                    from zdebias.data.hf import fingerprint
+
+                    self._hf_fingerprints[spec.path] = fingerprint(spec.path)
+                return {**self._hf_fingerprints[spec.path], **options}
             path = Path(spec.path.split("::")[0])
             if not path.exists():
                 raise ConfigError(f"data {value.name!r}: {spec.path}: no such file or folder")
@@ -344,6 +370,7 @@ class Runner:
 
     def _start_manifest(self) -> None:
         old = _read_json(self.run_dir / MANIFEST) or {}
+        _record_killed(old)
         now = _now()
         self.manifest = {
             "name": self.recipe.name,
@@ -358,7 +385,15 @@ class Runner:
             "seconds": None,
             "versions": versions(),
             "config": self.recipe.to_dict(),
-            "invocations": [*old.get("invocations", []), {"started": now, "status": "running"}],
+            "invocations": [
+                *old.get("invocations", []),
+                {
+                    "started": now,
+                    "status": "running",
+                    "pid": os.getpid(),
+                    "host": platform.node(),
+                },
+            ],
             "stages": [
                 {
                     "name": n,
@@ -406,8 +441,21 @@ class Runner:
         finally:
             fh.close()
 
+    def _check_run_dir(self) -> None:
+        """The run folder is new, empty, or one a run made (manifest or lock): a run never
+        mixes its files into a foreign folder."""
+        folder = self.run_dir
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{folder} is a file; choose a folder for the run (--out)")
+        own = (folder / MANIFEST).is_file() or (folder / _LOCK).is_file()
+        if folder.is_dir() and not own and any(folder.iterdir()):
+            raise ConfigError(
+                f"{folder}: not a run folder (no {MANIFEST}) and not empty; choose a new --out"
+            )
+
     def run(self) -> dict[str, Any]:
         """Run every stage that is not up to date; returns the manifest."""
+        self._check_run_dir()
         self._check_data()
         t0 = time.time()
         with self._lock():
@@ -593,7 +641,8 @@ class Runner:
                 row["action"] = f"run (after {pending.stage})"
                 rows.append(row)
                 continue
-            except ConfigError as err:
+            except (ConfigError, DataError) as err:
+                # a dry run reports an input it cannot read (e.g. a hub dataset offline)
                 row["action"] = f"error: {err}"
                 rows.append(row)
                 continue

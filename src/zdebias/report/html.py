@@ -9,7 +9,8 @@ the jinja2 template ``zdebias/resources/report.html.j2``.
 
 Sections (when the run has the stages they need):
 
-- planted artifacts found and gone (runs on the built-in demo corpus);
+- planted artifacts found and gone (runs on the built-in demo corpus); on other data, the
+  tracked features (``track:`` of the stats stages) before and after;
 - Gardner plots before and after debiasing;
 - top biased features per label before and after (GD-NLI Table 12 shape);
 - dataset sizes (Table 1 shape);
@@ -159,6 +160,34 @@ def artifact_summary(run: RunData) -> list[dict[str, Any]] | None:
     return rows
 
 
+def tracked_summary(run: RunData) -> list[dict[str, Any]] | None:
+    """For any run whose stats stages track features (``track:``): each tracked feature at
+    the label it favours most before, with its z, n and rank before and after, and whether it
+    was significant before and is no longer after (the shape of :func:`artifact_summary`)."""
+    before, after = before_after(run)
+    sb = run.json_output(before, "stats") if before else None
+    if not sb or not sb.get("tracked"):
+        return None
+    sa = run.json_output(after, "stats") if after else None
+    rows = []
+    for feature, cells in sb["tracked"].items():
+        if not cells:
+            continue
+        label = max(cells, key=lambda lab: cells[lab]["z"])
+        row: dict[str, Any] = {"feature": feature, "label": label, "description": ""}
+        for side, stats in (("before", sb), ("after", sa)):
+            cell = _feature_stats(stats, feature, label) if stats else None
+            if cell is not None:
+                cell["significant"] = cell["z"] > stats["z_critical"]  # type: ignore[index]
+                cell["z_critical"] = stats["z_critical"]  # type: ignore[index]
+            row[side] = cell
+        b, a = row["before"], row["after"]
+        row["found"] = bool(b and b["significant"])
+        row["gone"] = bool(sa is not None and (a is None or not a["significant"]))
+        rows.append(row)
+    return rows or None
+
+
 def _feature_stats(stats: dict[str, Any], feature: str, label: str) -> dict[str, Any] | None:
     tracked = (stats.get("tracked") or {}).get(feature)
     if tracked and label in tracked:
@@ -265,8 +294,11 @@ def _z(value: float) -> str:
     return format_number(value, digits=1, thousands="")
 
 
-def _artifacts_section(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """Planted artifacts: z, n and rank before and after, and the verdicts."""
+def _artifacts_section(
+    rows: list[dict[str, Any]] | None, found: tuple[str, str] = ("found", "not found")
+) -> dict[str, Any] | None:
+    """Planted (or tracked) features: z, n and rank before and after, and the verdicts;
+    ``found``: how to say significant before / not."""
     if not rows:
         return None
 
@@ -278,7 +310,7 @@ def _artifacts_section(rows: list[dict[str, Any]] | None) -> dict[str, Any] | No
     body = []
     for r in rows:
         a = r.get("after")
-        verdict = [("ok", "found") if r["found"] else ("bad", "not found")]
+        verdict = [("ok", found[0]) if r["found"] else ("bad", found[1])]
         if a is not None or r["gone"]:
             verdict.append(("ok", "gone") if r["gone"] else ("bad", "still significant"))
         body.append(
@@ -530,6 +562,9 @@ def report_context(run: RunData) -> dict[str, Any]:
     return {
         "header": _header(run, title),
         "artifacts": _artifacts_section(artifact_summary(run)),
+        "tracked": None
+        if run.of_kind("demo-data")
+        else _artifacts_section(tracked_summary(run), ("significant", "not significant")),
         "gardner": _gardner_section(run),
         "top": _top_section(run, int(settings.get("top_n", 5))),
         "sizes": _sizes_section(run),

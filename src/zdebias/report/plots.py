@@ -4,7 +4,8 @@ Every feature seen in more than ``min_n`` examples is a point at (n, p̂(l|x)) f
 favours most (its highest z), coloured by that label; n is on a log axis. The curve
 p = p0 + z_c·sqrt(p0(1 − p0)/n) marks one-sided significance at α Bonferroni-corrected by the
 number of features: points above it are statistically significant artifacts, and the plot says
-how many there are.
+how many there are. The strongest points above the curve are named, as in Gardner et al.'s
+figure (``nobody`` → contradiction). :func:`gardner_plot` returns the figure, for notebooks.
 
 matplotlib (Agg canvas, no GUI backend) and plotly are imported only when a plot is drawn.
 """
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from zdebias.data.writers import atomic_open
+from zdebias.errors import ConfigError
 
 #: Colours per label index (matplotlib tab10, so PNG and HTML match).
 COLORS = [
@@ -72,6 +74,41 @@ def _curve(
     return xs, np.minimum(significance_curve(xs, num_labels, z_c), 1.05)
 
 
+def gardner_summary(
+    labels: Sequence[str],
+    z: np.ndarray,
+    n: np.ndarray,
+    p_hat: np.ndarray,
+    *,
+    z_c: float,
+    min_n: int = 20,
+) -> dict[str, Any]:
+    """``{"n_points", "n_above_curve", "n_above_curve_per_label"}`` of the Gardner plot; a
+    point is above the curve exactly when its z exceeds ``z_c``."""
+    pts = gardner_points(z, n, p_hat, min_n=min_n)
+    above = pts["z"] > z_c
+    return {
+        "n_points": len(pts["n"]),
+        "n_above_curve": int(above.sum()),
+        "n_above_curve_per_label": {
+            name: int((above & (pts["label"] == i)).sum()) for i, name in enumerate(labels)
+        },
+    }
+
+
+def outliers(pts: dict[str, np.ndarray], z_c: float, num_labels: int, top: int) -> np.ndarray:
+    """Indices into ``pts`` of the ``top`` points furthest above the curve: significant
+    (z > ``z_c``), ranked by how far p̂ lies above the curve at their n (ties by feature
+    index). Like Gardner et al.'s labels, this favours features that almost always mean one
+    label (``nobody``), not only the most frequent ones."""
+    from zdebias.stats.zstats import significance_curve
+
+    above = np.flatnonzero(pts["z"] > z_c)
+    gap = pts["p"][above] - significance_curve(pts["n"][above], num_labels, z_c)
+    order = np.lexsort((pts["feature"][above], -gap))
+    return above[order][: max(top, 0)]
+
+
 def gardner_plot(
     names: Sequence[str],
     labels: Sequence[str],
@@ -84,17 +121,22 @@ def gardner_plot(
     html: str | Path | None = None,
     min_n: int = 20,
     title: str | None = None,
-) -> dict[str, Any]:
-    """Draw the Gardner plot to ``png`` and/or ``html`` (written atomically).
+    label_top: int = 10,
+    backend: Literal["matplotlib", "plotly"] = "matplotlib",
+) -> Any:
+    """The Gardner plot as a matplotlib ``Figure`` (``backend="plotly"``: a plotly figure),
+    the ``label_top`` strongest significant features named beside their points, as in
+    Gardner et al.'s figure. ``png`` / ``html``: also write it there (atomically; the HTML is
+    the interactive plotly version, every point's feature shown on hover).
 
-    Returns ``{"n_points", "n_above_curve", "n_above_curve_per_label", "png", "html"}``; a point
-    is above the curve exactly when its z exceeds ``z_c``.
+    >>> fig = gardner_plot(m.names, m.labels, m.z, m.n, m.p_hat, z_c=4.96)  # doctest: +SKIP
     """
+    if backend not in ("matplotlib", "plotly"):
+        raise ConfigError(f"unknown plot backend {backend!r}; expected matplotlib or plotly")
     pts = gardner_points(z, n, p_hat, min_n=min_n)
     above = pts["z"] > z_c
     num_labels = len(labels)
     p0 = 1.0 / num_labels
-    per_label = {name: int((above & (pts["label"] == i)).sum()) for i, name in enumerate(labels)}
     headline = (
         f"{int(above.sum()):,} of {len(pts['n']):,} features (n > {min_n}) above the curve "
         f"(z > {z_c:.2f})"
@@ -102,28 +144,32 @@ def gardner_plot(
     title = f"{title}: {headline}" if title else headline
     n_max = float(pts["n"].max()) if len(pts["n"]) else 100.0
     xs, ys = _curve(max(min_n, 1) * 0.8, n_max, num_labels, z_c)
-    if png is not None:
-        _png(Path(png), pts, labels, xs, ys, p0, title)
-    if html is not None:
-        _html(Path(html), pts, names, labels, xs, ys, p0, title, z_c)
-    return {
-        "n_points": len(pts["n"]),
-        "n_above_curve": int(above.sum()),
-        "n_above_curve_per_label": per_label,
-        "png": str(png) if png is not None else None,
-        "html": str(html) if html is not None else None,
-    }
+    named = outliers(pts, z_c, num_labels, label_top)
+    fig = None
+    if png is not None or backend == "matplotlib":
+        fig = _figure(pts, names, labels, xs, ys, p0, title, named)
+        if png is not None:
+            with atomic_open(Path(png), "wb") as fh:
+                fig.savefig(fh, format="png")
+    plotly_fig = None
+    if html is not None or backend == "plotly":
+        plotly_fig = _plotly(pts, names, labels, xs, ys, p0, title, z_c, named)
+        if html is not None:
+            with atomic_open(Path(html)) as fh:
+                fh.write(plotly_fig.to_html(include_plotlyjs=True, full_html=True))
+    return plotly_fig if backend == "plotly" else fig
 
 
-def _png(
-    path: Path,
+def _figure(
     pts: dict[str, np.ndarray],
+    names: Sequence[str],
     labels: Sequence[str],
     xs: np.ndarray,
     ys: np.ndarray,
     p0: float,
     title: str,
-) -> None:
+    named: np.ndarray,
+) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -146,17 +192,48 @@ def _png(
     ax.set_xscale("log")
     ax.set_xlim(xs[0], xs[-1])
     ax.set_ylim(0, 1.02)
+    _name_points(fig, ax, pts, names, named)
     ax.set_xlabel("n (examples with the feature)")
     ax.set_ylabel("p̂(label | feature)")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=8, markerscale=2)
     fig.tight_layout()
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png")
+    return fig
 
 
-def _html(
-    path: Path,
+#: where a point's name may go, in points from the point: right, left, above, below, ...
+_OFFSETS = [(5, 4), (5, -11), (-5, 4), (-5, -11), (5, 14), (5, -21), (-5, 14), (-5, -21)]
+
+
+def _name_points(
+    fig: Any, ax: Any, pts: dict[str, np.ndarray], names: Sequence[str], named: np.ndarray
+) -> None:
+    """Mark and name the ``named`` points, each name at the first offset where it overlaps
+    no earlier name (the last offset tried when none is free)."""
+    renderer = fig.canvas.get_renderer()
+    placed: list[Any] = []
+    for i in named.tolist():
+        x, y = float(pts["n"][i]), float(pts["p"][i])
+        colour = COLORS[int(pts["label"][i]) % len(COLORS)]
+        ax.scatter([x], [y], s=18, color=colour, zorder=3, edgecolors="black", linewidths=0.4)
+        for dx, dy in _OFFSETS:
+            text = ax.annotate(
+                names[int(pts["feature"][i])],
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right",
+                fontsize=7,
+                color=colour,
+            )
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed) or (dx, dy) == _OFFSETS[-1]:
+                placed.append(box)
+                break
+            text.remove()
+
+
+def _plotly(
     pts: dict[str, np.ndarray],
     names: Sequence[str],
     labels: Sequence[str],
@@ -165,7 +242,8 @@ def _html(
     p0: float,
     title: str,
     z_c: float,
-) -> None:
+    named: np.ndarray,
+) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -196,11 +274,23 @@ def _html(
         go.Scatter(x=xs, y=ys, mode="lines", name=f"z = {z_c:.2f}", line={"color": "black"})
     )
     fig.add_hline(y=p0, line_dash="dash", line_color="grey")
+    if len(named):
+        fig.add_trace(
+            go.Scatter(
+                x=pts["n"][named],
+                y=pts["p"][named],
+                mode="text",
+                text=[names[int(f)] for f in pts["feature"][named].tolist()],
+                textposition="top right",
+                textfont={"size": 10},
+                name="strongest",
+                hoverinfo="skip",
+            )
+        )
     fig.update_layout(
         title=title,
         xaxis={"type": "log", "title": "n (examples with the feature)"},
         yaxis={"title": "p̂(label | feature)", "range": [0, 1.02]},
         template="plotly_white",
     )
-    with atomic_open(path) as fh:
-        fh.write(fig.to_html(include_plotlyjs=True, full_html=True))
+    return fig

@@ -76,6 +76,21 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
         after = summary["top_z_after"].get(label)
         fmt = lambda r: f"{r['feature']} z={r['z']:.1f}" if r else "-"  # noqa: E731
         lines.append(f"  {label}: top z {fmt(before)}  →  {fmt(after)}")
+    if "n_significant_after" in summary:
+        lines.append(
+            f"  significant features {summary['n_significant_before']:,} → "
+            f"{summary['n_significant_after']:,} (features as filtered, z_c "
+            f"{summary['z_critical']:.2f})"
+        )
+    kept = summary.get("stats_of_kept")
+    if kept:
+        tops = " / ".join(
+            f"{r['feature']} z={r['z']:.1f}" if r else "-" for r in kept["top_z"].values()
+        )
+        lines.append(
+            f"  `zdebias stats` of kept.jsonl (features refit on it, z_c "
+            f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
+        )
     lines.append(f"wrote {out / 'kept.jsonl'}, {out / 'rejected.jsonl'}, {out / 'summary.json'}")
     return "\n".join(lines)
 
@@ -151,12 +166,19 @@ def generator_text(s: dict[str, Any]) -> str:
 def sample_text(s: dict[str, Any]) -> str:
     """``sample``: how many samples were written, and what was dropped."""
     state = "complete" if s["complete"] else "stopped (rerun the same command to resume)"
-    return (
+    text = (
         f"{s['n_written']:,}/{s['n_requested']:,} samples in {s['out']}, {state}; "
         f"generated {s['n_generated']:,}, malformed {s['n_malformed']:,} {s['malformed']}, "
         f"duplicates {s['n_duplicates']:,}; parseable {s['parseable_share']}, "
         f"{s['samples_per_s']} samples/s"
     )
+    if u := s.get("usage"):  # prompted sampling: requests and tokens
+        text += (
+            f"\nrequests {u['requests']:,} ({u['failed_requests']:,} failed, "
+            f"{u['retries']:,} retries); tokens {u['prompt_tokens']:,} prompt + "
+            f"{u['completion_tokens']:,} completion"
+        )
+    return text
 
 
 __all__ = [

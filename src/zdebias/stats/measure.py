@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,10 +13,14 @@ from zdebias.data.schema import Record
 from zdebias.stats.settings import StatsSettings
 from zdebias.stats.zstats import describe, label_ids, z_statistics
 
+if TYPE_CHECKING:
+    from zdebias.features.registry import FeatureMatrix
+
 
 @dataclass
 class Measurement:
-    """The report (JSON-ready) and the full arrays behind it (features × labels)."""
+    """The report (JSON-ready) and the full arrays behind it (features × labels); ``features``:
+    the presence matrix of the records measured."""
 
     report: dict[str, Any]
     names: list[str]
@@ -24,6 +28,7 @@ class Measurement:
     z: np.ndarray
     n: np.ndarray
     p_hat: np.ndarray
+    features: FeatureMatrix | None = field(default=None, repr=False)
 
     def gardner_points(self, min_n: int) -> dict[str, Any]:
         """The Gardner-plot data: every feature with n > min_n, its n, p̂ and z per label."""
@@ -87,10 +92,47 @@ def measure(
     )
     report = describe(records, labels=labels, top=cfg.top, alpha=cfg.alpha, feature_matrix=fm)
     z, n, p_hat = z_statistics(fm.matrix, label_ids(records, labels), len(labels))
-    m = Measurement(report, list(fm.names), list(labels), z, n, p_hat)
+    m = Measurement(report, list(fm.names), list(labels), z, n, p_hat, fm)
     report["features_used"] = cfg.features or "default"
     report["tracked"] = m.tracked(cfg.track)
     return m
 
 
-__all__ = ["Measurement", "measure"]
+#: what the ``stats_of_kept`` block of a filter summary means (also in docs/stats.md)
+KEPT_STATS_DEFINITION = (
+    "zdebias stats on kept.jsonl: features recomputed on the kept records alone (the default "
+    "hypothesis-only model refitted on them; predictions in meta.hypo_only_pred kept), "
+    "Bonferroni over the features present in them"
+)
+
+
+def stats_of_kept(
+    kept: Sequence[Record],
+    settings: Any,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+) -> dict[str, Any] | None:
+    """What ``zdebias stats`` reports for a z-filter's ``kept.jsonl`` with the same feature
+    settings (``settings``: any settings object with the feature fields, e.g. the filter's):
+    ``n_features``, ``z_critical``, ``n_significant`` and the top feature per label.
+
+    The filter summary's own ``top_z_after`` / ``n_significant_after`` measure the kept rows
+    with the features *the filter used* (the hypothesis-only model fitted on the whole input)
+    against the input's Bonferroni count; this is the other view, labelled, so the two
+    numbers a user sees are both explained. ``None`` for an empty ``kept``.
+    """
+    if not kept:
+        return None
+    report = measure(kept, StatsSettings.take(settings, top=1), labels=labels, progress=progress)
+    rep = report.report
+    return {
+        "definition": KEPT_STATS_DEFINITION,
+        "n_features": rep["n_features"],
+        "z_critical": rep["z_critical"],
+        "n_significant": rep["n_significant"],
+        "top_z": {name: (rows[0] if rows else None) for name, rows in rep["top"].items()},
+    }
+
+
+__all__ = ["KEPT_STATS_DEFINITION", "Measurement", "measure", "stats_of_kept"]

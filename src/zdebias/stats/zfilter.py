@@ -38,6 +38,7 @@ from zdebias.stats.zstats import (
     _check,
     label_counts,
     label_ids,
+    top_k,
     top_k_column,
     top_table,
     z_critical,
@@ -66,6 +67,8 @@ class FilterArrays:
     present in it and in B_Z(its label) when it was rejected), grouped by row in ascending
     order, within a row by the feature's z rank at that moment (most biased first).
     ``counts``: label counts ``[F, L]`` of the final Z (seed included).
+    ``rejected_by_z``: beside ``rejected_by_features``, each feature's z for the row's label
+    in Z at the moment the row was rejected (what made it biased).
     """
 
     accepted: np.ndarray
@@ -74,6 +77,7 @@ class FilterArrays:
     rejected_by_features: np.ndarray
     counts: np.ndarray
     n_batches: int
+    rejected_by_z: np.ndarray | None = None
 
     def rejected_by(self) -> dict[int, list[int]]:
         """Rejected row → its biased feature columns."""
@@ -240,6 +244,7 @@ def z_filter_matrix(
     rej_rows: list[np.ndarray] = []
     rej_feats: list[np.ndarray] = []
     rej_rank: list[np.ndarray] = []
+    rej_z: list[np.ndarray] = []
     starts = range(0, len(order), batch_size)
     n_batches = len(starts)
     bar = None
@@ -273,6 +278,7 @@ def z_filter_matrix(
                     rej_rows.append(order[start + row_local[hit]])
                     rej_feats.append(idx[hit])
                     rej_rank.append(rank[hit])
+                    rej_z.append(z[y_sub[start:end][row_local[hit]], idx[hit]])
                 for c in set_codes:
                     flag[c] = 0
                 keep = ~reject
@@ -296,9 +302,10 @@ def z_filter_matrix(
         rf = np.concatenate(rej_feats)
         rk = np.concatenate(rej_rank)
         sort = np.lexsort((rk, rr))
-        rr, rf = rr[sort], rf[sort]
+        rr, rf, rz = rr[sort], rf[sort], np.concatenate(rej_z)[sort]
     else:
         rr = rf = np.zeros(0, dtype=np.int64)
+        rz = np.zeros(0, dtype=np.float64)
     return FilterArrays(
         accepted=np.sort(order[accepted]),
         rejected=np.sort(order[~accepted]),
@@ -306,6 +313,7 @@ def z_filter_matrix(
         rejected_by_features=rf,
         counts=counts.reshape(n_feat, big_l),
         n_batches=n_batches,
+        rejected_by_z=rz,
     )
 
 
@@ -337,6 +345,37 @@ def _top_block(
 ) -> dict[str, list[dict[str, Any]]]:
     z, n, p = z_from_counts(counts)
     return top_table(names, labels, z, n, p, k)
+
+
+def _before_after(
+    names: list[str], labels: Sequence[str], before: np.ndarray, after: np.ndarray, k: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Per label, its top ``k`` features before filtering: z, n, p̂ before and after, and the
+    rank by z after among the features present after (after values None when absent)."""
+    zb, nb, pb = z_from_counts(before)
+    za, na, pa = z_from_counts(after)
+    present = na > 0
+    out: dict[str, list[dict[str, Any]]] = {}
+    for li, idx in enumerate(top_k(zb, k, n=nb, min_n=1)):
+        rows = []
+        for j in idx.tolist():
+            row: dict[str, Any] = {
+                "feature": names[j],
+                "z_before": float(zb[j, li]),
+                "n_before": int(nb[j]),
+                "p_before": float(pb[j, li]),
+                "z_after": None,
+                "n_after": int(na[j]),
+                "p_after": None,
+                "rank_after": None,
+            }
+            if na[j] > 0:
+                row["z_after"] = float(za[j, li])
+                row["p_after"] = float(pa[j, li])
+                row["rank_after"] = int((za[present, li] > za[j, li]).sum()) + 1
+            rows.append(row)
+        out[labels[li]] = rows
+    return out
 
 
 def summarize_filter(
@@ -392,6 +431,7 @@ def summarize_filter(
         "top_z_after": {name: (r[0] if r else None) for name, r in top_after.items()},
         "top_before": top_before,
         "top_after": top_after,
+        "top_before_after": _before_after(fm.names, labels, before, after, SUMMARY_TOP),
         "rejections_by_feature": {
             fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
         },
@@ -405,7 +445,8 @@ def _tag_rejected(
     keys: Sequence[FeatureKey] | None = None,
 ) -> list[Record]:
     """Copies of the rejected records with ``meta["rejected_by"]`` (feature names) and
-    ``meta["rejected_by_features"]`` (the same features as :class:`FeatureKey` dicts) set.
+    ``meta["rejected_by_features"]`` (the same features as :class:`FeatureKey` dicts, one
+    dict per feature shared by every record it rejected) set.
 
     ``keys``: the columns' keys (``FeatureMatrix.keys``); derived from ``names`` if omitted.
     """
@@ -417,10 +458,12 @@ def _tag_rejected(
     if keys is None:
         from zdebias.features.keys import FeatureKey
 
-        used = {j: FeatureKey.from_name(names[j]) for j in set(cols)}
-        fkeys = [used[j] for j in cols]
+        as_dict = {j: FeatureKey.from_name(names[j]).to_dict() for j in set(cols)}
     else:
-        fkeys = [keys[j] for j in cols]
+        as_dict = {j: keys[j].to_dict() for j in set(cols)}
+    # one dict per feature, shared by the records it rejected (read them, do not edit them):
+    # at millions of rejected rows, a copy each costs gigabytes
+    fdicts = [as_dict[j] for j in cols]
     # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
     return [
@@ -433,7 +476,7 @@ def _tag_rejected(
             {
                 **r.meta,
                 "rejected_by": fnames[a:b],
-                "rejected_by_features": [k.to_dict() for k in fkeys[a:b]],
+                "rejected_by_features": fdicts[a:b],
             },
         )
         for r, a, b in zip(
@@ -457,7 +500,10 @@ def z_filter(
     ``settings``: a :class:`~zdebias.stats.settings.ZFilterSettings` (k, batch, order, features);
     ``overrides``: fields of it as keywords, e.g. ``z_filter(records, biased_k=5)``.
     ``feature_matrix``: ready features whose rows are seed records then ``records``.
-    Every input record ends up exactly once in ``kept`` or ``rejected``.
+    Every input record ends up exactly once in ``kept`` or ``rejected``. With seed records the
+    default hypothesis-only model is fitted on them alone (as :func:`~zdebias.stats.recipes.
+    combine` fits it on the original data), so ``Z(generated | original)`` here and Z-Aug
+    there use the same feature.
 
     >>> result = z_filter(read_records("train.jsonl"), biased_k=20)   # doctest: +SKIP
     >>> len(result.kept) + len(result.rejected)                         # doctest: +SKIP
@@ -501,9 +547,10 @@ def z_filter(
         feature_names: list[str] | None = None
     else:
         feature_names = cfg.features
-        fm = extract_features(
-            everything, feature_names, labels=labels, progress=progress, **cfg.feature_kwargs()
-        )
+        kwargs = cfg.feature_kwargs()
+        if seed:  # the default hypothesis-only model learns from the seed (the original data)
+            kwargs.setdefault("hypo_only_fit", np.arange(len(seed)))  # alone, as in combine
+        fm = extract_features(everything, feature_names, labels=labels, progress=progress, **kwargs)
     n_seed = len(seed)
     arrays = z_filter_matrix(
         fm.matrix,

@@ -59,10 +59,13 @@ def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) ->
     m = _check(matrix, label_ids, num_labels)
     if len(m.data) and (m.data != 1).any():  # presence, not counts
         m = sp.csr_matrix((np.ones(len(m.data), np.uint8), m.indices, m.indptr), shape=m.shape)
-    onehot = np.zeros((m.shape[0], num_labels), dtype=np.int64)
-    onehot[np.arange(m.shape[0]), np.asarray(label_ids, dtype=np.int64)] = 1
-    # [F, N] @ [N, L]: one sparse-dense product in C, no per-entry temporaries
-    return np.asarray(m.T @ onehot, dtype=np.int64)
+    # one code per entry, feature * L + label of its row, counted in one pass
+    small = m.shape[1] * num_labels < 2**31
+    dtype = np.int32 if small else np.int64
+    codes = m.indices.astype(dtype) * dtype(num_labels)
+    codes += np.repeat(np.asarray(label_ids, dtype=dtype), np.diff(m.indptr))
+    counts = np.bincount(codes, minlength=m.shape[1] * num_labels)
+    return counts.reshape(m.shape[1], num_labels).astype(np.int64, copy=False)
 
 
 def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

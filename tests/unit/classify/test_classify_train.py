@@ -14,11 +14,14 @@ import torch
 from zdebias.classify.losses import learned_mixin, product_of_experts
 from zdebias.classify.predict import CLASSIFIER_INFO, load_classifier, predict_proba
 from zdebias.classify.train import (
+    BIAS_HEAD_ATTR,
     GATE_ATTR,
     BestEpochCallback,
     ClassifierTrainer,
     ClassifierTrainingArguments,
     _Collator,
+    _encode,
+    bias_head_logits,
     cross_fit_predictions,
     fold_assignment,
     train_classifier,
@@ -126,7 +129,24 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
     base = tiny_model("bert", head="encoder")
     train = toy_nli(6)
     with pytest.raises(ConfigError, match="needs --bias-model"):
-        train_classifier(train, None, tmp_path / "a", model=base, loss="poe", **FAST)
+        train_classifier(
+            train, None, tmp_path / "a", model=base, loss="poe", bias_mode="frozen", **FAST
+        )
+    with pytest.raises(ConfigError, match="bias_mode joint is for loss poe"):
+        train_classifier(
+            train, None, tmp_path / "a", model=base, loss="conf-reg", bias_mode="joint", **FAST
+        )
+    with pytest.raises(ConfigError, match="used with --bias-mode frozen"):
+        train_classifier(
+            train,
+            None,
+            tmp_path / "a",
+            model=base,
+            loss="poe",
+            bias_mode="joint",
+            bias_model=base,
+            **FAST,
+        )
     with pytest.raises(ConfigError, match="needs --teacher-model"):
         train_classifier(
             train, None, tmp_path / "a", model=base, loss="conf-reg", bias_model=base, **FAST
@@ -261,3 +281,106 @@ def test_cross_fit_predicts_each_record_with_a_model_that_did_not_see_it(
 
     again = read_records(out_file)
     assert [r.meta["hypo_only_pred"] for r in again] == [r.meta["hypo_only_pred"] for r in done]
+
+
+# --------------------------------------------------------------------------- joint PoE
+
+
+def test_joint_bias_head_gradient_by_hand() -> None:
+    """p = (0.5, 0.25, 0.25), b = (0.25, 0.5, 0.25), gold 0, β = 1, γ = 0.4:
+    p' = (0.4, 0.4, 0.2); dL/dz_b = β(p' − e0) + γ(b − e0) = (−0.9, 0.6, 0.3);
+    the head z_b = W·h with h = (1, 2) gets dL/dW = outer((−0.9, 0.6, 0.3), (1, 2)), and the
+    encoder summary h gets nothing (the branch is detached)."""
+    head = torch.nn.Linear(2, 3, bias=False)
+    with torch.no_grad():
+        head.weight.copy_(
+            torch.tensor([[np.log(0.25), 0.0], [np.log(0.5), 0.0], [np.log(0.25), 0.0]])
+        )
+    h = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    z_b = bias_head_logits(head, h * 1.0)
+    assert torch.softmax(z_b, -1).tolist()[0] == pytest.approx([0.25, 0.5, 0.25])
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.25]]))
+    loss = product_of_experts(
+        logits, torch.tensor([0]), bias_probs=torch.softmax(z_b, -1), beta=1.0, gamma=0.4
+    )
+    loss.backward()
+    want = [[-0.9, -1.8], [0.6, 1.2], [0.3, 0.6]]
+    for got_row, want_row in zip(head.weight.grad.tolist(), want, strict=True):
+        assert got_row == pytest.approx(want_row, abs=1e-5)
+    assert h.grad is None
+
+
+def _no_dropout(model: torch.nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+
+
+def test_joint_poe_trainer_blocks_the_bias_gradient_into_the_encoder(
+    tiny_model, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = tiny_model("bert")
+    model = AutoModelForSequenceClassification.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    _no_dropout(model)
+    model.add_module(BIAS_HEAD_ATTR, torch.nn.Linear(model.config.hidden_size, 3))
+    args = ClassifierTrainingArguments(
+        output_dir=str(tmp_path / "t"),
+        loss="poe",
+        poe_beta=2.0,
+        poe_gamma=0.4,
+        use_cpu=True,
+        report_to="none",
+        remove_unused_columns=False,
+    )
+    trainer = ClassifierTrainer(model=model, args=args)
+    records = toy_nli(3)
+    ids = np.array([0, 1, 2])
+    rows = _encode(tokenizer, records, "pair", ids, 64, {}, with_hypothesis=True).rows
+    batch = _Collator(tokenizer)(rows)
+    assert "hyp_input_ids" in batch and batch["hyp_input_ids"].shape[0] == 3
+    model.train()
+    trainer.compute_loss(model, batch).backward()
+    head = getattr(model, BIAS_HEAD_ATTR)
+    joint = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    assert float(head.weight.grad.abs().sum()) > 0  # the head learns
+    # by hand: the same loss with b a constant gives the encoder the same gradients
+    model.zero_grad()
+    tokens = {k: v for k, v in batch.items() if k != "labels" and not k.startswith("hyp_")}
+    hyp = {k[4:]: v for k, v in batch.items() if k.startswith("hyp_")}
+    pooled = model.bert(**hyp).pooler_output
+    b = torch.softmax(head(pooled), -1).detach()
+    product_of_experts(
+        model(**tokens).logits, batch["labels"], bias_probs=b, beta=2.0, gamma=0.4
+    ).backward()
+    for name, param in model.named_parameters():
+        if name.startswith(BIAS_HEAD_ATTR):
+            continue
+        want = param.grad if param.grad is not None else torch.zeros_like(param)
+        got = joint.get(name, torch.zeros_like(param))
+        assert torch.allclose(got, want, atol=1e-6), name
+
+
+def test_joint_poe_gamma_changes_the_trained_weights(tiny_model, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    base = tiny_model("bert", head="encoder")
+    train = toy_nli(24, seed=5)
+    weights = {}
+    for run, gamma in enumerate((0.0, 1.0, 1.0)):
+        out = tmp_path / f"run{run}"
+        metrics = train_classifier(
+            train, None, out, model=base, loss="poe", beta=2.0, gamma=gamma, max_steps=3, **FAST
+        )
+        assert metrics["settings"]["bias_mode"] == "joint" and metrics["steps"] == 3
+        weights[run] = load_file(out / "model.safetensors")
+        assert not [k for k in weights[run] if BIAS_HEAD_ATTR in k]
+
+    def max_diff(a: dict, b: dict) -> float:
+        assert a.keys() == b.keys()
+        return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+    assert max_diff(weights[1], weights[2]) == 0.0  # the same γ twice: the same weights
+    assert max_diff(weights[0], weights[1]) > 1e-6  # γ moves the weights

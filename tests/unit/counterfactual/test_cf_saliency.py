@@ -57,7 +57,7 @@ def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
     assert tokens[2:5] == ["guitar", "##is", "##t"]  # one word, three sub-tokens
     in_text = torch.tensor([s is not None for s in seq])
     normed = norms / norms[in_text].max()
-    (ex,) = compute_saliency(clf, [REC])
+    (ex,) = compute_saliency(clf, [REC], target="loss")  # _token_norms differentiates the loss
     premise = {w.text: w.score for w in ex.words["premise"]}
     hypothesis = {w.text: w.score for w in ex.words["hypothesis"]}
     assert list(premise) == ["The", "guitarist", "sleeps", "on", "benches"]
@@ -79,8 +79,8 @@ def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
 def test_normalize_all_rescales_by_one_constant(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     _tokens, _, seq, norms = _token_norms(clf, REC)
-    (text,) = compute_saliency(clf, [REC], normalize="text")
-    (full,) = compute_saliency(clf, [REC], normalize="all")
+    (text,) = compute_saliency(clf, [REC], target="loss", normalize="text")
+    (full,) = compute_saliency(clf, [REC], target="loss", normalize="all")
     in_text = torch.tensor([s is not None for s in seq])
     factor = float(norms[in_text].max() / norms.max())
     for a, b in zip(text.words["premise"], full.words["premise"], strict=True):
@@ -108,3 +108,43 @@ def test_unknown_label_fails(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert", labels=("negative", "positive")))
     with pytest.raises(DataError, match="not a label of the classifier"):
         compute_saliency(clf, [Record("t:1", "neutral", text="Great film.")])
+
+
+class _Linear1d(torch.nn.Module):
+    """A classifier with 1-dimensional embeddings (all 0) and logits_k = Σ_t C[t, k]·e_t, so
+    ∂logit_k/∂e_t = C[t, k] and, at p = (1/3, 1/3, 1/3), ∂CE(y)/∂e_t = mean_k C[t, k] − C[t, y]."""
+
+    def __init__(self, vocab: int, coef: list[list[float]]) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, 1)
+        torch.nn.init.zeros_(self.emb.weight)
+        self.coef = torch.tensor(coef, dtype=torch.float32)
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.emb
+
+    def forward(self, inputs_embeds, attention_mask=None, **_: object):
+        from types import SimpleNamespace
+
+        t = inputs_embeds.shape[1]
+        logits = (inputs_embeds[..., 0] * attention_mask.float()) @ self.coef[:t].float()
+        return SimpleNamespace(logits=logits)
+
+
+def test_saliency_target_logit_or_loss_by_hand(tiny_model) -> None:
+    clf = load_classifier(tiny_model("bert"))
+    rec = Record("x:2", clf.labels[0], premise="man sleeps", hypothesis="cat")
+    tokens = clf.tokenizer.convert_ids_to_tokens(clf.tokenizer("man sleeps", "cat")["input_ids"])
+    assert tokens == ["[CLS]", "man", "sleeps", "[SEP]", "cat", "[SEP]"]
+    # rows: [CLS] man sleeps [SEP] cat [SEP]; gold = label 0
+    coef = [[0, 0, 0], [2, 1, 0], [1, 4, 4], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    toy = dataclasses.replace(clf, model=_Linear1d(len(clf.tokenizer), coef))
+    # logit: |C[t, 0]| = man 2, sleeps 1, cat 1 → / 2
+    (logit,) = compute_saliency(toy, [rec], target="logit")
+    # loss: |mean_k C[t, k] − C[t, 0]| = man |1 − 2| = 1, sleeps |3 − 1| = 2, cat 0 → / 2
+    (loss,) = compute_saliency(toy, [rec], target="loss")
+    scores = lambda ex: [w.score for f in ("premise", "hypothesis") for w in ex.words[f]]  # noqa: E731
+    assert scores(logit) == pytest.approx([1.0, 0.5, 0.5], abs=1e-6)
+    assert scores(loss) == pytest.approx([0.5, 1.0, 0.0], abs=1e-6)
+    with pytest.raises(ConfigError, match="'logit' or 'loss'"):
+        compute_saliency(toy, [rec], target="grad")

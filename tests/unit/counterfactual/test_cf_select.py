@@ -15,6 +15,7 @@ from zdebias.counterfactual.select import (
     generate_counterfactuals,
     parse_fillers,
     post_select,
+    target_labels,
 )
 from zdebias.data.schema import Record
 from zdebias.errors import DataError
@@ -119,7 +120,7 @@ def test_generate_accounts_for_every_output(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     inf = load_infiller(tiny_model("t5"))  # untrained: the FlipDA-like baseline
     recs = _nli_records()
-    kept, rejected, summary = generate_counterfactuals(inf, clf, recs, n=3, seed=1)
+    kept, rejected, summary = generate_counterfactuals(inf, clf, recs, n=3, seed=1, targets="all")
     assert summary["n_outputs"] == 3 * 2 * 3 == summary["n_parsed"]  # constrained: all parse
     assert len(kept) + len(rejected) == 18 == summary["n_kept"] + summary["n_rejected"]
     assert sum(summary["rejected_by"].values()) == len(rejected)
@@ -160,14 +161,45 @@ def test_random_spans_and_free_decoding(tiny_model) -> None:
     plain = [r.replace(meta={}) for r in _nli_records()]
     with pytest.raises(DataError, match="no rationales"):
         generate_counterfactuals(inf, clf, plain)
-    kept, rejected, summary = generate_counterfactuals(inf, clf, plain, spans="random", n=2)
+    kept, rejected, summary = generate_counterfactuals(
+        inf, clf, plain, spans="random", n=2, targets="all"
+    )
     assert summary["n_outputs"] == 12 == len(kept) + len(rejected)
     assert all(r.meta["spans"] == "random" for r in kept + rejected)
     kept, rejected, summary = generate_counterfactuals(
-        inf, clf, _nli_records(), n=2, constrained=False
+        inf, clf, _nli_records(), n=2, constrained=False, targets="all"
     )
     assert len(kept) + len(rejected) == 12
     malformed = [r for r in rejected if r.meta["rejected_by"] == "malformed"]
     assert summary["n_parsed"] == 12 - len(malformed)
     for r in malformed:  # original text kept, reason given
         assert "fillers" not in r.meta and r.meta["reason"]
+
+
+def test_target_labels_one_or_all_by_hand() -> None:
+    recs = _nli_records()  # r0 entailment, r1 contradiction, r2 neutral
+    assert [target_labels(r, NLI, "all", 0) for r in recs] == [
+        ["neutral", "contradiction"],
+        ["entailment", "neutral"],
+        ["entailment", "contradiction"],
+    ]
+    # others[crc32("SEED:ID") % 2]: crc32("0:r0") = 3275975715 (odd), crc32("0:r1") =
+    # 3024379061 (odd), crc32("0:r2") = 760024335 (odd), crc32("1:r0") = 2080312134 (even)
+    assert [target_labels(r, NLI, "one", 0) for r in recs] == [
+        ["contradiction"],
+        ["neutral"],
+        ["contradiction"],
+    ]
+    assert target_labels(recs[0], NLI, "one", 1) == ["neutral"]
+    # two labels: the other one, whatever the seed
+    pos = Record("s", "positive", text="Great film.")
+    assert target_labels(pos, ("negative", "positive"), "one", 5) == ["negative"]
+
+
+def test_generate_one_target_per_example(tiny_model) -> None:
+    clf = load_classifier(tiny_model("bert"))
+    inf = load_infiller(tiny_model("t5"))
+    kept, rejected, summary = generate_counterfactuals(inf, clf, _nli_records(), n=2, seed=0)
+    assert summary["targets"] == "one" and summary["n_outputs"] == 3 * 1 * 2
+    targets = {r.meta["source_id"]: r.label for r in kept + rejected}
+    assert targets == {"r0": "contradiction", "r1": "neutral", "r2": "contradiction"}

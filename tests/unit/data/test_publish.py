@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -108,3 +109,43 @@ def test_a_failed_rename_puts_the_old_folder_back(
     assert [p.name for p in out.iterdir()] == ["model.txt"]
     assert (out / "model.txt").read_text() == "old"
     assert _hidden(tmp_path) == [work.name]  # the caller's work folder, nothing else
+
+
+def test_write_together_changes_all_files_or_none(tmp_path: Path) -> None:
+    from zdebias.data.readers import read_records
+    from zdebias.data.schema import Record
+    from zdebias.data.writers import write_together
+
+    kept, md, doc = tmp_path / "kept.jsonl", tmp_path / "t.md", tmp_path / "r.json"
+    records = [Record("a", "neutral", "p", "h"), Record("b", "entailment", "q", "i")]
+    write_together({kept: records, md: "# old\n", doc: {"n": 2}})
+    assert [r.id for r in read_records(kept)] == ["a", "b"]
+    assert md.read_text() == "# old\n" and json.loads(doc.read_text()) == {"n": 2}
+    with pytest.raises(TypeError, match="not JSON serialisable"):
+        write_together({kept: records[:1], md: "# new\n", doc: {"n": object()}})
+    assert [r.id for r in read_records(kept)] == ["a", "b"] and md.read_text() == "# old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.jsonl", "r.json", "t.md"]
+
+
+def test_a_failed_publish_leaves_the_older_output_whole(tmp_path: Path) -> None:
+    from zdebias.data.schema import Record
+    from zdebias.data.writers import OUTPUT_MARKER, publish_files
+
+    out = tmp_path / "f"
+    old = [Record("a", "neutral", "p", "h")]
+    publish_files(out, {"kept.jsonl": old, "rejected.jsonl": old, "summary.json": {"run": 1}})
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def kept_then_crash():  # the new kept list is half written when the run dies
+        yield Record("b", "entailment", "q", "i")
+        raise RuntimeError("killed mid-write")
+
+    with pytest.raises(RuntimeError, match="killed mid-write"):
+        publish_files(
+            out,
+            {"kept.jsonl": kept_then_crash(), "rejected.jsonl": [], "summary.json": {"run": 2}},
+            overwrite=True,
+        )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(before) == [OUTPUT_MARKER, "kept.jsonl", "rejected.jsonl", "summary.json"]
+    assert _hidden(tmp_path) == []

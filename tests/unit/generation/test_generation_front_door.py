@@ -13,7 +13,12 @@ import typer.main
 
 from zdebias.cli import app
 from zdebias.generation.sample import sample_generator
-from zdebias.generation.settings import DebiasSettings, GeneratorSettings, SampleSettings
+from zdebias.generation.settings import (
+    DebiasSettings,
+    GeneratorSettings,
+    PromptSettings,
+    SampleSettings,
+)
 from zdebias.generation.trainer import debias_generator, train_generator
 from zdebias.pipeline.stages.generation import (
     DebiasGeneratorConfig,
@@ -50,6 +55,8 @@ def test_stage_config_is_the_settings_plus_references(settings, config, name, fn
         assert _default(staged) == _default(info), field
         assert staged.metadata == info.metadata, field  # the constraints (ge, gt ...)
     extra = set(config.model_fields) - set(settings.model_fields) - {"stage"}
+    if config is SampleConfig:  # prompted sampling: its settings and its two datasets
+        extra -= set(PromptSettings.model_fields) | {"premises", "examples"}
     assert extra <= {"model", "train", "generator", "kept", "rejected"}, extra
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from zdebias.data.schema import Record
 from zdebias.generation.format import add_format_tokens, encode_record
 from zdebias.generation.mask import MaskReport, biased_token_mask, feature_kind
@@ -25,12 +27,17 @@ def _record(features: list[str]) -> Record:
     )
 
 
-def _marked(nli_tokenizer, features: list[str], report: MaskReport | None = None) -> list[str]:
+def _marked(
+    nli_tokenizer,
+    features: list[str],
+    report: MaskReport | None = None,
+    null_mask: str = "hypothesis",
+) -> list[str]:
     """The marked tokens, written ``part:token`` so expectations read like the text."""
     tok, fmt = nli_tokenizer
     rec = _record(features)
     enc = encode_record(rec, tok, fmt)
-    mask = biased_token_mask(rec, enc, report=report)
+    mask = biased_token_mask(rec, enc, report=report, null_mask=null_mask)
     assert len(mask) == len(enc.input_ids)
     names = tok.convert_ids_to_tokens(enc.input_ids)
     out = []
@@ -144,7 +151,10 @@ def test_whole_hypothesis_features_and_null(nli_tokenizer) -> None:
         assert feature_kind(name) == "hypothesis"
         assert _marked(nli_tokenizer, [name]) == hyp  # never premise, label or EOS
     assert feature_kind("<null>") == "null"
-    assert _marked(nli_tokenizer, ["<null>"]) == ["L:<|contradiction|>"]
+    assert _marked(nli_tokenizer, ["<null>"]) == hyp  # the paper: all hypothesis tokens
+    assert _marked(nli_tokenizer, ["<null>"], null_mask="label") == ["L:<|contradiction|>"]
+    with pytest.raises(ValueError, match="'hypothesis' or 'label'"):
+        _marked(nli_tokenizer, ["<null>"], null_mask="premise")
 
 
 def test_union_of_features_and_report(nli_tokenizer) -> None:
@@ -153,6 +163,7 @@ def test_union_of_features_and_report(nli_tokenizer) -> None:
         nli_tokenizer,
         ["<null>", "man@premise", "outside@hypothesis", "outside@hypothesis", "dog@hypothesis"],
         report,
+        null_mask="label",
     )
     assert marked == ["P:Ġman", "L:<|contradiction|>", "H:Ġoutside"]
     assert report.n_biased == 3
@@ -170,8 +181,8 @@ def test_single_text_mask() -> None:
     enc = encode_record(rec, tok, fmt)
     names = tok.convert_ids_to_tokens(enc.input_ids)
 
-    def marked(features: list[str]) -> list[str]:
-        mask = biased_token_mask(rec, enc, features)
+    def marked(features: list[str], null_mask: str = "label") -> list[str]:
+        mask = biased_token_mask(rec, enc, features, null_mask=null_mask)
         return [names[i] for i, m in enumerate(mask) if m]
 
     # "wonderful" is four sub-words: Ġw on der ful
@@ -179,6 +190,7 @@ def test_single_text_mask() -> None:
     assert marked(["movie@text"]) == ["Ġmov", "ie"]
     assert marked(["text-len<10"]) == names[2:-1]
     assert marked(["<null>"]) == ["<|positive|>"]
+    assert marked(["<null>"], null_mask="hypothesis") == names[2:-1]  # every text token
 
 
 HYPHEN_PATTERN = r"\w+(?:[-']\w+)*"  # keeps "t-shirt" and "well-known" whole

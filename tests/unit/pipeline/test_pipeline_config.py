@@ -85,17 +85,17 @@ def test_paper_configs_use_the_paper_models_and_settings() -> None:
     assert (poe.loss, poe.beta, poe.gamma) == ("poe", 2.0, 0.4)
     # GD-NLI Table 10, MNLI rows: (β, γ) tuned per evaluation set, for MNLI and for Z-Aug MNLI
     mnli = by_name["mnli-poe-z-aug"].stages
-    table_10 = {
-        "clf_poe_original_m_hard": ("train", "clf_hypo_original", 0.8, 1.0),
-        "clf_poe_original_mm_hard": ("train", "clf_hypo_original", 2.0, 0.4),
-        "clf_poe_original_hans": ("train", "clf_hypo_original", 2.0, 0.8),
-        "clf_poe_m_hard": ("z_aug", "clf_hypo_z_aug", 2.0, 0.4),
-        "clf_poe_mm_hard": ("z_aug", "clf_hypo_z_aug", 2.0, 0.8),
-        "clf_poe_hans": ("z_aug", "clf_hypo_z_aug", 2.0, 1.0),
+    table_10 = {  # the bias expert is a jointly trained hypothesis-only head (robust-nli)
+        "clf_poe_original_m_hard": ("train", "joint", 0.8, 1.0),
+        "clf_poe_original_mm_hard": ("train", "joint", 2.0, 0.4),
+        "clf_poe_original_hans": ("train", "joint", 2.0, 0.8),
+        "clf_poe_m_hard": ("z_aug", "joint", 2.0, 0.4),
+        "clf_poe_mm_hard": ("z_aug", "joint", 2.0, 0.8),
+        "clf_poe_hans": ("z_aug", "joint", 2.0, 1.0),
     }
     for name, (train, bias, beta, gamma) in table_10.items():
         stage = mnli[name]
-        assert (stage.loss, stage.train, stage.bias_model, stage.beta, stage.gamma) == (
+        assert (stage.loss, stage.train, stage.bias_mode, stage.beta, stage.gamma) == (
             "poe",
             train,
             bias,
@@ -117,7 +117,8 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
         "stages.zf: unknown key 'topk'; valid keys: biased_k, feature_options, features, "
         "hypo_len_bins, hypo_only_classifier, hypo_only_folds, hypo_only_model, input, "
         "len_ratio_bins, lex_overlap_thresholds, lowercase, min_z, ngram_fields, ngram_range, "
-        "seed, seed_data, shuffle, stage, text_len_bins, token_pattern, zfilter_batch_size"
+        "num_proc, seed, seed_data, shuffle, stage, text_len_bins, token_pattern, "
+        "zfilter_batch_size"
     )
     data = _base()
     data["sed"] = 3

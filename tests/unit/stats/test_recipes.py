@@ -155,3 +155,19 @@ def test_seq_z_filters_the_original_as_z_filter_alone_does() -> None:
     kept_original = [r.id for r in res.records if r.meta["type"] == "original"]
     assert kept_original == _ids(alone.accepted)
     assert 0 < len(kept_original) < len(ORIG)
+
+
+def test_conditional_filter_fits_hypothesis_only_on_the_seed_as_z_aug_does() -> None:
+    # The same data as test_default_features_train_hypothesis_only_on_original: seed (original)
+    # hypotheses give the label away by a word, generated ones use words the seed never has.
+    orig = [
+        Record(f"o{i}", LABELS[i % 3], "p", ["yes", "maybe", "no"][i % 3] + " x") for i in range(90)
+    ]
+    gen = [Record(f"g{i}", LABELS[i % 3], "p", f"other{i % 3} y") for i in range(30)]
+    cond = z_filter(gen, seed_records=orig, features=["hypo-only"], batch_size=10, labels=LABELS)
+    res = z_aug(orig, gen, features=["hypo-only"], batch_size=10, labels=LABELS)
+    # fit on the seed alone: every generated record gets one prediction (z = 0 on them), and
+    # the conditional filter accepts exactly the generated records Z-Aug adds
+    preds = cond.features.matrix[len(orig) :].toarray()
+    assert (preds == preds[0]).all()
+    assert _ids(cond.accepted) == [r.id for r in res.records if r.meta["type"] == "generated"]

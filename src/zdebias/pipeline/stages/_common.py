@@ -80,6 +80,13 @@ def _count_types(records: list[Record]) -> dict[str, int]:
     return out
 
 
+def _note_resumed(ctx: StageContext, summary: dict[str, Any], what: str = "") -> None:
+    """Say in the run's notes that training went on from a checkpoint of a cut run."""
+    step = summary.get("resumed_from_step")
+    if step is not None:
+        ctx.note(f"resumed training {what}from its checkpoint at step {step}")
+
+
 def _pick(summary: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: summary[k] for k in keys if k in summary}
 

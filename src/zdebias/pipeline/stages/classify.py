@@ -27,6 +27,7 @@ from zdebias.pipeline.stages._common import (
     OptModelRef,
     OptRecordsRef,
     RecordsRef,
+    _note_resumed,
     _pick,
     _split_result,
     _write_examples,
@@ -81,7 +82,7 @@ def train_classifier_stage(
     cfg: TrainClassifierConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Train one classifier per seed; ``model`` is the first, ``runs`` lists them all."""
-    from zdebias.classify.train import train_classifier
+    from zdebias.classify.train import METRICS_FILE, train_classifier
 
     train = inputs.records("train")
     dev = inputs.records("dev") if "dev" in inputs else None
@@ -95,15 +96,21 @@ def train_classifier_stage(
     runs = []
     for seed in seeds:
         folder = f"seed-{seed}"
-        metrics = train_classifier(
-            train,
-            dev,
-            ctx.out_dir / folder,
-            ClassifierSettings.of(settings, seed=seed, **models),
-            task=ctx.task,
-            progress=ctx.progress,
-            overwrite=True,
-        )
+        done = ctx.out_dir / folder / METRICS_FILE  # published whole: a finished seed
+        if ctx.resumed and done.is_file():
+            metrics = json.loads(done.read_text(encoding="utf-8"))
+            ctx.note(f"resumed: {folder} was already trained")
+        else:
+            metrics = train_classifier(
+                train,
+                dev,
+                ctx.out_dir / folder,
+                ClassifierSettings.of(settings, seed=seed, **models),
+                task=ctx.task,
+                progress=ctx.progress,
+                overwrite=True,
+            )
+            _note_resumed(ctx, metrics, f"{folder} ")
         runs.append(
             {
                 "seed": seed,

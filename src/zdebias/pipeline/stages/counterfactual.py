@@ -9,10 +9,12 @@ from __future__ import annotations
 from zdebias.counterfactual.settings import (
     InfillSettings,
     MetricsSettings,
+    PromptCounterfactualSettings,
     RationaleSettings,
     SelectSettings,
 )
 from zdebias.data.writers import write_json, write_records
+from zdebias.generation.settings import ClientSettings
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
@@ -24,6 +26,7 @@ from zdebias.pipeline.stages._common import (
     RecordsRef,
     _examples,
     _labels,
+    _note_resumed,
     _pick,
     _split_result,
     settings_for,
@@ -89,6 +92,7 @@ def infiller_stage(cfg: InfillerConfig, inputs: Inputs, ctx: StageContext) -> St
         dev=inputs.records("dev") if "dev" in inputs else None,
         progress=ctx.progress,
     )
+    _note_resumed(ctx, summary)
     return StageResult({"model": "model"}, metrics=_pick(summary, "n_train", "n_skipped"))
 
 
@@ -131,6 +135,40 @@ def counterfactual_generate_stage(
         summary,
         data="counterfactuals.jsonl",
         metrics=_pick(summary, "flip_rate", "keep_rate", "n_outputs"),
+    )
+
+
+class CounterfactualPromptConfig(PromptCounterfactualSettings, ClientSettings, StageConfig):
+    """Prompted counterfactuals: an instruction model makes the minimal edit, then the same
+    post-selection (an alternative to AutoCAD steps 2-4)."""
+
+    generator: ModelRef
+    classifier: ModelRef
+    input: RecordsRef
+
+
+@register_stage("counterfactual-prompt", config=CounterfactualPromptConfig, outputs=SPLIT_OUTPUTS)
+def counterfactual_prompt_stage(
+    cfg: CounterfactualPromptConfig, inputs: Inputs, ctx: StageContext
+) -> StageResult:
+    """Ask an instruction model for counterfactuals; keep those the classifier agrees with."""
+    from zdebias.counterfactual.prompted import prompt_counterfactuals
+
+    kept, rejected, summary = prompt_counterfactuals(
+        inputs.path("generator") or cfg.generator,
+        _load_classifier(inputs, cfg.classifier),
+        inputs.records("input"),
+        settings_for(PromptCounterfactualSettings, cfg, ctx),
+        client=ClientSettings.take(cfg),
+        progress=ctx.progress,
+    )
+    return _split_result(
+        ctx,
+        kept,
+        rejected,
+        summary,
+        data="counterfactuals.jsonl",
+        metrics=_pick(summary, "flip_rate", "n_kept", "n_outputs", "mean_edit_distance", "usage"),
     )
 
 

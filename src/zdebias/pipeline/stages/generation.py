@@ -7,14 +7,22 @@ references; the stage's seed is the recipe's unless the stage sets its own.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from zdebias.errors import ConfigError
-from zdebias.generation.settings import DebiasSettings, GeneratorSettings, SampleSettings
+from zdebias.generation.settings import (
+    DebiasSettings,
+    GeneratorSettings,
+    PromptSettings,
+    SampleSettings,
+)
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
     ModelRef,
+    OptRecordsRef,
     RecordsRef,
+    _note_resumed,
     _pick,
     _write_examples,
     settings_for,
@@ -47,6 +55,7 @@ def train_generator_stage(
         task=ctx.task,
         progress=ctx.progress,
     )
+    _note_resumed(ctx, summary)
     return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, "n_dropped_too_long"))
 
 
@@ -77,16 +86,20 @@ def debias_generator_stage(
         )
     except ConfigError as err:
         raise ConfigError(f"stage {ctx.name!r}: {err}") from None
+    _note_resumed(ctx, summary)
     return StageResult(
         {"model": "model"},
         metrics=_pick(summary, *_TRAINED, "n_negatives", "n_dropped_too_long"),
     )
 
 
-class SampleConfig(SampleSettings, StageConfig):
-    """Sample (P, l, H) from a generator (SPEC §6), in resumable shards."""
+class SampleConfig(SampleSettings, PromptSettings, StageConfig):
+    """Sample (P, l, H) from a generator (SPEC §6), in resumable shards; with ``backend``
+    openai / local, prompt an instruction model with ``premises`` (few-shot ``examples``)."""
 
     generator: ModelRef
+    premises: OptRecordsRef = None
+    examples: OptRecordsRef = None
 
 
 @register_stage(
@@ -97,17 +110,30 @@ class SampleConfig(SampleSettings, StageConfig):
 def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Sample the generator; an interrupted stage continues from its last shard."""
     from zdebias.data.readers import read_records
-    from zdebias.generation.sample import MERGED, SUMMARY, sample_generator
+    from zdebias.generation.sample import MERGED, PROMPTED_BACKENDS, SUMMARY, sample_generator
 
     if not cfg.merge:
         raise ConfigError(f"stage {ctx.name!r}: merge: false; the stage's output is {MERGED}")
     state = ctx.out_dir / "state.json"
     before = json.loads(state.read_text())["n_written"] if ctx.resumed and state.exists() else 0
+    prompted: dict[str, Any] = {}
+    if cfg.backend in PROMPTED_BACKENDS:
+        prompted = {
+            "prompt": PromptSettings.take(cfg),
+            "premises": inputs.records("premises"),
+            "examples": inputs.records("examples") if "examples" in inputs else None,
+        }
+    elif "premises" in inputs or "examples" in inputs:
+        raise ConfigError(
+            f"stage {ctx.name!r}: premises/examples are for backend openai or local, "
+            f"not {cfg.backend!r}"
+        )
     summary = sample_generator(
         inputs.path("generator") or cfg.generator,
         ctx.out_dir,
         settings_for(SampleSettings, cfg, ctx),
         progress=ctx.progress,
+        **prompted,
     )
     if not summary.get("complete"):
         raise ConfigError(f"stage {ctx.name!r}: sampling stopped before {cfg.n} samples")
@@ -119,6 +145,12 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
         {"data": MERGED, "summary": SUMMARY},
         rows_out={"samples": len(records)},
         metrics=_pick(
-            summary, "n_generated", "n_malformed", "n_duplicates", "n_shards", "malformed"
+            summary,
+            "n_generated",
+            "n_malformed",
+            "n_duplicates",
+            "n_shards",
+            "malformed",
+            "usage",
         ),
     )

@@ -5,7 +5,9 @@ Each stage config is its operation's settings (``zdebias.stats.settings``) plus 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import Field
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
@@ -14,6 +16,7 @@ from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
     SPLIT_OUTPUTS,
+    OptModelRef,
     OptRecordsRef,
     RecordsRef,
     _count_types,
@@ -27,8 +30,23 @@ from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettin
 # --------------------------------------------------------------------------- statistics
 
 
+F = TypeVar("F", bound=FeatureSettings)
+_HYPO_ONLY_HELP = (
+    "hypothesis-only classifier for the hypo-only feature: a train-classifier stage (with "
+    "input_kind hypothesis-only; with cross_fit its training records get their out-of-fold "
+    "predictions) or a classifier folder (default: the fast cross-fitted linear model)"
+)
+
+
+def feature_settings(cls: type[F], cfg: StageConfig, inputs: Inputs, ctx: StageContext) -> F:
+    """The operation's settings with ``hypo_only_model`` resolved to a classifier folder."""
+    settings = settings_for(cls, cfg, ctx)
+    return settings.model_copy(update={"hypo_only_model": inputs.path("hypo_only_model")})
+
+
 def with_model_predictions(records: list[Record], cfg: FeatureSettings, ctx: StageContext) -> Any:
-    """``records`` with a trained hypothesis-only model's predictions (``hypo_only_model``)."""
+    """``records`` with a trained hypothesis-only model's predictions (``hypo_only_model``,
+    resolved by :func:`feature_settings`)."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
 
     return apply_hypo_only_model(records, cfg, _labels(ctx), progress=ctx.progress)
@@ -38,6 +56,7 @@ class StatsConfig(StatsSettings, StageConfig):
     """z-statistics of a dataset (SPEC §3): top features per label and Gardner-plot points."""
 
     input: RecordsRef
+    hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
 
 
 @register_stage("stats", config=StatsConfig, outputs={"stats": "json"})
@@ -45,8 +64,9 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
     """z-statistics report of one dataset, with the Gardner-plot points."""
     from zdebias.stats.measure import measure
 
-    records = with_model_predictions(inputs.records("input"), cfg, ctx)
-    m = measure(records, settings_for(StatsSettings, cfg, ctx), labels=_labels(ctx))
+    settings = feature_settings(StatsSettings, cfg, inputs, ctx)
+    records = with_model_predictions(inputs.records("input"), settings, ctx)
+    m = measure(records, settings, labels=_labels(ctx))
     report = m.report
     report["gardner"] = m.gardner_points(cfg.min_n)
     write_json(report, ctx.out_dir / "stats.json")
@@ -68,23 +88,27 @@ class FilterConfig(ZFilterSettings, StageConfig):
 
     input: RecordsRef
     seed_data: OptRecordsRef = None
+    hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
 
 
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it)."""
+    from zdebias.stats.measure import stats_of_kept
     from zdebias.stats.zfilter import z_filter
 
-    records = with_model_predictions(inputs.records("input"), cfg, ctx)
+    settings = feature_settings(ZFilterSettings, cfg, inputs, ctx)
+    records = with_model_predictions(inputs.records("input"), settings, ctx)
     seed = inputs.records("seed_data") if "seed_data" in inputs else None
-    seed = with_model_predictions(seed, cfg, ctx) if seed else seed
+    seed = with_model_predictions(seed, settings, ctx) if seed else seed
     result = z_filter(
         records,
-        settings_for(ZFilterSettings, cfg, ctx),
+        settings,
         seed_records=seed,
         labels=_labels(ctx),
         progress=ctx.progress,
     )
+    result.summary["stats_of_kept"] = stats_of_kept(result.kept, settings, labels=_labels(ctx))
     return _split_result(
         ctx,
         result.kept,
@@ -111,6 +135,7 @@ class CombineConfig(CombineSettings, StageConfig):
 
     original: RecordsRef
     generated: RecordsRef
+    hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
 
 
 @register_stage("combine", config=CombineConfig, outputs=SPLIT_OUTPUTS)
@@ -118,11 +143,12 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
     """Build the debiased dataset with one of the GD-NLI recipes."""
     from zdebias.stats.recipes import combine
 
+    settings = feature_settings(ZFilterSettings, cfg, inputs, ctx)
     result = combine(
         cfg.recipe,
-        with_model_predictions(inputs.records("original"), cfg, ctx),
-        with_model_predictions(inputs.records("generated"), cfg, ctx),
-        settings_for(ZFilterSettings, cfg, ctx),
+        with_model_predictions(inputs.records("original"), settings, ctx),
+        with_model_predictions(inputs.records("generated"), settings, ctx),
+        settings,
         labels=_labels(ctx),
         progress=ctx.progress,
     )

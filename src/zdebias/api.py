@@ -1,0 +1,348 @@
+"""One-call API on the data people hold: a pandas DataFrame, a ``datasets.Dataset`` (or a
+``DatasetDict`` split), a list of dicts, or a list of :class:`~zdebias.data.schema.Record`.
+
+- :func:`find_shortcuts`: the z-statistics of every feature (``zdebias stats``), as a table of
+  the top features per label, plus each row's significant shortcuts, aligned to the input.
+- :func:`z_filter`: z-filtering (``zdebias filter``); the input's rows in the input's type
+  and order with a boolean ``keep``, ``rejected_by`` (the biased features that rejected the
+  row) and ``rejected_by_z`` (their z for the row's label when it was rejected).
+- :func:`confidence_filter`: ``zdebias confidence-filter``; the rows with ``keep`` and
+  ``confidence`` (the classifier's probability of the row's label).
+
+Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
+``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
+the CLI's too (:class:`StatsSettings`, :class:`ZFilterSettings`, or their fields as keywords).
+The input object is never changed. Rows without a gold label (and bad rows under
+``on_error="skip"``) are not filtered: ``keep`` is False and ``rejected_by`` is None there,
+and the summary's ``read`` counts them, as ``zdebias filter`` does.
+
+>>> out = zdebias.z_filter(df, task="nli")          # doctest: +SKIP
+>>> int(out["keep"].sum()), len(out)                 # doctest: +SKIP
+(7668, 19993)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from zdebias.data.memory import MemoryRows, read_rows
+from zdebias.data.options import ReadOptions
+from zdebias.errors import ConfigError
+from zdebias.stats.settings import StatsSettings, ZFilterSettings
+
+if TYPE_CHECKING:
+    from zdebias.stats.measure import Measurement
+
+#: Columns :func:`z_filter` adds to (a copy of) the input.
+FILTER_COLUMNS = ("keep", "rejected_by", "rejected_by_z")
+#: Columns :func:`find_shortcuts` adds to (a copy of) the input.
+SHORTCUT_COLUMNS = ("shortcuts", "shortcut_z")
+
+
+def _options(
+    settings_cls: type[Any], settings: Any, read: ReadOptions | None, keywords: dict[str, Any]
+) -> tuple[Any, ReadOptions]:
+    """The operation's settings and the reader options, from objects and keywords."""
+    read_keys = {k: keywords.pop(k) for k in list(keywords) if k in ReadOptions.model_fields}
+    options = ReadOptions.of(read, **read_keys)
+    if options.format is not None:
+        raise ConfigError("format applies to files; in-memory data needs none")
+    return settings_cls.of(settings, **keywords), options
+
+
+def _read(data: Any, options: ReadOptions) -> MemoryRows:
+    return read_rows(
+        data,
+        task=options.task,
+        columns=options.columns or None,
+        label_map=options.label_map or None,
+        split=options.split,
+        on_error=options.on_error,
+        limit=options.limit,
+    )
+
+
+def _with_hypo_only(rows: MemoryRows, settings: Any, progress: bool) -> MemoryRows:
+    """Predictions of ``settings.hypo_only_model`` in the records' meta (as the CLI)."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
+
+    rows.records = apply_hypo_only_model(
+        rows.records, settings, rows.report.labels, progress=progress
+    )
+    return rows
+
+
+def _aligned(rows: MemoryRows, columns: dict[str, list[Any]]) -> Any:
+    """A copy of the input with ``columns`` (one value per input row) added or replaced:
+    DataFrame → DataFrame, Dataset → Dataset, dicts/Records → list of dicts."""
+    data = rows.source
+    if rows.kind == "dataframe":
+        import pandas as pd
+
+        out = data.copy()
+        for name, values in columns.items():
+            dtype = bool if name == "keep" else object
+            out[name] = pd.Series(values, index=out.index, dtype=dtype)
+        return out
+    if rows.kind == "dataset":
+        import datasets
+
+        features = {
+            "keep": datasets.Value("bool"),
+            "rejected_by": datasets.List(datasets.Value("string")),
+            "rejected_by_z": datasets.List(datasets.Value("float64")),
+            "shortcuts": datasets.List(datasets.Value("string")),
+            "shortcut_z": datasets.List(datasets.Value("float64")),
+            "confidence": datasets.Value("float64"),
+        }
+        out = data.remove_columns([c for c in columns if c in data.column_names])
+        for name, values in columns.items():
+            out = out.add_column(name, values, feature=features[name])
+        return out
+    base = [r.to_dict() for r in data] if rows.kind == "records" else data
+    return [
+        {**row, **{name: values[i] for name, values in columns.items()}}
+        for i, row in enumerate(base)
+    ]
+
+
+def z_filter(
+    data: Any,
+    settings: ZFilterSettings | None = None,
+    *,
+    read: ReadOptions | None = None,
+    seed_data: Any = None,
+    return_summary: bool = False,
+    progress: bool = False,
+    **keywords: Any,
+) -> Any:
+    """z-filter ``data`` (GD-NLI Algorithm 1) and return its rows with the verdicts.
+
+    ``data``: a pandas DataFrame, a ``datasets.Dataset`` / ``DatasetDict`` (with ``split=``),
+    or a list of dicts: the result is a copy of the same type (a list of dicts for a list),
+    same length and order, with ``keep`` (bool), ``rejected_by`` (feature names, strongest
+    first; ``[]`` when kept, None for a row not read) and ``rejected_by_z``. A list of
+    :class:`Record` returns a :class:`~zdebias.stats.zfilter.ZFilterResult`, as
+    :func:`zdebias.stats.zfilter.z_filter` does.
+
+    ``settings`` / keywords: :class:`ZFilterSettings` fields (``biased_k``,
+    ``zfilter_batch_size``, ``seed``, ``features``, ...) and :class:`ReadOptions` fields
+    (``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``).
+    ``seed_data``: D_seed for conditional z-filtering (any of the same types; it is kept
+    whole and not part of the returned rows). ``return_summary``: return ``(rows, summary)``;
+    the summary is the one ``zdebias filter`` writes, plus ``read`` (what was skipped).
+    """
+    from zdebias.stats import zfilter
+
+    cfg, options = _options(ZFilterSettings, settings, read, dict(keywords))
+    rows = _with_hypo_only(_read(data, options), cfg, progress)
+    seed_records: list[Any] = []
+    if seed_data is not None:
+        seed_options = options.model_copy(update={"split": None, "limit": None})
+        if options.task is None and rows.report.task != "?":
+            seed_options = seed_options.model_copy(update={"task": rows.report.task})
+        seed_records = _with_hypo_only(_read(seed_data, seed_options), cfg, progress).records
+    labels = rows.report.labels
+    result = zfilter.z_filter(
+        rows.records, cfg, seed_records=seed_records, labels=labels, progress=progress
+    )
+    summary = {**result.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    if rows.kind == "records":
+        result.summary = summary
+        return result
+    keep: list[bool] = [False] * rows.n_rows
+    rejected_by: list[list[str] | None] = [None] * rows.n_rows
+    rejected_z: list[list[float] | None] = [None] * rows.n_rows
+    n_seed = len(seed_records)
+    positions = rows.positions
+    arrays = result.arrays
+    if arrays is not None:
+        for i in arrays.accepted.tolist():
+            pos = positions[i - n_seed]
+            keep[pos] = True
+            rejected_by[pos] = []
+            rejected_z[pos] = []
+        names = result.features.names if result.features is not None else []
+        zs = arrays.rejected_by_z
+        for k, (i, f) in enumerate(
+            zip(arrays.rejected_by_rows.tolist(), arrays.rejected_by_features.tolist(), strict=True)
+        ):
+            pos = positions[i - n_seed]
+            if rejected_by[pos] is None:
+                rejected_by[pos], rejected_z[pos] = [], []
+            rejected_by[pos].append(names[f])  # type: ignore[union-attr]
+            rejected_z[pos].append(round(float(zs[k]), 4) if zs is not None else float("nan"))  # type: ignore[union-attr]
+    out = _aligned(rows, {"keep": keep, "rejected_by": rejected_by, "rejected_by_z": rejected_z})
+    return (out, summary) if return_summary else out
+
+
+def confidence_filter(
+    data: Any,
+    classifier: Any,
+    settings: Any = None,
+    *,
+    read: ReadOptions | None = None,
+    return_summary: bool = False,
+    progress: bool = False,
+    **keywords: Any,
+) -> Any:
+    """Confidence filter (GD-NLI §2.2.2): keep a row when ``classifier`` (a classifier folder,
+    reference or loaded classifier) gives its gold label a probability above ``threshold``.
+
+    Returns ``data``'s rows (same type, length and order; a list of dicts for a list) with
+    ``keep`` and ``confidence`` (p of the gold label; None for a row not read). ``settings``
+    / keywords: :class:`~zdebias.classify.settings.ConfidenceSettings` fields (``threshold``,
+    ``batch_size``, ``device``) and :class:`ReadOptions` fields. ``return_summary``: return
+    ``(rows, summary)``, the summary ``zdebias confidence-filter`` writes plus ``read``.
+    """
+    from zdebias.classify import confidence
+    from zdebias.classify.settings import ConfidenceSettings
+
+    cfg, options = _options(ConfidenceSettings, settings, read, dict(keywords))
+    rows = _read(data, options)
+    # positions as ids, so the kept / rejected lists map back to rows even with repeated ids
+    tagged = [r.replace(id=str(i)) for i, r in enumerate(rows.records)]
+    kept, rejected, summary = confidence.confidence_filter(
+        tagged, classifier, cfg, progress=progress
+    )
+    keep: list[bool] = [False] * rows.n_rows
+    conf: list[float | None] = [None] * rows.n_rows
+    for verdict, group in ((True, kept), (False, rejected)):
+        for r in group:
+            pos = rows.positions[int(r.id)]
+            keep[pos] = verdict
+            conf[pos] = float(r.meta[confidence.CONFIDENCE_KEY])
+    summary = {**summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    out = _aligned(rows, {"keep": keep, "confidence": conf})
+    return (out, summary) if return_summary else out
+
+
+@dataclass
+class Shortcuts:
+    """What :func:`find_shortcuts` found.
+
+    ``table``: a pandas DataFrame of the top features per label (``label``, ``rank``,
+    ``feature``, ``z``, ``n``, ``p``, ``significant``). ``rows``: the input's rows (same type,
+    length and order) with ``shortcuts`` — the row's features that give its gold label away
+    significantly (z > ``z_critical``), strongest first — and ``shortcut_z``. ``summary``: the
+    report ``zdebias stats --json`` prints, plus ``read``. ``measurement``: the full arrays.
+    """
+
+    table: Any
+    rows: Any
+    summary: dict[str, Any]
+    measurement: Measurement = field(repr=False)
+
+    def plot(
+        self,
+        *,
+        label_top: int = 10,
+        min_n: int | None = None,
+        title: str | None = None,
+        backend: Literal["matplotlib", "plotly"] = "matplotlib",
+    ) -> Any:
+        """The Gardner plot (a matplotlib or plotly Figure), its ``label_top`` strongest
+        significant features named."""
+        from zdebias.report.plots import gardner_plot
+
+        m = self.measurement
+        return gardner_plot(
+            m.names,
+            m.labels,
+            m.z,
+            m.n,
+            m.p_hat,
+            z_c=self.summary["z_critical"],
+            min_n=self.summary.get("min_n", 20) if min_n is None else min_n,
+            title=title,
+            label_top=label_top,
+            backend=backend,
+        )
+
+
+def _row_shortcuts(
+    m: Measurement, label_index: Sequence[int], z_c: float
+) -> tuple[list[list[str]], list[list[float]]]:
+    """Per record: its features whose z for its label exceeds ``z_c``, strongest first."""
+    assert m.features is not None
+    matrix = m.features.matrix.tocsr()
+    names, z = m.names, m.z
+    out_names: list[list[str]] = []
+    out_z: list[list[float]] = []
+    for r, label in enumerate(label_index):
+        cols = matrix.indices[matrix.indptr[r] : matrix.indptr[r + 1]]
+        zs = z[cols, label]
+        sel = zs > z_c
+        cols, zs = cols[sel], zs[sel]
+        order = np.lexsort((cols, -zs))
+        out_names.append([names[j] for j in cols[order].tolist()])
+        out_z.append([round(float(v), 4) for v in zs[order].tolist()])
+    return out_names, out_z
+
+
+def find_shortcuts(
+    data: Any,
+    settings: StatsSettings | None = None,
+    *,
+    read: ReadOptions | None = None,
+    progress: bool = False,
+    **keywords: Any,
+) -> Shortcuts:
+    """The z-statistics of ``data``'s features (GD-NLI §3.1, Gardner et al. 2021).
+
+    ``data`` as for :func:`z_filter`; ``settings`` / keywords: :class:`StatsSettings` fields
+    (``top``, ``alpha``, ``min_n``, ``track``, ``features``, ...) and :class:`ReadOptions`
+    fields. Returns a :class:`Shortcuts`: the table, the rows with their shortcuts, the
+    summary and :meth:`Shortcuts.plot`.
+    """
+    import pandas as pd
+
+    from zdebias.data.labels import label_ids
+    from zdebias.stats.measure import measure
+
+    cfg, options = _options(StatsSettings, settings, read, dict(keywords))
+    rows = _with_hypo_only(_read(data, options), cfg, progress)
+    if not rows.records:
+        raise ConfigError("no labelled rows to measure")
+    m = measure(rows.records, cfg, labels=rows.report.labels, progress=progress)
+    summary = {**m.report, "min_n": cfg.min_n, "n_rows": rows.n_rows}
+    summary["read"] = rows.report.summary()
+    z_c = float(summary["z_critical"])
+    table = pd.DataFrame(
+        [
+            {
+                "label": label,
+                "rank": rank,
+                "feature": row["feature"],
+                "z": row["z"],
+                "n": row["n"],
+                "p": row["p"],
+                "significant": bool(row["z"] > z_c),
+            }
+            for label, top in summary["top"].items()
+            for rank, row in enumerate(top, start=1)
+        ],
+        columns=["label", "rank", "feature", "z", "n", "p", "significant"],
+    )
+    y = label_ids(rows.records, m.labels)
+    per_names, per_z = _row_shortcuts(m, y.tolist(), z_c)
+    names_col: list[list[str] | None] = [None] * rows.n_rows
+    z_col: list[list[float] | None] = [None] * rows.n_rows
+    for i, pos in enumerate(rows.positions):
+        names_col[pos], z_col[pos] = per_names[i], per_z[i]
+    aligned = _aligned(rows, {"shortcuts": names_col, "shortcut_z": z_col})
+    return Shortcuts(table=table, rows=aligned, summary=summary, measurement=m)
+
+
+__all__ = [
+    "FILTER_COLUMNS",
+    "SHORTCUT_COLUMNS",
+    "Shortcuts",
+    "confidence_filter",
+    "find_shortcuts",
+    "z_filter",
+]
