@@ -105,6 +105,8 @@ def report(
     file, from its saved files."""
     from zdebias.report.results import write_result_report
 
+    if out is not None:  # an explicit file: the usual overwrite rules (the default is derived)
+        check_output(out, cli)
     path = write_result_report(run_dir, out)
     emit({"report": str(path)}, cli, str(path))
 

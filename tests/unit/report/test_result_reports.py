@@ -263,3 +263,14 @@ def test_run_report_tracks_features_on_any_data(folders: dict[str, Path]) -> Non
         assert row[3] == f"{before[feature][label]['z']:.1f}"
         assert row[6] == f"{after[feature][label]['z']:.1f}"
     assert [row[0] for row in tracked[1:]] == track
+
+
+def test_report_out_file_is_not_overwritten_without_the_flag(folders: dict[str, Path]) -> None:
+    target = folders["root"] / "mine.txt"
+    target.write_text("a file of the user's\n")
+    result = CliRunner().invoke(app, ["report", str(folders["stats"]), "--out", str(target)])
+    assert isinstance(result.exception, ConfigError)  # the CLI's main: exit 2, one line
+    assert "exists and is not empty; pass --overwrite" in str(result.exception)
+    assert target.read_text() == "a file of the user's\n"
+    _run("report", str(folders["stats"]), "--out", str(target), "--overwrite")
+    assert target.read_text().startswith("<!DOCTYPE html>")
