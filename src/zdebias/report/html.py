@@ -540,8 +540,9 @@ def _escape(value: Any) -> Markup:
     return Markup(html.escape(str(value), quote=True))
 
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
+@lru_cache(maxsize=4)
+def load_template(name: str = TEMPLATE) -> jinja2.Template:
+    """A packaged report template (``resources/NAME``), escaping as :func:`_escape`."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("zdebias", "resources"),
         autoescape=True,
@@ -552,7 +553,7 @@ def _template() -> jinja2.Template:
         keep_trailing_newline=True,
     )
     env.globals["label_colour"] = label_colour
-    return env.get_template(TEMPLATE)
+    return env.get_template(name)
 
 
 def report_context(run: RunData) -> dict[str, Any]:
@@ -576,7 +577,7 @@ def report_context(run: RunData) -> dict[str, Any]:
 
 def build_report(run_dir: str | Path) -> str:
     """The report of a run folder as one HTML string."""
-    return _template().render(report_context(load_run(run_dir)))
+    return load_template().render(report_context(load_run(run_dir)))
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:

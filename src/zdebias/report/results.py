@@ -22,11 +22,8 @@ import base64
 import io
 import json
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
-
-import jinja2
 
 from zdebias.data.readers import read_document
 from zdebias.data.writers import atomic_open
@@ -410,32 +407,15 @@ def stats_context(path: str | Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- rendering
 
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
-    from zdebias.report.html import _escape, label_colour
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("zdebias", "resources"),
-        autoescape=True,
-        finalize=_escape,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.globals["label_colour"] = label_colour
-    return env.get_template(TEMPLATE)
-
-
 def build_result_report(path: str | Path) -> str:
     """The report of a stats file or a filter / combine folder, as one HTML string."""
+    from zdebias.report.html import build_report, load_template
+
     kind = result_kind(path)
     if kind == "run":
-        from zdebias.report.html import build_report
-
         return build_report(path)
     context = stats_context(path) if kind == "stats" else folder_context(path, kind)
-    return _template().render(context)
+    return load_template(TEMPLATE).render(context)
 
 
 def write_result_report(path: str | Path, out: str | Path | None = None) -> Path:
