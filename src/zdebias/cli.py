@@ -68,8 +68,9 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def main() -> None:
-    """Entry point: run the app, turning user-facing errors into one line and exit code 2.
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app on ``argv`` (default ``sys.argv[1:]``), turning user-facing
+    errors into one line and exit code 2.
 
     Usage errors (a missing option, a value outside a choice, an unknown option or command)
     are one line too, naming the command whose ``-h`` lists the options.
@@ -77,7 +78,11 @@ def main() -> None:
     from zdebias.commands._cli import legacy_argv
 
     try:
-        code = app(args=legacy_argv(sys.argv[1:]), prog_name="zdebias", standalone_mode=False)
+        code = app(
+            args=legacy_argv(sys.argv[1:] if argv is None else argv),
+            prog_name="zdebias",
+            standalone_mode=False,
+        )
     except ZdebiasError as err:
         fail(str(err))
     except Exception as err:

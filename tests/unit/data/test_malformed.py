@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_main import run_main
 from zdebias.data import open_dataset, read_records
 from zdebias.errors import DataError
 
@@ -353,17 +354,7 @@ def test_more_bad_files_raise_located_errors(tmp_path: Path, kind: str) -> None:
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
     """Run ``zdebias ARGS`` in-process: (exit code, stderr lines)."""
-    from zdebias.cli import main
-
-    old = sys.argv
-    sys.argv = ["zdebias", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        sys.argv = old
+    code = run_main([*args])
     return code, capsys.readouterr().err.strip().splitlines()
 
 

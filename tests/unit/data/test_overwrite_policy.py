@@ -5,11 +5,11 @@ work (a model is never trained only to be thrown away)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_main import run_main
 from zdebias.data.writers import OUTPUT_MARKER, check_out_dir, written_by_zdebias
 from zdebias.errors import ConfigError
 
@@ -27,17 +27,7 @@ def _data(path: Path, n: int = 6) -> Path:
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    from zdebias.cli import main
-
-    old = sys.argv
-    sys.argv = ["zdebias", "-q", *map(str, args)]
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        sys.argv = old
+    code = run_main(["-q", *args])
     return code, capsys.readouterr().err.strip()
 
 
