@@ -5,7 +5,6 @@ and model weights as an uninterrupted run."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_pipeline_tiny import HERE, STAGES, fake_sampler, tiny_recipe  # noqa: F401
+from test_pipeline_tiny import HERE, STAGES, fake_sampler, fake_sampler_env, tiny_recipe  # noqa: F401
 
 from zdebias.pipeline.config import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
@@ -102,14 +101,7 @@ def test_run_killed_five_times_ends_like_an_uninterrupted_run(
     run_b = tmp_path / "b"
     recipe_file = tmp_path / "tiny.yaml"
     recipe_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-        "ZD_FAKE_SAMPLER": "1",
-        "ZD_FAKE_SAMPLE_SLEEP": "0.2",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = fake_sampler_env(sleep=0.2)
     cmd = [sys.executable, "-m", "zdebias.cli", "run", str(recipe_file), "--out", str(run_b)]
     cmd += ["--quiet", "--no-report"]
     rng = random.Random(12)

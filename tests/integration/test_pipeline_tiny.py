@@ -151,6 +151,19 @@ def _wait_for_shard(state: Path, proc: subprocess.Popen[bytes], limit: float) ->
     raise AssertionError(f"no shard written in {limit} s (exit {proc.poll()}): {out[-2000:]}")
 
 
+def fake_sampler_env(sleep: float) -> dict[str, str]:
+    """The environment of a `zdebias run` subprocess that samples with the fake sampler
+    (``sleep`` seconds per sample), offline."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "ZD_FAKE_SAMPLER": "1",
+        "ZD_FAKE_SAMPLE_SLEEP": str(sleep),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
 def test_tiny_pipeline_resumes_after_a_kill_during_sampling(
     tiny_model: Callable[..., Path], tmp_path: Path, fake_sampler: None
 ) -> None:
@@ -185,14 +198,7 @@ def test_tiny_pipeline_resumes_after_a_kill_during_sampling(
     run_b = tmp_path / "b"
     recipe_file = tmp_path / "tiny.yaml"
     recipe_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-        "ZD_FAKE_SAMPLER": "1",
-        "ZD_FAKE_SAMPLE_SLEEP": "1.0",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = fake_sampler_env(sleep=1.0)
     cmd = [
         sys.executable,
         "-m",
