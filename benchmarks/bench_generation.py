@@ -1,104 +1,233 @@
-"""CPU throughput of the data generator: training tokens/s and sampled examples/s (smollm2).
+"""CPU throughput of the data generator: training tokens/s, and sampling side by side with
+``model.generate`` and the FLOP bound (smollm2).
 
-Run: ``python benchmarks/bench_generation.py [--model smollm2] [--steps 6] [--batch-size 8]
-[--consistency-weight 0.5] [--sample-batch 32] [--rounds 1] [--threads N]``.
-Needs the real SNLI text: ``$ZDEBIAS_TEST_DATA`` (default ``../shared/data``).
+Run: ``python benchmarks/bench_generation.py [--generator DIR] [--n 96] [--repeats 2]
+[--batch-size 32] [--shard-size 16] [--top-p 0.9] [--dtype auto] [--threads N]``
+(the defaults are the demo's ``samples`` stage). Without ``--generator`` a generator is first
+fine-tuned from ``--model`` for ``--steps`` steps on random ``snli_20k`` pairs (max length 64;
+needs ``$ZDEBIAS_TEST_DATA``, default ``../shared/data``): ``train`` reports its tokens/s.
+A few steps do not teach the format well, so such a generator often writes until the length
+limit; the demo's generator (``runs/demo/generator/model``) is the realistic case.
 
-- ``train``: :func:`zdebias.generation.trainer.train_generator` for ``--steps`` steps on random
-  ``snli_20k`` pairs (max length 64). ``tokens_per_s`` counts the non-padding tokens of the
-  training sequences per second of training (the perturbed copies of the consistency loss are
-  extra forward work, not extra tokens); the wall time includes loading and saving.
-- ``sample``: the sampler's HF backend on the generator just trained: ``--rounds`` batches of
-  ``--sample-batch`` sequences (after a small warm-up batch), each parsed back into (P, l, H);
-  sequences/s, parseable share and well-formed examples/s. A few training steps do not teach
-  the format, so the generator writes until the length limit: a worst case for speed.
-
-For a GPT-2-large-sized model on a GPU, see ``scripts/gpu_check_generate.py``.
+``sample``: ``--repeats`` times, alternately, the same :func:`sample_generator` run
+(``--n`` samples, fresh folder) with the HF backend's decoding loop (``zdebias``) and with
+``model.generate`` (``model_generate``, the sampler before the loop), so both see the same
+machine load. Per variant: ``samples_per_s`` (the sampler's own summary), ``tokens_per_s``
+(generated tokens, up to and including each row's end token, per second of sampling),
+``generate_tokens_per_s`` (per second inside the backend's ``generate`` alone: for
+``model_generate`` the plain ``model.generate`` loop) and ``row_steps`` (rows x decoding steps
+the model computed; ``model.generate`` keeps finished rows until the longest ends).
+``bound``: the matmul FLOP/s measured here in the model's dtype (a 1024-cube, best of 5,
+between the runs) and the tokens/s it allows, ``flop_s / (2 x parameters)``. ``ratios``:
+``zdebias`` over ``model_generate``, per repeat and overall. ``load`` is the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import data_dir
 
 
+def _train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    from zdebias.data.readers import read_records
+    from zdebias.generation.trainer import train_generator
+
+    records = read_records(data_dir() / "snli_20k" / "train.jsonl")
+    records = random.Random(0).sample(records, args.steps * args.train_batch)
+    start = time.perf_counter()
+    summary = train_generator(
+        records,
+        args.model,
+        out,
+        max_steps=args.steps,
+        learning_rate=2e-4,
+        per_device_train_batch_size=args.train_batch,
+        max_length=64,
+        consistency_weight=args.consistency_weight,
+        disable_tqdm=True,
+        seed=0,
+    )
+    return {
+        "steps": summary["steps"],
+        "batch_size": args.train_batch,
+        "consistency_weight": args.consistency_weight,
+        "tokens": summary["train_tokens"],
+        "train_seconds": summary["train_seconds"],
+        "tokens_per_s": summary["train_tokens_per_s"],
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def _matmul_flops(dtype: Any, size: int = 1024, tries: int = 5) -> float:
+    """The best matmul FLOP/s of ``tries`` ``size``-cubes in ``dtype`` (after one warm-up)."""
+    import torch
+
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def _timed_backend(path: str, log: dict[str, float]) -> type:
+    """The HF backend, ``generate`` routed to ``path`` and timed into ``log``."""
+    from zdebias.generation.sample import HFBackend
+
+    class Timed(HFBackend):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            log["parameters"] = sum(p.numel() for p in self.model.parameters())
+            log["dtype"] = str(self.model.dtype).removeprefix("torch.")
+
+        def generate(self, batch_size: int, seed: int) -> list[list[int]]:
+            start = time.perf_counter()
+            rows = getattr(HFBackend, path)(self, batch_size, seed)
+            log["generate_seconds"] += time.perf_counter() - start
+            eos = self.fmt.eos_token_id
+            log["tokens"] += sum(r.index(eos) + 1 if eos in r else len(r) for r in rows)
+            if path == "generate_hf":  # model.generate runs every row to the longest
+                log["row_steps"] += len(rows) * len(rows[0])
+            else:
+                log["row_steps"] = self.stats["row_steps"]
+            return rows
+
+    return Timed
+
+
+def _sample_once(
+    gen: Path, out: Path, path: str, args: argparse.Namespace
+) -> dict[str, float | str]:
+    from zdebias.generation import sample as sample_mod
+
+    log: dict[str, Any] = {"generate_seconds": 0.0, "tokens": 0, "row_steps": 0}
+    saved = sample_mod.BACKENDS["hf"]
+    sample_mod.BACKENDS["hf"] = _timed_backend(path, log)
+    try:
+        summary = sample_mod.sample_generator(
+            gen,
+            out,
+            n=args.n,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            top_p=args.top_p,
+            dtype=args.dtype,
+            seed=args.seed,
+            device="cpu",
+            progress=False,
+        )
+    finally:
+        sample_mod.BACKENDS["hf"] = saved
+    seconds = summary["seconds"]
+    return {
+        "samples": summary["n_written"],
+        "generated": summary["n_generated"],
+        "parseable_share": summary["parseable_share"],
+        "seconds": seconds,
+        "samples_per_s": round(summary["n_written"] / seconds, 3),
+        "tokens": log["tokens"],
+        "tokens_per_s": round(log["tokens"] / seconds, 1),
+        "generate_tokens_per_s": round(log["tokens"] / log["generate_seconds"], 1),
+        "row_steps": log["row_steps"],
+        "parameters": log["parameters"],
+        "dtype": log["dtype"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--generator", type=Path, default=None, help="a generator folder")
+    parser.add_argument("--model", default="smollm2", help="model to fine-tune (no --generator)")
+    parser.add_argument("--steps", type=int, default=6, help="training steps (no --generator)")
+    parser.add_argument("--train-batch", type=int, default=8)
     parser.add_argument("--consistency-weight", type=float, default=0.5)
-    parser.add_argument("--sample-batch", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--n", type=int, default=96, help="samples per sampling run")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--shard-size", type=int, default=16)
+    parser.add_argument("--top-p", type=float, default=0.9)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args()
 
     import torch
     import transformers
-    from transformers import AutoTokenizer
-
-    from zdebias.data.readers import read_records
-    from zdebias.generation.format import GeneratorFormat, parse_output
-    from zdebias.generation.sample import HFBackend, SampleSettings, round_seed
-    from zdebias.generation.trainer import train_generator
 
     transformers.logging.set_verbosity_error()
     if args.threads:
         torch.set_num_threads(args.threads)
-    records = read_records(data_dir() / "snli_20k" / "train.jsonl")
-    records = random.Random(0).sample(records, args.steps * args.batch_size)
-    result: dict = {"model": args.model, "torch_threads": torch.get_num_threads()}
+    result: dict[str, Any] = {
+        "torch_threads": torch.get_num_threads(),
+        "settings": {
+            k: getattr(args, k) for k in ("n", "batch_size", "shard_size", "top_p", "dtype")
+        },
+        "load": {"before": os.getloadavg()[0]},
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        gen = Path(tmp) / "gen"
-        start = time.perf_counter()
-        summary = train_generator(
-            records,
-            args.model,
-            gen,
-            max_steps=args.steps,
-            learning_rate=2e-4,
-            per_device_train_batch_size=args.batch_size,
-            max_length=64,
-            consistency_weight=args.consistency_weight,
-            disable_tqdm=True,
-            seed=0,
-        )
-        result["train"] = {
-            "steps": summary["steps"],
-            "batch_size": args.batch_size,
-            "consistency_weight": args.consistency_weight,
-            "tokens": summary["train_tokens"],
-            "train_seconds": summary["train_seconds"],
-            "tokens_per_s": summary["train_tokens_per_s"],
-            "wall_seconds": round(time.perf_counter() - start, 1),
+        gen = args.generator
+        if gen is None:
+            gen = Path(tmp) / "gen"
+            result["train"] = _train(args, gen)
+        runs: dict[str, list[dict[str, Any]]] = {"zdebias": [], "model_generate": []}
+        flops: list[float] = []
+        for rep in range(args.repeats):
+            order = ["model_generate", "zdebias"]
+            for name in order if rep % 2 == 0 else order[::-1]:
+                path = "generate" if name == "zdebias" else "generate_hf"
+                runs[name].append(_sample_once(gen, Path(tmp) / f"{name}-{rep}", path, args))
+                dtype = getattr(torch, runs[name][-1]["dtype"])
+                flops.append(_matmul_flops(dtype))
+    result["load"]["after"] = os.getloadavg()[0]
+    sample: dict[str, Any] = {}
+    for name, rows in runs.items():
+        seconds = sum(r["seconds"] for r in rows)
+        tokens = sum(r["tokens"] for r in rows)
+        sample[name] = {
+            "samples_per_s": round(sum(r["samples"] for r in rows) / seconds, 3),
+            "tokens_per_s": round(tokens / seconds, 1),
+            "generate_tokens_per_s": [r["generate_tokens_per_s"] for r in rows],
+            "row_steps": [r["row_steps"] for r in rows],
+            "runs": rows,
         }
-        fmt = GeneratorFormat.load(gen)
-        tok = AutoTokenizer.from_pretrained(gen)
-        backend = HFBackend(
-            gen, fmt, SampleSettings(n=1, batch_size=args.sample_batch), device="cpu"
-        )
-        backend.generate(2, round_seed(0, 999))  # warm-up
-        start = time.perf_counter()
-        ok = n = 0
-        for r in range(args.rounds):
-            for ids in backend.generate(args.sample_batch, round_seed(0, r)):
-                n += 1
-                ok += parse_output(ids, tok, fmt).ok
-        seconds = time.perf_counter() - start
-        result["sample"] = {
-            "sequences": n,
-            "max_new_tokens": fmt.max_length - 1,
-            "seconds": round(seconds, 2),
-            "sequences_per_s": round(n / seconds, 2),
-            "parseable_share": round(ok / n, 3),
-            "wellformed_per_s": round(ok / seconds, 2),
-        }
+    params = runs["zdebias"][0]["parameters"]
+    flop_s = max(flops)
+    tokens_per_seq = sum(r["tokens"] for r in runs["zdebias"]) / sum(
+        r["generated"] for r in runs["zdebias"]
+    )
+    sample["bound"] = {
+        "parameters": params,
+        "dtype": runs["zdebias"][0]["dtype"],
+        "matmul_flop_s": round(flop_s / 1e9, 1) * 1e9,
+        "tokens_per_s": round(flop_s / (2 * params), 1),
+        "sequences_per_s": round(flop_s / (2 * params) / tokens_per_seq, 2),
+        "tokens_per_sequence": round(tokens_per_seq, 1),
+    }
+    ratios = [
+        round(new["samples_per_s"] / old["samples_per_s"], 2)
+        for new, old in zip(runs["zdebias"], runs["model_generate"], strict=True)
+    ]
+    sample["ratios"] = {
+        "samples_per_s": ratios,
+        "overall": round(
+            sample["zdebias"]["samples_per_s"] / sample["model_generate"]["samples_per_s"], 2
+        ),
+        "zdebias_tokens_per_s_of_bound": round(
+            sample["zdebias"]["tokens_per_s"] / sample["bound"]["tokens_per_s"], 3
+        ),
+    }
+    result["sample"] = sample
     print(json.dumps(result, indent=2))
 
 

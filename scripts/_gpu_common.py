@@ -14,10 +14,12 @@ def sync(torch: Any) -> None:
         torch.cuda.synchronize()
 
 
-def emit(result: dict, out: str | None, filename: str) -> None:
-    """Print the result as JSON and write it to ``out``, else to ``$OUT/filename`` if set."""
+def emit(result: dict, out: str | None, filename: str, *, quiet: bool = False) -> None:
+    """Print the result as JSON and write it to ``out``, else to ``$OUT/filename`` if set.
+    ``quiet``: write only (the partial result after each part, kept if a later part hangs)."""
     text = json.dumps(result, indent=2)
-    print(text)
+    if not quiet:
+        print(text)
     target = out or (Path(os.environ["OUT"]) / filename if os.environ.get("OUT") else None)
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,7 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
     from zdebias.classify.train import train_classifier
     from zdebias.models.tiny import tiny_tokenizer
 
-    n_train, n_pred = (256, 512) if small else (4096, 8192)
+    n_train, n_pred = (128, 256) if small else (4096, 8192)
     train = _records(n_train, seed=1)
     dev = _records(256, seed=2)
     pred = _records(n_pred, seed=3)
@@ -236,6 +236,7 @@ def main() -> None:
             result[name] = fn()
         except Exception as err:  # report and carry on: one failing part must not hide the other
             result[name] = {"error": f"{type(err).__name__}: {err}"}
+        emit(result, args.out, "gpu_check_classify.json", quiet=True)  # kept if a later part hangs
     result["total_s"] = round(time.perf_counter() - started, 1)
     emit(result, args.out, "gpu_check_classify.json")
 

@@ -17,7 +17,8 @@ sequences of median ~33 tokens (SNLI under a GPT-2-style BPE: median 25, 95th pe
    24 with λ = 0.5 in bf16 on 960 synthetic pairs (``train_tokens_per_s``), then the sampler's
    HF backend (:class:`zdebias.generation.sample.HFBackend`, bf16) generates and parses batches
    of 256 (a random model never writes EOS, so every sequence runs to the 40-token limit and
-   is counted malformed: a worst case). With vLLM installed, its backend is timed too.
+   is counted malformed: a worst case), and the same rounds through ``model.generate``
+   (``sample_hf_generate``). With vLLM installed, its backend is timed too.
 
 Paper scale for reference: 5M samples in ~35 h on one A100 (~40 samples/s).
 Writes one JSON object to stdout and to ``--out`` (default ``$OUT/gpu_check_generate.json``
@@ -73,7 +74,8 @@ def make_config(small: bool) -> Any:
     from transformers import GPT2Config
 
     if small:
-        return GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=50257, n_positions=256)
+        # a small vocabulary too: top-p sorts it for every row at every step, slow on a CPU
+        return GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=2048, n_positions=256)
     return GPT2Config(n_embd=1280, n_layer=36, n_head=20, vocab_size=50257, n_positions=1024)
 
 
@@ -113,7 +115,7 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
     model.eval()
     if bf16:
         model.to(torch.bfloat16)
-    for batch in (64, 256):
+    for batch in (16, 32) if small else (64, 256):
         start_ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
         kwargs = {
             "do_sample": True,
@@ -140,8 +142,20 @@ def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: b
     return out
 
 
-def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: bool) -> dict:
-    """Our trainer and sampler on the device."""
+def zdebias_path(
+    torch: Any,
+    config: Any,
+    *,
+    small: bool,
+    device: str,
+    bf16: bool,
+    out: dict | None = None,
+    save: Any = None,
+) -> dict:
+    """Our trainer and sampler on the device. Results go into ``out`` as they come, and
+    ``save()`` (when given) is called after each, so a cut run keeps them."""
+    out = {} if out is None else out
+    save = save or (lambda: None)
     from transformers import GPT2LMHeadModel
 
     from zdebias.generation.format import add_format_tokens, parse_output
@@ -149,7 +163,6 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
     from zdebias.generation.trainer import train_generator
     from zdebias.models.tiny import tiny_tokenizer
 
-    out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         tok = tiny_tokenizer("gpt2")
@@ -191,6 +204,7 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
             "train_tokens_per_s": summary["train_tokens_per_s"],
             "wall_seconds_incl_load_save": round(time.perf_counter() - start, 1),
         }
+        save()
         gen = Path(tmp) / "gen"
         from zdebias.generation.format import GeneratorFormat
 
@@ -208,25 +222,33 @@ def zdebias_path(torch: Any, config: Any, *, small: bool, device: str, bf16: boo
                 engine = cls(
                     gen, fmt, settings, device=device, dtype="bfloat16" if bf16 else "float32"
                 )
-                engine.generate(batch, round_seed(0, 999))
-                sync(torch)
-                start = time.perf_counter()
-                rounds = 1 if small else 3
-                n = parsed_ok = 0
-                for r in range(rounds):
-                    for ids in engine.generate(batch, round_seed(0, r)):
-                        n += 1
-                        parsed_ok += parse_output(ids, tok, fmt).ok
-                seconds = time.perf_counter() - start
-                out[f"sample_{name}"] = {
-                    "batch": batch,
-                    "sequences": n,
-                    "sequences_per_s_incl_parse": round(n / seconds, 1),
-                    "parseable": parsed_ok,
-                }
+                # the sampler's own round, and (HF) the same round through model.generate
+                methods = [(f"sample_{name}", engine.generate)]
+                if hasattr(engine, "generate_hf"):
+                    methods.append(("sample_hf_generate", engine.generate_hf))
+                for key, method in methods:
+                    method(batch, round_seed(0, 999))  # warm-up
+                    sync(torch)
+                    start = time.perf_counter()
+                    rounds = 1 if small else 3
+                    n = parsed_ok = 0
+                    for r in range(rounds):
+                        for ids in method(batch, round_seed(0, r)):
+                            n += 1
+                            parsed_ok += parse_output(ids, tok, fmt).ok
+                    seconds = time.perf_counter() - start
+                    out[key] = {
+                        "batch": batch,
+                        "sequences": n,
+                        "sequences_per_s_incl_parse": round(n / seconds, 1),
+                        "parseable": parsed_ok,
+                    }
+                    save()
                 del engine
             except Exception as err:  # report and go on: the other numbers still count
                 out[f"sample_{name}"] = {"error": f"{type(err).__name__}: {err}"}
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
     return out
 
 
@@ -251,11 +273,17 @@ def main() -> None:
         "small": args.small,
     }
     config = make_config(args.small)
+
+    def save() -> None:
+        emit(result, args.out, "gpu_check_generate.json", quiet=True)
+
     for name, fn in (("raw", raw_throughput), ("zdebias", zdebias_path)):
+        extra = {"out": result.setdefault(name, {}), "save": save} if name == "zdebias" else {}
         try:
-            result[name] = fn(torch, config, small=args.small, device=device, bf16=bf16)
+            result[name] = fn(torch, config, small=args.small, device=device, bf16=bf16, **extra)
         except Exception as err:
-            result[name] = {"error": f"{type(err).__name__}: {err}"}
+            result[name] = {**result.get(name, {}), "error": f"{type(err).__name__}: {err}"}
+        emit(result, args.out, "gpu_check_generate.json", quiet=True)  # kept if a later part hangs
     result["total_seconds"] = round(time.perf_counter() - started, 1)
     emit(result, args.out, "gpu_check_generate.json")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -310,8 +311,12 @@ def command(
 
 
 def configure_logging(cli: Verbosity) -> None:
-    """Messages go to stderr through ``logging``: -q warnings only, -v debug."""
+    """Messages go to stderr through ``logging``: -q warnings only, -v debug. Under a launcher
+    (``torchrun``), processes other than rank 0 report errors only: the main one speaks for
+    all (``zdebias.models.distributed``)."""
     level = logging.WARNING if cli.quiet else logging.DEBUG if cli.verbose else logging.INFO
+    if int(os.environ.get("RANK", "0") or 0) > 0:
+        level = max(level, logging.ERROR)
     root = logging.getLogger("zdebias")
     root.setLevel(level)
     if not any(getattr(h, "_zdebias", False) for h in root.handlers):

@@ -60,6 +60,7 @@ from zdebias.models.checkpoints import (
     tensorboard_logs,
 )
 from zdebias.models.datasets import ListDataset
+from zdebias.models.distributed import barrier, is_main_process, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
 from zdebias.settings import DEFAULT_SEED
@@ -434,7 +435,9 @@ def _train(
         dev_ds = _encode(tokenizer, dev, kind, dev_ids, s.max_length, {})
         dev_ds.rows.sort(key=lambda row: len(row["input_ids"]))
 
-    steps_per_epoch = max(1, -(-len(train_ds) // s.batch_size))
+    # under `torchrun` / `accelerate launch` --batch-size is per process: a step takes
+    # batch_size × processes examples (HF's convention)
+    steps_per_epoch = max(1, -(-len(train_ds) // (s.batch_size * world_size())))
     total_steps = s.max_steps if s.max_steps > 0 else int(np.ceil(steps_per_epoch * s.epochs))
     if s.warmup_steps >= total_steps:
         sys.stderr.write(
@@ -480,6 +483,10 @@ def _train(
         train_sampling_strategy="group_by_length" if s.group_by_length else "random",
         **_device_settings(torch_device(s.device)),
     )
+    if joint or "gate_logits" in needs:
+        # the bias head / mixin gate run outside the DDP-wrapped forward: DDP must not look
+        # for unused parameters (it would count theirs twice); every parameter gets a gradient
+        base["ddp_find_unused_parameters"] = False
     args = make_arguments(
         ClassifierTrainingArguments,
         {**base, **checkpoints.arguments(), **s.tracking_arguments(), **s.extra},
@@ -512,8 +519,6 @@ def _train(
             if hasattr(net, attr):
                 delattr(net, attr)
         staged = work / "model"
-        net.save_pretrained(staged)
-        tokenizer.save_pretrained(staged)
         info = {
             "input": kind,
             "task": the_task.name,
@@ -524,7 +529,6 @@ def _train(
             "seed": s.seed,
             "created_by": "zdebias train-classifier",
         }
-        write_json(info, staged / CLASSIFIER_INFO)
         metrics = {
             "model": str(s.model),
             "task": the_task.name,
@@ -561,6 +565,7 @@ def _train(
             "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
             "train_samples_per_second": float(result.metrics.get("train_samples_per_second", 0)),
             "history": best.history,
+            "log_history": trainer.state.log_history,
             "best": {
                 "step": best.best_step,
                 "epoch": best.best_epoch,
@@ -570,12 +575,16 @@ def _train(
             "resumed_from_step": checkpoints.resumed_from,
             "wall_time_s": round(time.time() - started, 3),
         }
-        write_json(metrics, staged / METRICS_FILE)
-        if s.report_to == "tensorboard":
-            tensorboard_logs(checkpoints.root, staged)
-        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+        if trainer.is_world_process_zero():  # several processes: the main one publishes
+            net.save_pretrained(staged)
+            tokenizer.save_pretrained(staged)
+            write_json(info, staged / CLASSIFIER_INFO)
+            write_json(metrics, staged / METRICS_FILE)
+            if s.report_to == "tensorboard":
+                tensorboard_logs(checkpoints.root, staged)
             publish_dir(staged, out, overwrite=overwrite)
             checkpoints.finish()
+        barrier()  # the others return once OUT is whole
     finally:
         shutil.rmtree(work, ignore_errors=True)
         checkpoints.abandon()
@@ -630,15 +639,23 @@ def cross_fit_predictions(
     labels = list(get_task(task).labels)
     result: list[Record | None] = [None] * len(records)
     keep = folds_dir is not None
-    base = Path(folds_dir) if keep else Path(tempfile.mkdtemp(prefix=".zdebias-folds-"))
+    main = is_main_process()
+    if keep:
+        base = Path(folds_dir)  # type: ignore[arg-type]
+    elif world_size() > 1:  # several processes: one folder they all know, the main one's
+        base = Path(out_file).parent / f".{Path(out_file).name}.folds"
+    else:
+        base = Path(tempfile.mkdtemp(prefix=".zdebias-folds-"))
     try:
         for fold in range(k):
-            if progress:
+            if progress and main:
                 sys.stderr.write(f"cross-fit: fold {fold + 1}/{k}\n")
             held = [i for i in range(len(records)) if folds[i] == fold]
             fit = [records[i] for i in range(len(records)) if folds[i] != fold]
             fold_dir = base / f"fold-{fold}"
             train_classifier(fit, dev, fold_dir, fold_settings, task=task, progress=progress)
+            if not main:  # every process trains the folds; the main one predicts and writes
+                continue
             probs = predict_proba(fold_dir, [records[i] for i in held])
             clf_labels = load_labels(fold_dir)
             for row, i in enumerate(held):
@@ -654,11 +671,17 @@ def cross_fit_predictions(
             if not keep:
                 shutil.rmtree(fold_dir, ignore_errors=True)
     finally:
-        if not keep:
+        if not keep and main:
             with contextlib.suppress(OSError):
                 shutil.rmtree(base)
-    done = [r for r in result if r is not None]
-    write_records(done, out_file)
+    if main:
+        done = [r for r in result if r is not None]
+        write_records(done, out_file)
+    barrier()
+    if not main:
+        from zdebias.data.readers import read_records
+
+        done = read_records(out_file)
     return done
 
 

@@ -24,7 +24,11 @@ def legacy_argv(argv: list[str]) -> list[str]:
 
     ``stats --json FILE`` wrote the report to FILE; ``--json`` is now a flag (JSON on
     stdout) and the file is ``--out FILE``; ``--json -`` is plain ``--json``.
+    Also ``sample merge FOLDER`` is the command ``sample-merge FOLDER``.
     """
+    first = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+    if argv[first : first + 2] == ["sample", "merge"]:  # -q/-v before it take no value
+        return [*argv[:first], "sample-merge", *argv[first + 2 :]]
     words = [a for a in argv if not a.startswith("-")]
     if not words or words[0] != "stats" or "--json" not in argv:
         return argv
@@ -106,8 +110,14 @@ def report_skips(report: Any) -> None:
 
 
 def emit(result: Any, cli: CliOptions, text: Callable[[], str] | str | None = None) -> None:
-    """Print the result: JSON on stdout with ``--json``, else the human-readable text."""
+    """Print the result: JSON on stdout with ``--json``, else the human-readable text.
+    Under a launcher (``torchrun``, ``accelerate launch``) only the main process prints."""
     import json
+
+    from zdebias.models.distributed import is_main_process
+
+    if not is_main_process():
+        return
 
     if cli.json_out or text is None:
         typer.echo(json.dumps(result, indent=2, ensure_ascii=False, default=str))

@@ -19,7 +19,7 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.commands._cli import check_output, emit, read_input, require
+from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import train_text
 from zdebias.settings_cli import CliOptions, InputArg, command
@@ -53,15 +53,16 @@ def train_classifier_cmd(
     from zdebias.classify.train import train_classifier
 
     task = read.task or report.task
-    metrics = train_classifier(
-        records,
-        dev_records,
-        out,
-        settings,
-        task=task,
-        progress=cli.progress,
-        overwrite=cli.overwrite,
-    )
+    with stdout_to_stderr():  # HF's log lines: stdout carries only the result
+        metrics = train_classifier(
+            records,
+            dev_records,
+            out,
+            settings,
+            task=task,
+            progress=cli.progress,
+            overwrite=cli.overwrite,
+        )
     summary: dict[str, Any] = {
         "out": str(out),
         **{k: metrics[k] for k in ("n_train", "n_dev", "steps", "best")},

@@ -67,7 +67,8 @@ def infill_loss(
         logits = outputs.logits[:, :-1]
         labels, ul_mask = labels[:, 1:], ul_mask[:, 1:]
     else:
-        kwargs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels)
+        base = getattr(model, "module", model)  # DDP wraps the model (torchrun, accelerate)
+        kwargs["decoder_input_ids"] = base.prepare_decoder_input_ids_from_labels(labels)
         outputs = model(**kwargs)
         logits = outputs.logits
     mle_term = LOSSES[mle](logits[is_orig], labels[is_orig], labels[is_orig] != -100)

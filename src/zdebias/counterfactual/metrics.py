@@ -263,7 +263,9 @@ def counterfactual_metrics(
     """
     cfg = MetricsSettings.of(settings, **overrides)
     lm, batch_size = cfg.lm, cfg.batch_size
-    outputs = [r for r in records if r.meta.get("rejected_by") != "malformed"]
+    # malformed outputs and empty rebuilt fields are no text to measure (the latter keep the
+    # source's texts in the file so it reads back)
+    outputs = [r for r in records if r.meta.get("rejected_by") not in ("malformed", "empty")]
     targets = [r.label for r in outputs]
     if classifier is not None:
         from zdebias.classify.predict import predict_proba
@@ -281,7 +283,8 @@ def counterfactual_metrics(
     filler_segments = [tokenize(f) for r in outputs for f in r.meta.get("fillers", [])]
     result: dict[str, Any] = {
         "n_outputs": len(outputs),
-        "n_excluded_malformed": len(records) - len(outputs),
+        "n_excluded_malformed": sum(r.meta.get("rejected_by") == "malformed" for r in records),
+        "n_excluded_empty": sum(r.meta.get("rejected_by") == "empty" for r in records),
         "flip_rate": round(flip_rate(predicted, targets), 6) if outputs else None,
     }
     for n in (1, 2, 3):

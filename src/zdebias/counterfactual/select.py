@@ -10,7 +10,7 @@ Every output is accounted for. Rejected outputs carry ``meta.rejected_by``:
 
 - ``truncated``: a span lies beyond the infiller's ``max_source_length`` (nothing generated);
 - ``malformed``: the generated text does not parse into one filler per span;
-- ``empty``: a rebuilt field is empty;
+- ``empty``: a rebuilt field is empty (the record keeps the source's texts, so it reads back);
 - ``unchanged``: the rebuilt example equals the original;
 - ``duplicate``: the same rebuilt example was already produced for this source and target;
 - ``classifier``: the classifier does not predict the target label (or below ``min_prob``).
@@ -447,6 +447,7 @@ def generate_counterfactuals(
     selectable_probs: list[np.ndarray] = []
     seen: set[tuple[Any, ...]] = set()
     originals = {r.id: _key(r) for r in records}
+    sources = {r.id: r for r in records}
     for record, p in zip(parsed, probs, strict=True):
         meta = record.meta
         key = (meta["source_id"], record.label, *_key(record))
@@ -459,8 +460,20 @@ def generate_counterfactuals(
             },
         }
         if any(not v.strip() for v in fields_now):
+            # an empty field is no record: keep the source's texts, as for truncated and
+            # malformed outputs (the fillers are in meta), so the file reads back
+            src = sources[meta["source_id"]]
             rejected.append(
-                _reject(record.replace(meta={**meta, **info}), "empty", "a rebuilt field is empty")
+                _reject(
+                    record.replace(
+                        premise=src.premise,
+                        hypothesis=src.hypothesis,
+                        text=src.text,
+                        meta={**meta, **info},
+                    ),
+                    "empty",
+                    "a rebuilt field is empty",
+                )
             )
         elif _key(record) == originals[meta["source_id"]]:
             rejected.append(

@@ -39,6 +39,7 @@ from zdebias.models.checkpoints import (
     records_digest,
     tensorboard_logs,
 )
+from zdebias.models.distributed import barrier, world_size
 from zdebias.models.early_stopping import EarlyStopping
 
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
@@ -100,15 +101,39 @@ class InfillTrainer(Trainer):
         loss, mle, ul, outputs = infill_loss(
             model, inputs, arch=self.args.infill_arch, alpha=self.args.alpha
         )
+        if model.training and self.accelerator.num_processes > 1:
+            mle, ul = self._global_means(inputs, mle, ul)
+            loss = mle + self.args.alpha * ul
         if model.training:
             self._parts["mle"].append(float(mle.detach()))
             self._parts["ul"].append(float(ul.detach()))
         return (loss, outputs) if return_outputs else loss
 
+    def _global_means(
+        self, inputs: dict[str, Any], mle: torch.Tensor, ul: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Under DDP: each process's token means rescaled so that the average DDP takes of
+        the processes' gradients is the gradient of the token means over the whole step
+        (the same as one process training on the global batch)."""
+        labels, ul_mask, orig = inputs["labels"], inputs["ul_mask"], inputs["is_original"]
+        if self.args.infill_arch == "causal":
+            labels, ul_mask = labels[:, 1:], ul_mask[:, 1:]
+        valid = labels != -100
+        local = torch.stack([valid[orig].sum(), (valid & ul_mask.bool())[~orig].sum()])
+        total = self.accelerator.reduce(local.clone(), reduction="sum").clamp(min=1)
+        share = local.to(mle.dtype) * self.accelerator.num_processes / total.to(mle.dtype)
+        return mle * share[0], ul * share[1]
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        for key, values in self._parts.items():
-            if values and "loss" in logs:
-                logs[key] = round(sum(values) / len(values), 4)
+        if "loss" in logs and any(self._parts.values()):
+            names = [k for k, v in self._parts.items() if v]
+            means = [sum(self._parts[k]) / len(self._parts[k]) for k in names]
+            if self.accelerator.num_processes > 1:  # each process holds its share of a part
+                parts = torch.tensor(means, device=self.args.device)
+                means = self.accelerator.reduce(parts, reduction="mean").tolist()
+            for key, mean in zip(names, means, strict=True):
+                logs[key] = round(mean, 4)
+            for values in self._parts.values():
                 values.clear()
         super().log(logs, start_time)
 
@@ -211,12 +236,15 @@ def train_infiller(
             seed=seed,
             remove_unused_columns=False,
             label_names=["labels"],
-            logging_steps=max(1, min(50, math.ceil(len(feats) / batch_size))),
+            # --batch-size is per process: a step takes batch_size × processes examples
+            logging_steps=max(1, min(50, math.ceil(len(feats) / (batch_size * world_size())))),
             eval_strategy="epoch" if has_dev else "no",
             prediction_loss_only=True,
             disable_tqdm=not progress,
             dataloader_num_workers=0,
             dataloader_pin_memory=False,
+            # without a GPU: use_cpu, else HF does not see a CPU `torchrun` as distributed
+            use_cpu=not torch.cuda.is_available(),
         )
         args = make_arguments(
             InfillTrainingArguments,
@@ -244,10 +272,6 @@ def train_infiller(
             for n, p in trainer.model.named_parameters()
             if n in before
         )
-        if cfg.report_to == "tensorboard":
-            tensorboard_logs(checkpoints.root, work)
-        trainer.model.save_pretrained(work)
-        tok.save_pretrained(work)
         history = [
             {k: v for k, v in row.items() if k in ("epoch", "loss", "mle", "ul", "eval_loss")}
             for row in trainer.state.log_history
@@ -268,7 +292,6 @@ def train_infiller(
             "seed": seed,
             "trained": True,
         }
-        write_json(info, work / INFO_FILE)
         summary = {
             **info,
             "out": str(out),
@@ -283,12 +306,18 @@ def train_infiller(
             "resumed_from_step": checkpoints.resumed_from,
             "history": [h for h in history if h],
         }
-        write_json(summary, work / "train_summary.json")
-        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+        if trainer.is_world_process_zero():  # several processes: the main one publishes
+            if cfg.report_to == "tensorboard":
+                tensorboard_logs(checkpoints.root, work)
+            trainer.model.save_pretrained(work)
+            tok.save_pretrained(work)
+            write_json(info, work / INFO_FILE)
+            write_json(summary, work / "train_summary.json")
             publish_dir(work, out, overwrite=overwrite)
             checkpoints.finish()
         else:
             shutil.rmtree(work, ignore_errors=True)
+        barrier()  # the others return once OUT is whole
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         checkpoints.abandon()

@@ -24,7 +24,8 @@ Output folder: ``shard-*.jsonl`` (records with ``meta.type = "generated"``), ``d
 
 Backends ``hf`` and ``vllm`` sample a trained generator folder; ``openai`` and ``local`` prompt
 an instruction model (:mod:`zdebias.generation.prompted`, which adds ``requests-*.jsonl``:
-each request's tokens, attempts and time). All share the loop :func:`run_rounds`.
+each request's tokens, attempts and time). All share the loop :func:`run_rounds`. With
+``worker`` / ``workers`` N processes share the rounds (:mod:`zdebias.generation.workers`).
 
 >>> summary = sample_generator("runs/gen", "runs/samples", n=1000, batch_size=64)  # doctest: +SKIP
 >>> records = read_samples("runs/samples")                                          # doctest: +SKIP
@@ -40,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import atomic_open, write_json
@@ -54,6 +55,9 @@ from zdebias.generation.format import (
     sample_key,
 )
 from zdebias.generation.settings import PromptSettings, SampleSettings, fast_bf16
+
+if TYPE_CHECKING:
+    from zdebias.generation.workers import WorkerGoal
 
 STATE = "state.json"
 #: the backends that prompt an instruction model (:mod:`zdebias.generation.prompted`)
@@ -88,7 +92,9 @@ def generator_fingerprint(generator: str | Path) -> str:
 
 
 class HFBackend:
-    """Batched sampling with ``model.generate`` (any device torch has)."""
+    """Batched sampling with a transformers causal LM (any device torch has): the decoding loop
+    of :mod:`zdebias.generation.decode` (KV cache, finished rows dropped, nucleus found on a
+    short list); :meth:`generate_hf` is the same round through ``model.generate``."""
 
     def __init__(
         self,
@@ -112,6 +118,9 @@ class HFBackend:
         self.model = AutoModelForCausalLM.from_pretrained(generator, dtype=dtypes[dtype])
         self.model.to(self.device).eval()
         self.fmt = fmt
+        self.threads = settings.threads
+        #: decoding steps and rows x steps the model ran, over all rounds (:func:`decode`)
+        self.stats: dict[str, int] = {}
         self.config = GenerationConfig(
             do_sample=True,
             top_p=settings.top_p,
@@ -124,7 +133,33 @@ class HFBackend:
         )
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
-        """``batch_size`` sampled id sequences (after the start token)."""
+        """``batch_size`` sampled id sequences (after the start token), padded to the longest."""
+        from zdebias.generation.decode import decode, uniforms
+
+        fmt, cfg, torch = self.fmt, self.config, self.torch
+        steps = fmt.max_length - 1
+        threads = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            return decode(
+                self.model,
+                fmt.bos_token_id,
+                fmt.eos_token_id,
+                fmt.pad_token_id,
+                steps,
+                uniforms(steps, batch_size, seed, self.device),
+                top_p=cfg.top_p,
+                top_k=cfg.top_k,
+                temperature=cfg.temperature,
+                stats=self.stats,
+            )
+        finally:
+            torch.set_num_threads(threads)
+
+    def generate_hf(self, batch_size: int, seed: int) -> list[list[int]]:
+        """As :meth:`generate`, through ``model.generate`` (the sampler's path before the
+        decoding loop; other random draws, the same distribution)."""
         torch = self.torch
         torch.manual_seed(seed)
         start = torch.full((batch_size, 1), self.fmt.bos_token_id, device=self.device)
@@ -148,7 +183,7 @@ class VllmBackend:
 
         self.fmt = fmt
         self.settings = settings
-        self.llm = LLM(model=str(generator), seed=settings.seed)
+        self.llm = LLM(**vllm_engine_args(generator, settings))
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
         from vllm import SamplingParams
@@ -175,6 +210,18 @@ class VllmBackend:
                 ids.append(self.fmt.eos_token_id)
             out.append(ids)
         return out
+
+
+def vllm_engine_args(generator: str | Path, settings: SampleSettings) -> dict[str, Any]:
+    """The keywords of ``vllm.LLM`` for a sampling run. Data parallelism is ``--workers``
+    (one engine per worker process, each on its own GPUs); one engine spans
+    ``tensor_parallel_size`` GPUs."""
+    args: dict[str, Any] = {"model": str(generator), "seed": settings.seed}
+    if settings.tensor_parallel_size > 1:
+        args["tensor_parallel_size"] = settings.tensor_parallel_size
+    if settings.dtype not in (None, "auto"):
+        args["dtype"] = settings.dtype
+    return args
 
 
 def check_vllm() -> None:
@@ -277,6 +324,8 @@ def read_samples(out_dir: str | Path) -> list[Record]:
     """All samples of a sampling folder, in order (the shards listed in its state file)."""
     out = Path(out_dir)
     path = out / STATE
+    if not path.exists() and (out / MERGED).exists() and any(out.glob("worker-*-of-*")):
+        return list(_read_shard(out / MERGED))  # a merged run of --worker I/N
     if not path.exists():
         raise ConfigError(f"{out}: not a sampling folder (no {STATE})")
     state = json.loads(path.read_text(encoding="utf-8"))
@@ -410,6 +459,17 @@ def sample_generator(
         settings, overrides = None, {"n": settings, **overrides}
     prompt_keys = {k: overrides.pop(k) for k in list(overrides) if k in PromptSettings.model_fields}
     cfg = SampleSettings.of(settings, **overrides)
+    if cfg.backend in PROMPTED_BACKENDS and (cfg.worker is not None or cfg.workers > 1):
+        raise ConfigError(
+            f"--worker/--workers: backend {cfg.backend!r} balances labels over one process; "
+            "use backend hf or vllm, or --concurrency for more requests in flight"
+        )
+    if cfg.workers > 1:
+        from zdebias.generation.workers import run_workers
+
+        if prompt_keys or premises is not None:
+            raise ConfigError("premises and prompt settings: only for backend openai or local")
+        return run_workers(generator, out_dir, cfg, progress=progress)
     if cfg.backend in PROMPTED_BACKENDS:
         from zdebias.generation.prompted import sample_prompted
 
@@ -445,9 +505,51 @@ def _sample_trained(
     if cfg.backend == "vllm":
         check_vllm()
     out = Path(out_dir)
+    if (worker := cfg.worker_index()) is not None:
+        from zdebias.generation.workers import find_workers, worker_folder, worker_lock
+
+        if (out / STATE).exists():
+            raise ConfigError(f"{out}: holds a one-process sampling run; use another --out")
+        if (found := find_workers(out)) and found != worker[1]:
+            raise ConfigError(
+                f"{out}: holds the workers of a run on {found}, not {worker[1]}; use another --out"
+            )
+        folder = worker_folder(out, *worker)
+        with worker_lock(folder):
+            return _sample_trained_in(gen_path, fmt, folder, cfg, dtype, worker, progress=progress)
+    return _sample_trained_in(gen_path, fmt, out, cfg, dtype, None, progress=progress)
+
+
+def _sample_trained_in(
+    gen_path: Path,
+    fmt: GeneratorFormat,
+    out: Path,
+    cfg: SampleSettings,
+    dtype: str | None,
+    worker: tuple[int, int] | None,
+    *,
+    progress: bool,
+) -> dict[str, Any]:
+    """Sampling into ``out``: the whole run, or worker ``worker = (I, N)``'s rounds."""
+    from zdebias.generation.workers import WorkerGoal, find_workers
+
+    if worker is None and find_workers(out):
+        raise ConfigError(
+            f"{out}: holds --worker runs; merge them with `zdebias sample merge {out}` "
+            "or use another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    state = load_state(out, cfg, generator_fingerprint(gen_path), str(gen_path))
-    if state["n_written"] > cfg.n:
+    run = cfg.run_settings()
+    if worker is not None:
+        run["worker"] = cfg.worker
+    state = load_state(out, cfg, generator_fingerprint(gen_path), str(gen_path), run=run)
+    goal = None
+    if worker is not None:
+        if not state["shards"]:
+            state["next_round"] = worker[0]  # its first round: I, then I + N, ...
+        state["worker"] = {"index": worker[0], "workers": worker[1], "n": cfg.n}
+        goal = WorkerGoal(out.parent, worker[0], worker[1], cfg.n)
+    elif state["n_written"] > cfg.n:
         raise ConfigError(
             f"{out}: already holds {state['n_written']} samples, more than "
             f"--n {cfg.n}; use another --out"
@@ -460,7 +562,7 @@ def _sample_trained(
     tokenizer = AutoTokenizer.from_pretrained(gen_path)
     special = frozenset(int(i) for i in tokenizer.all_special_ids)
     engine = None
-    if state["n_written"] < cfg.n:
+    if (goal is None and state["n_written"] < cfg.n) or (goal and not goal.finished(state)):
         engine = BACKENDS[cfg.backend](gen_path, fmt, cfg, device=cfg.device, dtype=dtype)
     gen_name = gen_path.name
 
@@ -473,7 +575,10 @@ def _sample_trained(
         return RoundOutput(candidates)
 
     def make_record(c: Candidate, index: int, round_index: int) -> Record:
-        return _record(c.parsed, index, fmt, cfg.seed, round_index, gen_name)
+        record = _record(c.parsed, index, fmt, cfg.seed, round_index, gen_name)
+        if worker is not None:  # the merge numbers the samples of all workers
+            return record.replace(id=f"gen-s{cfg.seed}-w{worker[0]}of{worker[1]}:{index}")
+        return record
 
     return run_rounds(
         out,
@@ -484,6 +589,7 @@ def _sample_trained(
         make_record,
         progress=progress,
         hint="is it trained?",
+        goal=goal,
     )
 
 
@@ -498,10 +604,13 @@ def run_rounds(
     progress: bool,
     quota: dict[str, int] | None = None,
     hint: str = "",
+    goal: WorkerGoal | None = None,
 ) -> dict[str, Any]:
     """The sampling loop every backend shares: rounds → parsed candidates → de-duplicated
     records → shards + ``state.json`` (see the module doc). ``quota``: the number of samples
-    wanted per label (labels balanced); a sample of a label whose quota is met is surplus."""
+    wanted per label (labels balanced); a sample of a label whose quota is met is surplus.
+    ``goal``: one worker of several (:mod:`zdebias.generation.workers`): it runs every N-th
+    round, keeps whole rounds and stops when the goal says."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -520,6 +629,7 @@ def run_rounds(
     usage = dict.fromkeys(USAGE_KEYS, 0)
     malformed: dict[str, int] = {}
     round_index = state["next_round"]
+    step = goal.workers if goal is not None else 1
     shards_written = 0
     idle_rounds = 0
     started = time.perf_counter()
@@ -586,7 +696,11 @@ def run_rounds(
     ) as bar:
         task_id = bar.add_task("sample", total=n, completed=state["n_written"], info="")
         max_shards = cfg.max_shards
-        while state["n_written"] < n and (max_shards is None or shards_written < max_shards):
+
+        def unfinished() -> bool:
+            return not goal.finished(state) if goal is not None else state["n_written"] < n
+
+        while unfinished() and (max_shards is None or shards_written < max_shards):
             need = remaining()
             result = produce(round_index, need)
             requests.extend(result.requests)
@@ -629,7 +743,7 @@ def run_rounds(
                 index = state["n_written"] + len(buffer)
                 buffer.append(make_record(cand, index, round_index))
                 accepted += 1
-            round_index += 1
+            round_index += step
             call_generated += len(result.candidates)
             call_accepted += accepted
             idle_rounds = 0 if accepted else idle_rounds + 1
@@ -639,7 +753,10 @@ def run_rounds(
                     f"the generator gave no new well-formed sample in {patience} rounds "
                     f"(malformed so far: {_nonzero(so_far)}); {hint}".rstrip("; ")
                 )
-            if state["n_written"] + len(buffer) >= n:
+            if goal is not None:  # whole rounds: the merge cuts at n
+                if len(buffer) >= cfg.shard_size or goal.may_stop(state, len(buffer), round_index):
+                    flush()
+            elif state["n_written"] + len(buffer) >= n:
                 counts["n_surplus"] += len(buffer[n - state["n_written"] :])
                 del buffer[n - state["n_written"] :]
                 flush()
@@ -655,14 +772,16 @@ def run_rounds(
                 ),
             )
 
-    complete = state["n_written"] == n
-    if complete and cfg.merge:
+    complete = goal.finished(state) if goal is not None else state["n_written"] == n
+    if complete and cfg.merge and goal is None:
         with atomic_open(out / MERGED) as fh:
             for shard in state["shards"]:
                 with open(out / shard["file"], encoding="utf-8") as src:
                     for line in src:
                         fh.write(line)
     summary = _summary(state, n, complete, out)
+    if goal is not None:
+        summary.update(goal.describe())
     summary["this_call"] = {
         "generated": call_generated,
         "accepted": call_accepted,

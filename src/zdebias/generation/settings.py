@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import create_model, field_validator
+from pydantic import create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from zdebias.models.trainer_settings import TrainerSettings
@@ -167,6 +167,12 @@ class SampleSettings(Settings):
         "Model dtype (default: bfloat16 on CUDA, float32 elsewhere; auto: bfloat16 where the "
         "hardware runs it fast).",
     )
+    threads: int | None = setting(
+        None,
+        "CPU threads of the hf backend while it samples (default: torch's, one per core; 1 is "
+        "much faster on cores other jobs keep busy).",
+        ge=1,
+    )
     max_shards: int | None = setting(
         None, "Stop after writing this many shards (rerun to resume).", ge=1
     )
@@ -178,6 +184,46 @@ class SampleSettings(Settings):
     keep_dropped: bool = setting(
         True, "Write every dropped output to dropped-NNNNN.jsonl.", cli=False
     )
+    worker: str | None = setting(
+        None,
+        "I/N: be worker I (0-based) of N: sample rounds r with r % N == I into "
+        "OUT/worker-I-of-N/ (resumable); then `zdebias sample merge OUT`.",
+    )
+    workers: int = setting(
+        1,
+        "Run N workers as parallel processes (one GPU each when several are visible), "
+        "then merge them.",
+        ge=1,
+    )
+    tensor_parallel_size: int = setting(
+        1, "GPUs per vLLM engine (vLLM's tensor_parallel_size; --backend vllm).", ge=1
+    )
+
+    @field_validator("worker")
+    @classmethod
+    def _worker(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        index, _, total = value.partition("/")
+        if not (index.strip().isdigit() and total.strip().isdigit()):
+            raise ValueError(f"worker must be I/N (e.g. 0/4), not {value!r}")
+        i, n = int(index), int(total)
+        if not 0 <= i < n:
+            raise ValueError(f"worker I/N needs 0 <= I < N, not {value!r}")
+        return f"{i}/{n}"
+
+    @model_validator(mode="after")
+    def _one_kind_of_worker(self) -> SampleSettings:
+        if self.worker is not None and self.workers > 1:
+            raise ValueError("give worker I/N (one worker) or workers N (all of them), not both")
+        return self
+
+    def worker_index(self) -> tuple[int, int] | None:
+        """``(I, N)`` when these settings run worker I of N, else None."""
+        if self.worker is None:
+            return None
+        i, n = self.worker.split("/")
+        return int(i), int(n)
 
     @field_validator("top_p")
     @classmethod

@@ -57,6 +57,7 @@ from zdebias.models.checkpoints import (
     tensorboard_logs,
 )
 from zdebias.models.datasets import ListDataset
+from zdebias.models.distributed import barrier, sum_over_processes, world_size
 
 TRAIN_SUMMARY = "train_summary.json"
 
@@ -183,7 +184,15 @@ class GeneratorTrainer(Trainer):
         main_logits = logits[:batch]
         targets = labels[:, 1:]
         negative = inputs["negative"].unsqueeze(1)
-        n_tokens = (targets != IGNORE_INDEX).sum().clamp(min=1)
+        n_tokens = (targets != IGNORE_INDEX).sum()
+        scale = 1.0
+        if model.training and self.accelerator.num_processes > 1:
+            # DDP averages the processes' gradients: divide each process's sum by the tokens
+            # of the whole step and undo the average, so the step equals one process
+            # training on the global batch (per-device batch × processes)
+            scale = float(self.accelerator.num_processes)
+            n_tokens = self.accelerator.reduce(n_tokens.detach().clone(), reduction="sum")
+        n_tokens = n_tokens.clamp(min=1) / scale
         ignore = torch.full_like(targets, IGNORE_INDEX)
 
         parts: dict[str, torch.Tensor] = {}
@@ -213,7 +222,12 @@ class GeneratorTrainer(Trainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Add the mean loss parts since the last log (``loss_mle``, ``loss_consistency``...)."""
         if self._parts_n and "loss" in logs:
-            for name, total in self._parts.items():
+            names = sorted(self._parts)
+            totals = [self._parts[name] for name in names]
+            if self.accelerator.num_processes > 1:  # each process holds its share of a part
+                parts = torch.tensor(totals, device=self.args.device)
+                totals = (self.accelerator.reduce(parts, reduction="mean")).tolist()
+            for name, total in zip(names, totals, strict=True):
                 logs[f"loss_{name}"] = round(total / self._parts_n, 4)
             self._parts, self._parts_n = {}, 0
         super().log(logs, start_time)
@@ -243,8 +257,9 @@ class _CollatorEpoch(TrainerCallback):
 
 
 def _make_args(overrides: dict[str, Any]) -> GeneratorTrainingArguments:
-    if "dataloader_pin_memory" not in overrides and not torch.cuda.is_available():
-        overrides = {**overrides, "dataloader_pin_memory": False}
+    if not torch.cuda.is_available():
+        # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
+        overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
     return make_arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
 
 
@@ -398,6 +413,9 @@ def train_generator(
         start = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume)
         seconds = time.perf_counter() - start
+        tokens = (trainer.tokens_seen - tokens_before, trainer.tokens_seen)
+        if world_size() > 1:  # every process counted its own share
+            tokens = (int(sum_over_processes(tokens[0])), int(sum_over_processes(tokens[1])))
 
         summary: dict[str, Any] = {
             "base_model": str(model),
@@ -410,10 +428,9 @@ def train_generator(
             "steps": result.global_step,
             "train_loss": round(float(result.training_loss), 4),
             "train_seconds": round(seconds, 2),
-            "train_tokens": trainer.tokens_seen,
-            "train_tokens_per_s": round(
-                (trainer.tokens_seen - tokens_before) / max(seconds, 1e-9), 1
-            ),
+            "train_tokens": tokens[1],
+            "train_tokens_per_s": round(tokens[0] / max(seconds, 1e-9), 1),
+            "processes": world_size(),
             "resumed_from_step": checkpoints.resumed_from,
             "settings": {
                 k: getattr(args, k)
@@ -459,17 +476,24 @@ def train_generator(
             **fmt.info,
             **{k: summary[k] for k in ("base_model", "n_trained", "steps", "settings")},
         }
-        if cfg.report_to == "tensorboard":
-            tensorboard_logs(checkpoints.root, tmp)
-        lm.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        fmt.save(tmp)
-        write_json(summary, tmp / TRAIN_SUMMARY)
-        if trainer.is_world_process_zero():  # `accelerate launch`: the main process publishes
+        sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
+        if sharded:  # FSDP / ZeRO-3: every process gives its shard, the main one writes
+            trainer.save_model(str(tmp))
+        if trainer.is_world_process_zero():  # several processes: the main one publishes
+            if cfg.report_to == "tensorboard":
+                tensorboard_logs(checkpoints.root, tmp)
+            if sharded:
+                (tmp / "training_args.bin").unlink(missing_ok=True)
+            else:
+                lm.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            fmt.save(tmp)
+            write_json(summary, tmp / TRAIN_SUMMARY)
             _publish(tmp, out)
             checkpoints.finish()
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+        barrier()  # the others return once OUT is whole
         summary["out"] = str(out)
         return summary
     except BaseException:

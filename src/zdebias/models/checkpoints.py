@@ -40,6 +40,7 @@ from transformers import TrainerCallback
 
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
+from zdebias.models.distributed import barrier, is_main_process, rank, world_size
 from zdebias.models.trainer_settings import TrainerSettings
 
 log = logging.getLogger("zdebias")
@@ -145,24 +146,27 @@ class Checkpointing(TrainerCallback):
         """The last complete checkpoint of this same run, or ``None`` (start over).
 
         Checkpoints of another run (different settings, data or base model) are removed, and
-        so are incomplete ones (cut while saving).
+        so are incomplete ones (cut while saving). With several processes the main one tidies
+        the folder while the others wait, then all resume from the same checkpoint.
         """
-        old = _read_json(self.root / RUN_FILE)
-        if self.root.exists() and (old or {}).get("fingerprint") != self.fingerprint:
-            if any(self.root.glob(f"{PREFIX}*")):
-                log.warning(
-                    "%s: checkpoints of a run with other settings or data; starting over",
-                    self.root,
-                )
-            shutil.rmtree(self.root, ignore_errors=True)
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_json({"fingerprint": self.fingerprint}, self.root / RUN_FILE)
-        complete = []
-        for folder in self.root.glob(f"{PREFIX}*"):
-            if folder.is_dir() and (folder / COMPLETE).is_file() and _steps(folder) >= 0:
-                complete.append(folder)
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
+        if is_main_process():
+            old = _read_json(self.root / RUN_FILE)
+            if self.root.exists() and (old or {}).get("fingerprint") != self.fingerprint:
+                if any(self.root.glob(f"{PREFIX}*")):
+                    log.warning(
+                        "%s: checkpoints of a run with other settings or data; starting over",
+                        self.root,
+                    )
+                shutil.rmtree(self.root, ignore_errors=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            write_json({"fingerprint": self.fingerprint}, self.root / RUN_FILE)
+            for folder in self.root.glob(f"{PREFIX}*"):
+                if not (folder.is_dir() and (folder / COMPLETE).is_file() and _steps(folder) >= 0):
+                    shutil.rmtree(folder, ignore_errors=True)
+        barrier()
+        complete = [
+            f for f in self.root.glob(f"{PREFIX}*") if (f / COMPLETE).is_file() and _steps(f) >= 0
+        ]
         if not complete:
             return None
         last = max(complete, key=_steps)
@@ -181,7 +185,8 @@ class Checkpointing(TrainerCallback):
         # the random state the epoch resumed in starts with: HF's own (the checkpoint's) when
         # the checkpoint ends an epoch, else the one saved when that epoch began
         epoch = (_read_json(folder / "trainer_state.json") or {}).get("epoch") or 0
-        start = HF_RNG_FILE if float(epoch).is_integer() else EPOCH_RNG_FILE
+        hf_rng = HF_RNG_FILE if world_size() < 2 else f"rng_state_{rank()}.pth"
+        start = hf_rng if float(epoch).is_integer() else EPOCH_RNG_FILE
         if (folder / start).is_file():
             self._restore_rng = torch_load(folder / start)
         log.info("resuming training from step %s (%s)", self.resumed_from, folder)
@@ -241,8 +246,13 @@ class Checkpointing(TrainerCallback):
         shutil.rmtree(self.root, ignore_errors=True)
 
     def abandon(self) -> None:
-        """After a failure: keep the folder only if it holds a checkpoint to resume from."""
-        if self.root.is_dir() and not any(self.root.glob(f"{PREFIX}*/{COMPLETE}")):
+        """After a failure: keep the folder only if it holds a checkpoint to resume from.
+        Only the main process, which wrote the folder, removes it."""
+        if (
+            is_main_process()
+            and self.root.is_dir()
+            and not any(self.root.glob(f"{PREFIX}*/{COMPLETE}"))
+        ):
             shutil.rmtree(self.root, ignore_errors=True)
 
 

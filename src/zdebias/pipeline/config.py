@@ -241,6 +241,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
                             f"{', '.join(data.get('stages') or {})}"
                         )
                 node[part] = {}
+            if i == 1 and path[0] == "data" and isinstance(node[part], str):
+                node[part] = {"path": node[part]}  # data.train.limit=N on `train: FILE`
             node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"override {text!r}: {'.'.join(path[:-1])} is not a mapping")

@@ -81,6 +81,15 @@ _PACKAGES = (
 )
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user + system), in seconds."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -202,14 +211,20 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
+#: settings that change how a stage runs but not its output (kept out of the stage hash)
+EXECUTION_SETTINGS = (*CHECKPOINT_POLICY, "workers", "threads")
+
+
 def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[str, Any]) -> str:
     """The hash a stage's marker must hold for the stage to count as done.
 
-    How often a training stage saves checkpoints does not change what it trains: changing
-    it neither redoes a finished stage nor throws away an interrupted one's checkpoints.
+    Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
+    how often a training stage saves checkpoints, how many processes or CPU threads sample)
+    are left out: changing them neither redoes a finished stage nor throws away an
+    interrupted one's work.
     """
     refs = field_refs(type(cfg))
-    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *CHECKPOINT_POLICY})
+    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS})
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,
@@ -538,7 +553,7 @@ class Runner:
         entry.update(status="running", reason=reason, started=started)
         self._save_manifest()
         self._say(f"[bold]▶ {head}[/bold] [dim]({reason})[/dim]")
-        t0 = time.time()
+        t0, cpu0 = time.time(), _cpu_seconds()
         try:
             result = spec.fn(cfg, Inputs(resolved, ctx), ctx)
         except KeyboardInterrupt:
@@ -551,6 +566,7 @@ class Runner:
             self._save_manifest()
             raise
         seconds = round(time.time() - t0, 2)
+        cpu_seconds = round(_cpu_seconds() - cpu0, 2)
         outputs = self._check_outputs(name, spec.outputs, result, partial)
         marker = {
             "hash": h,
@@ -561,6 +577,7 @@ class Runner:
             "started": started,
             "finished": _now(),
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
             "resumed": resumed,
             "rows_in": ctx.rows_in,
             "rows_out": result.rows_out,
@@ -575,6 +592,7 @@ class Runner:
         entry.update(
             status="done",
             seconds=seconds,
+            cpu_seconds=cpu_seconds,
             finished=marker["finished"],
             resumed=resumed,
             rows_in=ctx.rows_in,

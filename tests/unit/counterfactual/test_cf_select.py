@@ -203,3 +203,32 @@ def test_generate_one_target_per_example(tiny_model) -> None:
     assert summary["targets"] == "one" and summary["n_outputs"] == 3 * 1 * 2
     targets = {r.meta["source_id"]: r.label for r in kept + rejected}
     assert targets == {"r0": "contradiction", "r1": "neutral", "r2": "contradiction"}
+
+
+def test_an_empty_rebuilt_text_is_rejected_and_reads_back(
+    tiny_model, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sentence that is all rationale, filled with nothing: rejected as `empty`, keeping the
+    source's text so the rejected file reads back; the metrics leave it out."""
+    import zdebias.counterfactual.select as select
+    from zdebias.counterfactual.metrics import counterfactual_metrics
+    from zdebias.data.readers import read_records
+    from zdebias.data.writers import write_records
+
+    def empty_fillers(infiller, sources, n_spans, *, n=1, **_):
+        return iter([[[""] * k for _ in range(n)] for k in n_spans])
+
+    monkeypatch.setattr(select, "sample_fillers", empty_fillers)
+    clf = load_classifier(tiny_model("bert", labels=("negative", "positive")))
+    inf = load_infiller(tiny_model("t5"))
+    rec = Record("s0", "positive", text="great", meta={"rationales": {"text": [[0, 5]]}})
+    kept, rejected, summary = generate_counterfactuals(inf, clf, [rec], seed=0)
+    assert kept == [] and {k: v for k, v in summary["rejected_by"].items() if v} == {"empty": 1}
+    (out,) = rejected
+    assert out.id == "s0:cf:negative:0" and out.label == "negative"
+    assert out.text == "great" and out.meta["fillers"] == [""]
+    write_records(rejected, tmp_path / "rejected.jsonl")
+    (back,) = read_records(tmp_path / "rejected.jsonl", task="sentiment")
+    assert back.text == "great" and back.meta["rejected_by"] == "empty"
+    metrics = counterfactual_metrics([back])
+    assert metrics["n_outputs"] == 0 and metrics["n_excluded_empty"] == 1

@@ -17,6 +17,7 @@ sample                     sample the generator (resumable shards)
 confidence-filter          keep samples an NLI model gives p(label) > τ
 combine                    Z-Aug, Par-Z or Seq-Z
 concat                     concatenate datasets (e.g. original + counterfactuals)
+subset                     a seeded random subset (N, or the size of another dataset)
 train-classifier           fine-tune a classifier (CE, PoE, learned-mixin, conf-reg), 1+ seeds
 evaluate                   accuracy tables (GD-NLI Tables 2-5 shape)
 counterfactual-rationales  AutoCAD rationale spans by gradient saliency

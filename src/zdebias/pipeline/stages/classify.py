@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from zdebias.classify.settings import ClassifierSettings, ConfidenceSettings, EvaluateSettings
 from zdebias.data.writers import write_json, write_records
@@ -141,6 +141,21 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
     suites: Annotated[dict[str, str], Ref("records")] = Field(
         ..., description="suite name → dataset"
     )
+    baselines: list[str] | None = Field(
+        None,
+        description="methods every other method is t-tested against (default: the first); "
+        "the first one marks the table's significant cells",
+    )
+
+    @model_validator(mode="after")
+    def _known_baselines(self) -> EvaluateConfig:
+        unknown = [b for b in self.baselines or [] if b not in self.classifiers]
+        if unknown:
+            raise ValueError(
+                f"baselines {unknown} are not methods of classifiers "
+                f"({', '.join(self.classifiers)})"
+            )
+        return self
 
 
 @register_stage(
@@ -150,7 +165,7 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
 )
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
-    from zdebias.evaluation.significance import compare_results
+    from zdebias.evaluation.significance import compare_results, comparison_markdown
     from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
         group_markdown,
@@ -172,7 +187,14 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             progress=ctx.progress,
         )
         docs.append(doc)
-    comparison = compare_results(docs, average=cfg.average) if len(docs) > 1 else None
+    comparisons = []
+    if len(docs) > 1:
+        for base in cfg.baselines or [docs[0]["name"]]:
+            ordered = [d for d in docs if d["name"] == base] + [
+                d for d in docs if d["name"] != base
+            ]
+            comparisons.append(compare_results(ordered, average=cfg.average))
+    comparison = comparisons[0] if comparisons else None
     table = summary_table(docs, average=cfg.average, comparison=comparison)
     groups = []
     for doc in docs:
@@ -181,9 +203,22 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             if g is not None:
                 groups.append({"method": doc["name"], **g})
     markdown = [table_markdown(table)]
+    for c in comparisons:
+        markdown += [
+            "",
+            f"t-tests against {c['baseline']} ({c['test']}, two-tailed, α {c['alpha']}):",
+            "",
+            comparison_markdown(c),
+        ]
     for g in groups:
         markdown += ["", f"{g['method']} on {g['suite']}:", "", group_markdown(g)]
-    results = {"table": table, "groups": groups, "comparison": comparison, "documents": docs}
+    results = {
+        "table": table,
+        "groups": groups,
+        "comparison": comparison,
+        "comparisons": comparisons,
+        "documents": docs,
+    }
     write_json(results, ctx.out_dir / "results.json")
     (ctx.out_dir / "table.md").write_text("\n".join(markdown) + "\n", encoding="utf-8")
     flat = {
@@ -197,8 +232,8 @@ def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:
     """A :class:`zdebias.evaluation.suites.Suite` for a dataset reference."""
     from zdebias.evaluation.suites import Suite
 
-    if isinstance(value, OutputInput):
-        return Suite(name, str(value.path), format="jsonl", task=ctx.task.name)
+    if isinstance(value, OutputInput):  # the label set is read from the records (HANS' two)
+        return Suite(name, str(value.path), format="jsonl")
     spec = value.spec
     if spec.columns or spec.label_map or spec.limit:
         records = inputs.read(value)

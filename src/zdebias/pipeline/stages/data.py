@@ -1,12 +1,13 @@
-"""Data stages: the built-in demo corpus and concatenation."""
+"""Data stages: the built-in demo corpus, concatenation and seeded random subsets."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from zdebias.data.schema import Record
+from zdebias.data.subset import SubsetSettings, draw_subset
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import Ref, StageConfig
@@ -18,6 +19,8 @@ from zdebias.pipeline.registry import (
     register_stage,
 )
 from zdebias.pipeline.stages._common import (
+    OptRecordsRef,
+    RecordsRef,
     _count_types,
     settings_for,
 )
@@ -84,4 +87,34 @@ def concat_stage(cfg: ConcatConfig, inputs: Inputs, ctx: StageContext) -> StageR
     write_records(records, ctx.out_dir / "data.jsonl")
     return StageResult(
         {"data": "data.jsonl"}, rows_out={"total": len(records), **_count_types(records)}
+    )
+
+
+class SubsetConfig(SubsetSettings, StageConfig):
+    """A seeded random subset: N records, or as many as another dataset has (a same-size
+    random baseline for a filtered set), optionally stratified; kept in file order."""
+
+    input: RecordsRef = Field(..., description="the dataset to draw from")
+    like: OptRecordsRef = Field(None, description="draw as many records as this dataset has")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> SubsetConfig:
+        if (self.n is None) == (self.like is None):
+            raise ValueError("give exactly one of n (a count) and like (a dataset)")
+        return self
+
+
+@register_stage("subset", config=SubsetConfig, outputs={"data": "records"})
+def subset_stage(cfg: SubsetConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Write a seeded random subset of the input (``data.jsonl``) and the ids left out."""
+    records = inputs.records("input")
+    settings = settings_for(SubsetSettings, cfg, ctx)
+    if cfg.like is not None:
+        settings = settings.model_copy(update={"n": len(inputs.records("like"))})
+    chosen = draw_subset(records, settings)
+    kept = [records[i] for i in chosen]
+    write_records(kept, ctx.out_dir / "data.jsonl")
+    return StageResult(
+        {"data": "data.jsonl"},
+        rows_out={"total": len(kept), "left_out": len(records) - len(kept)},
     )

@@ -114,6 +114,11 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
 
     if not cfg.merge:
         raise ConfigError(f"stage {ctx.name!r}: merge: false; the stage's output is {MERGED}")
+    if cfg.worker is not None:
+        raise ConfigError(
+            f"stage {ctx.name!r}: worker: {cfg.worker} samples one part; a stage runs them "
+            "all with workers: N"
+        )
     state = ctx.out_dir / "state.json"
     before = json.loads(state.read_text())["n_written"] if ctx.resumed and state.exists() else 0
     prompted: dict[str, Any] = {}
@@ -152,5 +157,6 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             "n_shards",
             "malformed",
             "usage",
+            "n_cross_worker_duplicates",
         ),
     )

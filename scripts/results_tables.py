@@ -1,0 +1,324 @@
+"""Markdown tables for docs/results.md from a finished `zdebias run` folder.
+
+    python scripts/results_tables.py runs/snli20k-cpu > /tmp/snli-tables.md
+    python scripts/results_tables.py runs/autocad-sst2-cpu > /tmp/cad-tables.md
+
+Every number printed is read from the run folder (manifest, stage outputs); nothing is typed in.
+Sections appear when the run has the stages they read: evaluation tables (significance marks
+against each t-test baseline), HANS per heuristic, dataset sizes and z-statistics, top-5 features
+per label before/after (GD-NLI Table 12), the generated data's quality and examples,
+counterfactual metrics, and per-stage wall/CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+MARKS = "†‡§¶"
+DONE = ("done", "skipped")  # skipped: up to date from an earlier invocation
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pct(cell: dict[str, Any] | None) -> str:
+    if cell is None:
+        return "–"
+    text = f"{100 * cell['mean']:.2f}"
+    if cell.get("n_runs", 1) > 1:
+        text += f"±{100 * cell['std']:.2f}"
+    return text
+
+
+def stage_output(run: Path, manifest: dict[str, Any], name: str, output: str) -> Path | None:
+    for stage in manifest["stages"]:
+        if stage["name"] == name and stage.get("status") in DONE:
+            out = stage.get("outputs", {}).get(output)
+            return run / out["path"] if out else None
+    return None
+
+
+def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
+    """Accuracy tables (mean±std over seeds) with one mark per t-test baseline."""
+    lines: list[str] = []
+    for stage in manifest["stages"]:
+        if stage["stage"] != "evaluate" or stage.get("status") not in DONE:
+            continue
+        results = load(run / stage["outputs"]["results"]["path"])
+        comparisons = results.get("comparisons") or (
+            [results["comparison"]] if results.get("comparison") else []
+        )
+        marks = {c["baseline"]: MARKS[i] for i, c in enumerate(comparisons)}
+        significant: dict[tuple[str, str], str] = {}
+        for c in comparisons:
+            for item in c["comparisons"]:
+                for suite, test in item["tests"].items():
+                    if test.get("significant"):
+                        key = (item["name"], suite)
+                        significant[key] = significant.get(key, "") + marks[c["baseline"]]
+        table = results["table"]
+        columns = list(table["rows"][0]["cells"]) if table["rows"] else []
+        lines += [
+            f"Stage `{stage['name']}`: accuracy (%), mean±std over "
+            f"{table['rows'][0]['n_runs']} seeds.",
+            "",
+            "| Method | " + " | ".join(columns) + " |",
+            "|---|" + "---:|" * len(columns),
+        ]
+        for row in table["rows"]:
+            cells = [pct(row["cells"][c]) + significant.get((row["name"], c), "") for c in columns]
+            lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+        lines.append("")
+        for c in comparisons:
+            lines.append(
+                f"{marks[c['baseline']]} p < {c['alpha']} against {c['baseline']} "
+                f"(two-tailed {c['test']} t-test over seeds)."
+            )
+        lines.append("")
+        for c in comparisons:
+            lines += [f"Differences against {c['baseline']} (points, p-value):", ""]
+            lines += ["| Method | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+            for item in c["comparisons"]:
+                cells = []
+                for col in columns:
+                    test = item["tests"].get(col)
+                    if test is None:
+                        cells.append("–")
+                    else:
+                        p = "–" if test["p"] is None else f"{test['p']:.3f}"
+                        cells.append(f"{100 * test['difference']:+.2f} (p {p})")
+                lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
+            lines.append("")
+        for group in results.get("groups", []):
+            cols = group["columns"]
+            lines += [
+                f"{group['method']} on {group['suite']}, by heuristic and gold label:",
+                "",
+                "| Heuristic | " + " | ".join(cols) + " |",
+                "|---|" + "---:|" * len(cols),
+            ]
+            for row in group["rows"]:
+                lines.append(
+                    f"| {row['name']} | "
+                    + " | ".join(pct(row["cells"].get(c)) for c in cols)
+                    + " |"
+                )
+            lines.append("")
+    return lines
+
+
+def hans_compact(run: Path, manifest: dict[str, Any]) -> list[str]:
+    """GD-NLI Table 4 shape: one row per method, HANS per heuristic × label."""
+    lines: list[str] = []
+    for stage in manifest["stages"]:
+        if stage["stage"] != "evaluate" or stage.get("status") not in DONE:
+            continue
+        groups = load(run / stage["outputs"]["results"]["path"]).get("groups", [])
+        if not groups:
+            continue
+        heads = [
+            (r["name"], c) for r in groups[0]["rows"] for c in groups[0]["columns"] if c != "all"
+        ]
+        lines += [
+            "HANS by heuristic (accuracy %, mean±std over seeds):",
+            "",
+            "| Method | " + " | ".join(f"{h} / {c}" for h, c in heads) + " |",
+            "|---|" + "---:|" * len(heads),
+        ]
+        for group in groups:
+            rows = {r["name"]: r["cells"] for r in group["rows"]}
+            lines.append(
+                f"| {group['method']} | "
+                + " | ".join(pct(rows.get(h, {}).get(c)) for h, c in heads)
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
+def datasets(run: Path, manifest: dict[str, Any]) -> list[str]:
+    """Size and z-statistics of every dataset a stats stage measured."""
+    lines = [
+        "| Dataset (stats stage) | rows | per label | significant features | max z per label |",
+        "|---|---:|---|---:|---|",
+    ]
+    found = False
+    for stage in manifest["stages"]:
+        if stage["stage"] != "stats" or stage.get("status") not in DONE:
+            continue
+        found = True
+        stats = load(run / stage["outputs"]["stats"]["path"])
+        per_label = ", ".join(f"{k} {v:,}" for k, v in stats["label_counts"].items())
+        max_z = ", ".join(f"{k} {v:.1f}" for k, v in stats["max_z"].items())
+        lines.append(
+            f"| {stage['name']} | {stats['n_examples']:,} | {per_label} | "
+            f"{stats['n_significant']:,} | {max_z} |"
+        )
+    return [*lines, ""] if found else []
+
+
+def top_features(run: Path, manifest: dict[str, Any], stages: list[str], k: int = 5) -> list[str]:
+    """GD-NLI Table 12 shape: top-k features (z) per label, side by side for the stages."""
+    tops = {}
+    for name in stages:
+        path = stage_output(run, manifest, name, "stats")
+        if path is not None:
+            tops[name] = load(path)["top"]
+    if not tops:
+        return []
+    lines = [
+        "| Label | rank | " + " | ".join(tops) + " |",
+        "|---|---:|" + "---|" * len(tops),
+    ]
+    labels = list(next(iter(tops.values())))
+    for label in labels:
+        for i in range(k):
+            cells = []
+            for top in tops.values():
+                rows = top.get(label, [])
+                cells.append(f"`{rows[i]['feature']}` {rows[i]['z']:.1f}" if i < len(rows) else "")
+            lines.append(f"| {label if i == 0 else ''} | {i + 1} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def generated(run: Path, manifest: dict[str, Any], per_label: int, seed: int) -> list[str]:
+    """The sampler's and the confidence filter's counts, and real examples per label."""
+    lines: list[str] = []
+    for stage in manifest["stages"]:
+        if stage.get("status") not in DONE:
+            continue
+        if stage["stage"] == "sample":
+            summary = load(run / stage["outputs"]["summary"]["path"])
+            keep = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
+            keep.update({k: v for k, v in summary.items() if isinstance(v, dict)})
+            lines += [f"Sampler (`{stage['name']}`) summary:", "", "```json"]
+            lines += [json.dumps(keep, indent=1, ensure_ascii=False), "```", ""]
+        if stage["stage"] in ("confidence-filter", "combine", "filter"):
+            summary_out = stage.get("outputs", {}).get("summary")
+            if summary_out is None:
+                continue
+            summary = load(run / summary_out["path"])
+            flat = {
+                k: v
+                for k, v in summary.items()
+                if isinstance(v, (int, float, str)) or k.startswith("label_counts")
+            }
+            lines += [f"`{stage['name']}` ({stage['stage']}) summary:", "", "```json"]
+            lines += [json.dumps(flat, indent=1, ensure_ascii=False), "```", ""]
+        if stage["stage"] == "confidence-filter":
+            records = read_jsonl(run / stage["outputs"]["data"]["path"])
+            rng = random.Random(seed)
+            by_label: dict[str, list[dict[str, Any]]] = {}
+            for r in records:
+                by_label.setdefault(r["label"], []).append(r)
+            lines += [
+                f"{per_label} kept samples per label, drawn at random (seed {seed}) from "
+                f"`{stage['name']}` ({len(records):,} samples; "
+                + ", ".join(f"{k} {len(v):,}" for k, v in sorted(by_label.items()))
+                + "):",
+                "",
+                "| label | premise | hypothesis | p(label) |",
+                "|---|---|---|---:|",
+            ]
+            for label, rows in sorted(by_label.items()):
+                for r in rng.sample(rows, min(per_label, len(rows))):
+                    conf = r.get("meta", {}).get("confidence")
+                    conf_text = f"{conf:.2f}" if isinstance(conf, float) else "–"
+                    lines.append(
+                        f"| {label} | {r['premise']} | {r['hypothesis']} | {conf_text} |".replace(
+                            "\n", " "
+                        )
+                    )
+            lines.append("")
+            dupes = Counter((r["premise"].lower(), r["hypothesis"].lower()) for r in records)
+            lines.append(
+                f"Repeated (premise, hypothesis) pairs among kept samples: "
+                f"{sum(c - 1 for c in dupes.values() if c > 1)}; distinct premises: "
+                f"{len({r['premise'].lower() for r in records}):,}."
+            )
+            lines.append("")
+    return lines
+
+
+def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: int) -> list[str]:
+    """Counterfactual metrics and examples (original → counterfactual)."""
+    lines: list[str] = []
+    for stage in manifest["stages"]:
+        if stage.get("status") not in DONE:
+            continue
+        if stage["stage"] == "counterfactual-metrics":
+            metrics = load(run / stage["outputs"]["metrics"]["path"])
+            lines += [f"`{stage['name']}`:", "", "```json"]
+            lines += [json.dumps(metrics, indent=1, ensure_ascii=False)[:4000], "```", ""]
+        if stage["stage"] == "counterfactual-generate":
+            summary = load(run / stage["outputs"]["summary"]["path"])
+            lines += [f"`{stage['name']}` summary:", "", "```json"]
+            lines += [json.dumps(summary, indent=1, ensure_ascii=False)[:4000], "```", ""]
+            records = read_jsonl(run / stage["outputs"]["data"]["path"])
+            rng = random.Random(seed)
+            lines += ["| target | original | counterfactual |", "|---|---|---|"]
+            for r in rng.sample(records, min(2 * per_label, len(records))):
+                meta = r.get("meta", {})
+                original = meta.get("original_text") or meta.get("source_text") or "–"
+                text = r.get("text") or f"{r.get('premise')} / {r.get('hypothesis')}"
+                lines.append(f"| {r['label']} | {original} | {text} |".replace("\n", " "))
+            lines.append("")
+    return lines
+
+
+def timings(manifest: dict[str, Any]) -> list[str]:
+    lines = ["| Stage | kind | wall (s) | CPU (s) |", "|---|---|---:|---:|"]
+    wall = cpu = 0.0
+    for stage in manifest["stages"]:
+        w, c = stage.get("seconds"), stage.get("cpu_seconds")
+        wall += w or 0
+        cpu += c or 0
+        lines.append(
+            f"| {stage['name']} | {stage['stage']} | {w if w is not None else '–'} | "
+            f"{c if c is not None else '–'} |"
+        )
+    lines.append(f"| total | | {wall:,.0f} | {cpu:,.0f} |")
+    return [*lines, ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--examples", type=int, default=12, help="examples per label")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--top",
+        nargs="*",
+        default=["stats_original", "stats_zfilter", "stats_seq_z"],
+        help="stats stages for the Table 12 shape",
+    )
+    args = parser.parse_args()
+    manifest = load(args.run / "manifest.json")
+    sections = [
+        ("Evaluation", evaluation(args.run, manifest)),
+        ("HANS (Table 4 shape)", hans_compact(args.run, manifest)),
+        ("Datasets and their z-statistics", datasets(args.run, manifest)),
+        ("Top features (Table 12 shape)", top_features(args.run, manifest, args.top)),
+        ("Generated data", generated(args.run, manifest, args.examples, args.seed)),
+        ("Counterfactuals", counterfactuals(args.run, manifest, args.examples, args.seed)),
+        ("Time per stage", timings(manifest)),
+    ]
+    for title, lines in sections:
+        if lines:
+            print(f"## {title}\n")
+            print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

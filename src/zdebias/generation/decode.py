@@ -1,0 +1,166 @@
+"""The HF sampler's decoding loop: KV cache, finished rows dropped, nucleus sampling on a short
+list (SPEC §6; used by :class:`zdebias.generation.sample.HFBackend`).
+
+``model.generate`` spent most of a CPU sampling round outside the model: every step it sorted
+the whole vocabulary (49k for SmolLM2) for top-p and drew with ``torch.multinomial`` over it,
+and every row ran until the longest row of the batch ended. Here, per step:
+
+- the nucleus is found among the ``width`` most likely tokens (``topk``), widened only for
+  rows whose top ``width`` tokens hold less than ``top_p`` of the mass, so the nucleus is
+  exact, the same set ``TopPLogitsWarper`` keeps (after temperature and top-k, in that order);
+- each row draws its token by inverse CDF with its own uniform number: the uniforms of a round
+  are drawn up front, ``(max_new_tokens, batch)``, from a generator seeded with the round's
+  seed, so a row's draws do not depend on which other rows are still running;
+- rows that wrote the end token leave the batch (and the KV cache) once a quarter of the
+  batch has finished; the loop ends when every row has ended or at ``max_new_tokens``.
+
+The output is what ``model.generate`` returns, minus the start token: one id list per row, the
+rows padded with the pad id to the longest. The samples are not the ones ``model.generate``
+draws with the same seed (another random stream), but they come from the same distribution and
+are as reproducible: the same seed, model and device give the same ids.
+
+>>> ids = decode(model, 1, 2, 2, 47, uniforms(47, 32, seed), top_p=0.9)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+#: candidates looked at first for the nucleus; widened by ``_WIDEN`` while too few
+DEFAULT_WIDTH = 64
+_WIDEN = 16
+#: finished rows leave the batch once they are at least this share of it
+COMPACT_SHARE = 0.25
+
+
+def uniforms(steps: int, batch_size: int, seed: int, device: str | torch.device = "cpu") -> Any:
+    """The uniform numbers of one round: ``(steps, batch_size)``, seeded (row i uses column i)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.rand(steps, batch_size, generator=generator).to(device)
+
+
+def candidates(
+    logits: torch.Tensor,
+    *,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    temperature: float = 1.0,
+    width: int = DEFAULT_WIDTH,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The tokens a row may draw and their weights: ``(ids, weights)``, both ``(rows, c)``
+    (``ids`` None: all the vocabulary, in order). Weights are the probabilities after
+    temperature and top-k, zero outside the top-p nucleus (not renormalised)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    vocab = logits.shape[-1]
+    ids: torch.Tensor | None
+    if 0 < top_k < vocab:
+        values, ids = logits.topk(top_k, dim=-1)
+        probs = torch.softmax(values, dim=-1)
+    elif top_p < 1.0:
+        log_norm = torch.logsumexp(logits, dim=-1, keepdim=True)
+        k = min(width, vocab)
+        values, ids = logits.topk(k, dim=-1)
+        probs = torch.exp(values - log_norm)
+        short = (probs.sum(dim=-1) < top_p).nonzero().squeeze(-1)
+        while len(short) and k < vocab:  # rows whose nucleus is wider: more candidates
+            k_old, k = k, min(k * _WIDEN, vocab)
+            ids = torch.cat([ids, ids.new_zeros(len(ids), k - k_old)], dim=-1)
+            probs = torch.cat([probs, probs.new_zeros(len(probs), k - k_old)], dim=-1)
+            values, ids[short] = logits[short].topk(k, dim=-1)
+            probs[short] = torch.exp(values - log_norm[short])
+            short = short[probs[short].sum(dim=-1) < top_p]
+    else:
+        ids, probs = None, torch.softmax(logits, dim=-1)
+    if top_p < 1.0:  # keep a token while the mass of the tokens before it is below top_p
+        probs = probs * ((probs.cumsum(dim=-1) - probs) < top_p)
+    return ids, probs
+
+
+def sample_next(
+    logits: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    temperature: float = 1.0,
+    width: int = DEFAULT_WIDTH,
+) -> torch.Tensor:
+    """One token per row of ``logits`` ``(rows, vocab)``, drawn with the uniform ``u[row]``
+    from the temperature / top-k / top-p distribution (inverse CDF)."""
+    ids, probs = candidates(logits, top_p=top_p, top_k=top_k, temperature=temperature, width=width)
+    cdf = probs.cumsum(dim=-1)
+    target = (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1)
+    last = (probs > 0).long().cumsum(dim=-1).argmax(dim=-1, keepdim=True)  # u·mass rounded up
+    pick = torch.minimum(torch.searchsorted(cdf, target, right=True), last)
+    return (pick if ids is None else ids.gather(-1, pick)).squeeze(-1)
+
+
+def _cache_keyword(model: Any) -> str:
+    """``cache`` (transformers >= 5.x) or ``past_key_values`` (before the rename)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def decode(
+    model: Any,
+    start_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    u: torch.Tensor,
+    *,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    temperature: float = 1.0,
+    width: int = DEFAULT_WIDTH,
+    compact_share: float = COMPACT_SHARE,
+    stats: dict[str, int] | None = None,
+) -> list[list[int]]:
+    """Sample ``u.shape[1]`` sequences from ``start_id`` (see the module doc): the ids after
+    the start token, each ending with ``eos_id`` unless ``max_new_tokens`` cut it, padded with
+    ``pad_id`` to the longest. ``u``: the uniforms, ``(max_new_tokens, rows)``; ``stats``, if
+    given, gets ``steps`` and ``row_steps`` (rows the model ran, summed over the steps) added."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    rows = u.shape[1]
+    out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=device)
+    active = torch.arange(rows, device=device)  # the output row of each batch row
+    running = torch.ones(rows, dtype=torch.bool, device=device)  # not ended, per batch row
+    tokens = torch.full((rows, 1), start_id, dtype=torch.long, device=device)
+    cache = DynamicCache(config=model.config)
+    keyword = _cache_keyword(model)
+    steps = row_steps = 0
+    with torch.inference_mode():
+        for step in range(max_new_tokens):
+            row_steps += len(active)
+            logits = model(input_ids=tokens, use_cache=True, **{keyword: cache}).logits[:, -1, :]
+            nxt = sample_next(
+                logits,
+                u[step, active],
+                top_p=top_p,
+                top_k=top_k,
+                temperature=temperature,
+                width=width,
+            )
+            nxt = torch.where(running, nxt, pad_id)  # an ended row waiting to leave: padding
+            out[active, step] = nxt
+            steps = step + 1
+            running &= nxt != eos_id
+            n_running = int(running.sum())
+            if n_running == 0:
+                break
+            if len(active) - n_running >= compact_share * len(active):
+                keep = running.nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                active, nxt, running = active[keep], nxt[keep], running[keep]
+            tokens = nxt.unsqueeze(-1)
+    if stats is not None:
+        stats["steps"] = stats.get("steps", 0) + steps
+        stats["row_steps"] = stats.get("row_steps", 0) + row_steps
+    return out[:, :steps].tolist()

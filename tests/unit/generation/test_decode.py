@@ -1,0 +1,156 @@
+"""The sampler's decoding loop: the nucleus HF's warpers keep, draws by hand, rows that do not
+depend on their batch, and the same ids as ``model.generate`` where both are deterministic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from zdebias.generation.decode import candidates, decode, sample_next, uniforms
+
+
+def _distribution(logits: torch.Tensor, **options: Any) -> torch.Tensor:
+    ids, weights = candidates(logits, **options)
+    full = weights if ids is None else torch.zeros_like(logits).scatter_add_(1, ids, weights)
+    return full / full.sum(dim=-1, keepdim=True)
+
+
+def test_draws_by_hand_on_five_tokens() -> None:
+    # p = 0.5, 0.25, 0.125, 0.0625, 0.0625; top-p 0.7 keeps the first two (mass before the
+    # third is 0.75 >= 0.7): weights 0.5, 0.25 → the CDF 0.5, 0.75 is cut at u·0.75
+    logits = torch.tensor([[0.5, 0.25, 0.125, 0.0625, 0.0625]]).log().repeat(4, 1)
+    u = torch.tensor([0.0, 0.6, 0.7, 0.999])
+    assert sample_next(logits, u, top_p=0.7).tolist() == [0, 0, 1, 1]
+    # the first candidate list (width 1: mass 0.5 < 0.7) is widened: the same draws
+    assert sample_next(logits, u, top_p=0.7, width=1).tolist() == [0, 0, 1, 1]
+    # u next to 1 never lands on a token outside the nucleus (or on a padded candidate)
+    u = torch.full((4,), 1 - 2**-24)
+    assert sample_next(logits, u, top_p=0.7, width=1).tolist() == [1, 1, 1, 1]
+    # no top-p: the whole CDF 0.5, 0.75, 0.875, 0.9375, 1
+    u = torch.tensor([0.49, 0.51, 0.8, 0.9])
+    assert sample_next(logits, u).tolist() == [0, 1, 2, 3]
+    # top-k 3 renormalises over 0.5, 0.25, 0.125 (CDF 4/7, 6/7, 1)
+    u = torch.tensor([0.57, 0.58, 0.85, 0.86])
+    assert sample_next(logits, u, top_k=3).tolist() == [0, 1, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"),
+    [(1.0, 0, 0.9), (0.7, 0, 0.5), (1.3, 50, 0.9), (1.0, 20, 1.0), (1.0, 0, 1.0), (2.0, 0, 0.99)],
+)
+def test_distribution_equals_hf_warpers(temperature: float, top_k: int, top_p: float) -> None:
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 3000, generator=generator) * 3
+    logits[0] = torch.randn(3000, generator=generator) * 0.01  # near flat: widened to all
+    warpers = [TemperatureLogitsWarper(temperature)]
+    warpers += [TopKLogitsWarper(top_k)] if top_k else []
+    warpers += [TopPLogitsWarper(top_p)] if top_p < 1 else []
+    scores = logits.clone()
+    for warper in warpers:
+        scores = warper(None, scores)
+    ours = _distribution(logits, top_p=top_p, top_k=top_k, temperature=temperature, width=8)
+    hf = torch.softmax(scores, dim=-1)
+    assert torch.equal(ours > 0, hf > 0)  # the same tokens kept
+    assert torch.allclose(ours, hf, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def tiny_lms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM
+
+    from zdebias.models.tiny import make_tiny_model
+
+    root = tmp_path_factory.mktemp("decode")
+    return {
+        kind: AutoModelForCausalLM.from_pretrained(make_tiny_model(kind, root / kind)).eval()
+        for kind in ("gpt2", "llama")
+    }
+
+
+def _frequent_token(model: Any, steps: int, u: torch.Tensor) -> int:
+    """An end token that ends rows at many different steps: the token whose first place in
+    the rows the model writes without one varies most."""
+    firsts: dict[int, set[int]] = {}
+    for row in decode(model, 1, -1, 0, steps, u, top_p=0.9):
+        for token in set(row):
+            firsts.setdefault(token, set()).add(row.index(token))
+    return max(firsts, key=lambda token: (len(firsts[token]), -token))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) -> None:
+    model, steps = tiny_lms[kind], 16
+    u = uniforms(steps, 16, seed=5)
+    eos = _frequent_token(model, steps, u)
+    batch = decode(model, 1, eos, 0, steps, u, top_p=0.9)
+    never_compacted = decode(model, 1, eos, 0, steps, u, top_p=0.9, compact_share=2.0)
+    alone = [decode(model, 1, eos, 0, steps, u[:, i : i + 1], top_p=0.9)[0] for i in range(16)]
+    ends = [row.index(eos) if eos in row else None for row in batch]
+    assert len({e for e in ends if e is not None}) >= 3, ends  # rows end at different steps
+    assert batch == never_compacted
+    width = len(batch[0])
+    assert batch == [row + [0] * (width - len(row)) for row in alone]
+    for row, end in zip(batch, ends, strict=True):
+        if end is not None:
+            assert set(row[end + 1 :]) <= {0}  # padding after the end token
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_same_ids_as_model_generate_when_deterministic(kind: str, tiny_lms: dict[str, Any]) -> None:
+    # top-k 1 makes both samplers greedy: the loop, the cache and the stop must agree
+    model, steps = tiny_lms[kind], 15
+    u = uniforms(steps, 1, seed=0)
+    eos = _frequent_token(model, steps, uniforms(steps, 8, seed=5))
+    ours = decode(model, 1, eos, 0, steps, u, top_k=1)
+    start = torch.tensor([[1]])
+    hf = model.generate(
+        input_ids=start,
+        attention_mask=torch.ones_like(start),
+        do_sample=False,
+        max_new_tokens=steps,
+        eos_token_id=eos,
+        pad_token_id=0,
+    )
+    assert ours == [hf[0, 1:].tolist()]
+
+
+def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from zdebias.generation.format import add_format_tokens
+    from zdebias.generation.sample import HFBackend
+    from zdebias.generation.settings import SampleSettings
+
+    folder = tiny_model("gpt2")
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    fmt = add_format_tokens(tok, model, "nli", max_length=10)
+    model.save_pretrained(folder)
+    backend = HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4), device="cpu")
+    first = backend.generate(4, 123)
+    assert len(first) == 4 and 1 <= len(first[0]) <= 9
+    assert all(len(row) == len(first[0]) for row in first)
+    # of 4 rows, each ended row leaves the batch at once (1 of 4 is a quarter): the model ran
+    # each row up to its end token
+    eos = fmt.eos_token_id
+    lengths = [row.index(eos) + 1 if eos in row else len(row) for row in first]
+    assert backend.stats == {"steps": len(first[0]), "row_steps": sum(lengths)}
+    assert backend.generate(4, 123) == first
+    assert backend.generate(4, 124) != first
+    # --threads: the rounds run on that many threads; torch's own setting is left as it was
+    threads = torch.get_num_threads()
+    one = HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4, threads=1), device="cpu")
+    seen: list[int] = []
+    one.model.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    assert one.generate(4, 123) == first
+    assert set(seen) == {1} and torch.get_num_threads() == threads

@@ -1,0 +1,112 @@
+"""The `subset` stage (seeded random subsets, same-size controls, strata), evaluate baselines,
+`data.NAME.OPTION=` overrides on a short data entry, and CPU time in the manifest."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from zdebias.data.readers import read_records
+from zdebias.data.schema import Record
+from zdebias.data.subset import draw_subset
+from zdebias.data.writers import write_records
+from zdebias.errors import ConfigError
+from zdebias.pipeline.config import apply_overrides, recipe_from_dict
+from zdebias.pipeline.runner import run_recipe
+
+
+def _records(labels: str) -> list[Record]:
+    return [
+        Record(f"r{i}", "entailment" if c == "e" else "neutral", "p", f"h{i}")
+        for i, c in enumerate(labels)
+    ]
+
+
+def test_draw_subset_is_seeded_sorted_and_stratified_by_largest_remainder() -> None:
+    records = _records("eeeeeennnn")  # 6 e, 4 n
+    picked = draw_subset(records, n=5, seed=3, stratify="label")
+    assert picked == sorted(picked) and len(set(picked)) == 5
+    assert Counter(records[i].label for i in picked) == {"entailment": 3, "neutral": 2}
+    assert draw_subset(records, n=5, seed=3, stratify="label") == picked
+    # groups of 4, 2 and 1 records, n 3: exact shares 1.71, 0.86, 0.43 → floors 1, 0, 0; the
+    # two largest remainders (0.86, then 0.71) get the two missing places → 2, 1, 0
+    strata = [Record(f"s{i}", "neutral", "p", "h", meta={"g": g}) for i, g in enumerate("aaaabbc")]
+    chosen = draw_subset(strata, n=3, seed=0, stratify="g")
+    assert Counter(strata[i].meta["g"] for i in chosen) == {"a": 2, "b": 1}
+    # unstratified: the same draw as random.Random(seed).sample over all indices
+    assert draw_subset(records, n=4, seed=9) == sorted(random.Random(9).sample(range(10), 4))
+
+
+def test_draw_subset_refuses_more_than_there_is_and_a_missing_meta_key() -> None:
+    with pytest.raises(ConfigError, match="cannot draw 11 records from 10"):
+        draw_subset(_records("e" * 10), n=11, seed=0)
+    with pytest.raises(ConfigError, match="record 'r0' has no meta field 'heuristic'"):
+        draw_subset(_records("en"), n=1, seed=0, stratify="heuristic")
+
+
+def test_subset_stage_like_another_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_records(_records("eeeeeennnn"), tmp_path / "all.jsonl")
+    write_records(_records("ennn"), tmp_path / "small.jsonl")
+    recipe = recipe_from_dict(
+        {
+            "name": "s",
+            "seed": 5,
+            "data": {"all": "all.jsonl", "small": "small.jsonl"},
+            "stages": {
+                "same_size": {"stage": "subset", "input": "all", "like": "small"},
+                "strat": {"stage": "subset", "input": "all", "n": 5, "stratify": "label"},
+            },
+        }
+    )
+    manifest = run_recipe(recipe, tmp_path / "run")
+    stages = {s["name"]: s for s in manifest["stages"]}
+    assert stages["same_size"]["rows_out"] == {"total": 4, "left_out": 6}
+    assert stages["same_size"]["rows_in"] == {"input": 10, "like": 4}
+    kept = read_records(tmp_path / "run" / "same_size" / "data.jsonl", task="nli")
+    assert [r.id for r in kept] == [f"r{i}" for i in draw_subset(_records("e" * 10), n=4, seed=5)]
+    strat = read_records(tmp_path / "run" / "strat" / "data.jsonl", task="nli")
+    assert Counter(r.label for r in strat) == {"entailment": 3, "neutral": 2}
+    assert all(
+        isinstance(s["cpu_seconds"], float) and s["cpu_seconds"] >= 0 for s in stages.values()
+    )
+
+
+def test_subset_needs_exactly_one_size() -> None:
+    base = {"name": "s", "data": {"a": "a.jsonl"}}
+    with pytest.raises(ConfigError, match="exactly one of n"):
+        recipe_from_dict({**base, "stages": {"x": {"stage": "subset", "input": "a"}}})
+    with pytest.raises(ConfigError, match="exactly one of n"):
+        recipe_from_dict(
+            {**base, "stages": {"x": {"stage": "subset", "input": "a", "n": 2, "like": "a"}}}
+        )
+
+
+def test_evaluate_baselines_must_be_methods() -> None:
+    data = {
+        "name": "e",
+        "data": {"t": "t.jsonl"},
+        "stages": {
+            "ev": {
+                "stage": "evaluate",
+                "classifiers": {"A": "models/a", "B": "models/b"},
+                "suites": {"test": "t"},
+                "baselines": ["A", "C"],
+            }
+        },
+    }
+    with pytest.raises(ConfigError, match=r"baselines \['C'\] are not methods of classifiers"):
+        recipe_from_dict(data)
+    data["stages"]["ev"]["baselines"] = ["B", "A"]
+    assert recipe_from_dict(data).stages["ev"].baselines == ["B", "A"]
+
+
+def test_a_reader_option_override_on_a_short_data_entry() -> None:
+    data = {"name": "o", "data": {"train": "t.jsonl"}, "stages": {}}
+    out = apply_overrides(data, ["data.train.limit=300", "data.dev=d.jsonl"])
+    assert out["data"]["train"] == {"path": "t.jsonl", "limit": 300}
+    assert out["data"]["dev"] == "d.jsonl"
+    assert data["data"]["train"] == "t.jsonl"  # the input is not changed
