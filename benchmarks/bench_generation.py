@@ -1,7 +1,7 @@
 """CPU throughput of the data generator: training tokens/s, and sampling side by side with
 ``model.generate`` and the FLOP bound (smollm2).
 
-Run: ``python benchmarks/bench_generation.py [--generator DIR] [--n 96] [--repeats 2]
+Run: ``python benchmarks/bench_generation.py [--generator DIR] [--n 120] [--repeats 2]
 [--batch-size 32] [--shard-size 16] [--top-p 0.9] [--dtype auto] [--threads N]``
 (the defaults are the demo's ``samples`` stage). Without ``--generator`` a generator is first
 fine-tuned from ``--model`` for ``--steps`` steps on random ``snli_20k`` pairs (max length 64;
@@ -13,7 +13,9 @@ limit; the demo's generator (``runs/demo/generator/model``) is the realistic cas
 (``--n`` samples, fresh folder) with the HF backend's decoding loop (``zdebias``) and with
 ``model.generate`` (``model_generate``, the sampler before the loop), so both see the same
 machine load. Per variant: ``samples_per_s`` (the sampler's own summary), ``tokens_per_s``
-(generated tokens, up to and including each row's end token, per second of sampling),
+(generated tokens, up to and including each row's end token, per second of sampling; of all
+``rounds_decoded``: the loop decodes 128 // batch rounds at once, so a run's last batch may
+hold rounds it does not use),
 ``generate_tokens_per_s`` (per second inside the backend's ``generate`` alone: for
 ``model_generate`` the plain ``model.generate`` loop) and ``row_steps`` (rows x decoding steps
 the model computed; ``model.generate`` keeps finished rows until the longest ends).
@@ -81,8 +83,9 @@ def _matmul_flops(dtype: Any, size: int = 1024, tries: int = 5) -> float:
     return 2 * size**3 / best
 
 
-def _timed_backend(path: str, log: dict[str, float]) -> type:
-    """The HF backend, ``generate`` routed to ``path`` and timed into ``log``."""
+def _timed_backend(new: bool, log: dict[str, Any]) -> type:
+    """The HF backend, timed into ``log``: its decoding loop (``new``) or ``model.generate``
+    one round at a time (the sampler before the loop)."""
     from zdebias.generation.sample import HFBackend
 
     class Timed(HFBackend):
@@ -91,29 +94,36 @@ def _timed_backend(path: str, log: dict[str, float]) -> type:
             log["parameters"] = sum(p.numel() for p in self.model.parameters())
             log["dtype"] = str(self.model.dtype).removeprefix("torch.")
 
-        def generate(self, batch_size: int, seed: int) -> list[list[int]]:
+        def rounds_per_batch(self, batch_size: int) -> int:  # type: ignore[override]
+            return HFBackend.rounds_per_batch(batch_size) if new else 1
+
+        def generate_rounds(self, batch_size: int, seeds: Any) -> list[list[list[int]]]:
             start = time.perf_counter()
-            rows = getattr(HFBackend, path)(self, batch_size, seed)
+            if new:
+                rounds = super().generate_rounds(batch_size, seeds)
+            else:
+                rounds = [self.generate_hf(batch_size, seed) for seed in seeds]
             log["generate_seconds"] += time.perf_counter() - start
             eos = self.fmt.eos_token_id
-            log["tokens"] += sum(r.index(eos) + 1 if eos in r else len(r) for r in rows)
-            if path == "generate_hf":  # model.generate runs every row to the longest
-                log["row_steps"] += len(rows) * len(rows[0])
-            else:
+            for rows in rounds:
+                log["rounds_decoded"] += 1
+                log["tokens"] += sum(r.index(eos) + 1 if eos in r else len(r) for r in rows)
+                if not new:  # model.generate runs every row to the longest
+                    log["row_steps"] += len(rows) * len(rows[0])
+            if new:
                 log["row_steps"] = self.stats["row_steps"]
-            return rows
+            return rounds
 
     return Timed
 
 
-def _sample_once(
-    gen: Path, out: Path, path: str, args: argparse.Namespace
-) -> dict[str, float | str]:
+def _sample_once(gen: Path, out: Path, new: bool, args: argparse.Namespace) -> dict[str, Any]:
     from zdebias.generation import sample as sample_mod
 
     log: dict[str, Any] = {"generate_seconds": 0.0, "tokens": 0, "row_steps": 0}
+    log["rounds_decoded"] = 0
     saved = sample_mod.BACKENDS["hf"]
-    sample_mod.BACKENDS["hf"] = _timed_backend(path, log)
+    sample_mod.BACKENDS["hf"] = _timed_backend(new, log)
     try:
         summary = sample_mod.sample_generator(
             gen,
@@ -140,6 +150,8 @@ def _sample_once(
         "tokens_per_s": round(log["tokens"] / seconds, 1),
         "generate_tokens_per_s": round(log["tokens"] / log["generate_seconds"], 1),
         "row_steps": log["row_steps"],
+        "rounds": -(-summary["n_generated"] // args.batch_size),
+        "rounds_decoded": log["rounds_decoded"],
         "parameters": log["parameters"],
         "dtype": log["dtype"],
     }
@@ -152,7 +164,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6, help="training steps (no --generator)")
     parser.add_argument("--train-batch", type=int, default=8)
     parser.add_argument("--consistency-weight", type=float, default=0.5)
-    parser.add_argument("--n", type=int, default=96, help="samples per sampling run")
+    parser.add_argument("--n", type=int, default=120, help="samples per sampling run")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--shard-size", type=int, default=16)
@@ -185,8 +197,8 @@ def main() -> None:
         for rep in range(args.repeats):
             order = ["model_generate", "zdebias"]
             for name in order if rep % 2 == 0 else order[::-1]:
-                path = "generate" if name == "zdebias" else "generate_hf"
-                runs[name].append(_sample_once(gen, Path(tmp) / f"{name}-{rep}", path, args))
+                folder = Path(tmp) / f"{name}-{rep}"
+                runs[name].append(_sample_once(gen, folder, name == "zdebias", args))
                 dtype = getattr(torch, runs[name][-1]["dtype"])
                 flops.append(_matmul_flops(dtype))
     result["load"]["after"] = os.getloadavg()[0]
@@ -199,12 +211,13 @@ def main() -> None:
             "tokens_per_s": round(tokens / seconds, 1),
             "generate_tokens_per_s": [r["generate_tokens_per_s"] for r in rows],
             "row_steps": [r["row_steps"] for r in rows],
+            "rounds_decoded": [r["rounds_decoded"] for r in rows],
             "runs": rows,
         }
     params = runs["zdebias"][0]["parameters"]
     flop_s = max(flops)
     tokens_per_seq = sum(r["tokens"] for r in runs["zdebias"]) / sum(
-        r["generated"] for r in runs["zdebias"]
+        r["rounds_decoded"] * args.batch_size for r in runs["zdebias"]
     )
     sample["bound"] = {
         "parameters": params,

@@ -3,8 +3,11 @@
 Run: ``python benchmarks/bench_zfilter.py`` (``make bench``). Options: ``--sizes`` (rows,
 default ``100000,1000000``), ``--jobs`` (default ``parse,zdebias,reference``; the reference
 takes ~5 min of CPU at 1M rows), ``--num-proc N`` (passed to ``zdebias filter``), ``--10m`` (or
-``ZDEBIAS_BENCH_10M=1``: also peak memory at 10M rows, long), ``--workdir``. Needs the real
-SNLI text: ``$ZDEBIAS_TEST_DATA`` (default ``../shared/data``).
+``ZDEBIAS_BENCH_10M=1``: also peak memory at 10M rows, long), ``--workdir``, ``--baseline SRC``
+(also run ``zdebias filter`` from another source tree, e.g. ``git archive OLD src | tar -x -C
+/tmp/old`` then ``--baseline /tmp/old/src``, alternating with this one, for an old-vs-new ratio
+under the same load). Needs the real SNLI text: ``$ZDEBIAS_TEST_DATA`` (default
+``../shared/data``).
 
 Input: ``snli_20k/train.jsonl`` replicated to N rows, each with its own id (``r{copy}-{row}``),
 built once into the work folder. For each size, each of three jobs runs in a fresh process (so
@@ -156,12 +159,22 @@ def job_reference(path: Path, out: Path) -> dict[str, object]:
 JOBS = {"parse": job_parse, "zdebias": job_zdebias, "reference": job_reference}
 
 
-def run_job(job: str, path: Path, workdir: Path, num_proc: str) -> dict[str, object]:
-    """One job in a fresh process: its result, wall and CPU seconds, peak memory."""
+def run_job(
+    job: str, path: Path, workdir: Path, num_proc: str, source: Path | None = None
+) -> dict[str, object]:
+    """One job in a fresh process: its result, wall and CPU seconds, peak memory.
+
+    ``source``: import zdebias from that source tree (``PYTHONPATH``) instead of this one."""
     cmd = [sys.executable, __file__, "--job", job, "--input", str(path), "--workdir", str(workdir)]
     if num_proc:
         cmd += ["--num-proc", num_proc]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(source), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+        cmd += ["--workdir", str(workdir / "baseline")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         raise SystemExit(f"job {job} failed")
@@ -191,6 +204,9 @@ def main() -> None:
         "--jobs", default="parse,zdebias,reference", help="which jobs (comma-separated)"
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/zdebias-bench"))
+    parser.add_argument(
+        "--baseline", type=Path, help="also time zdebias filter from this source tree"
+    )
     parser.add_argument("--job", choices=sorted(JOBS), help=argparse.SUPPRESS)
     parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,15 +231,42 @@ def main() -> None:
         jobs = [j for j in args.jobs.split(",") if j in JOBS]
         if n >= 10_000_000:
             jobs = [j for j in jobs if j != "reference"]
-        results = {job: run_job(job, path, args.workdir, args.num_proc) for job in jobs}
+        results = {}
+        for job in jobs:
+            if job == "zdebias" and args.baseline is not None:
+                # baseline, this tree, baseline again: the load drifts, the mean is fairer
+                runs = [
+                    run_job(job, path, args.workdir, args.num_proc, args.baseline),
+                    run_job(job, path, args.workdir, args.num_proc),
+                    run_job(job, path, args.workdir, args.num_proc, args.baseline),
+                ]
+                results["baseline"] = {
+                    **runs[0],
+                    **{k: (runs[0][k] + runs[2][k]) / 2 for k in ("wall_s", "cpu_s", "peak_gb")},
+                }
+                results[job] = runs[1]
+            else:
+                results[job] = run_job(job, path, args.workdir, args.num_proc)
         for job, r in results.items():
             extra = f"kept {r['kept']:,} of {r['n']:,}" if "kept" in r else f"{r['n']:,} rows"
             if job != "parse" and "parse" in results:
                 extra += f"; {r['wall_s'] / results['parse']['wall_s']:.1f}x parse wall"
-            name = {"parse": "parse+tokenise", "zdebias": "zdebias filter"}.get(job, job)
+            name = {
+                "parse": "parse+tokenise",
+                "zdebias": "zdebias filter",
+                "baseline": "zdebias (base)",
+            }.get(job, job)
             print(
                 f"{n:>10,}  {name:<15} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} "
                 f"{r['peak_gb']:>8.2f}  {extra}",
+                flush=True,
+            )
+        if {"baseline", "zdebias"} <= results.keys():
+            z, base = results["zdebias"], results["baseline"]
+            print(
+                f"{'':>10}  zdebias / baseline: {z['wall_s'] / base['wall_s']:.2f}x wall, "
+                f"{z['cpu_s'] / base['cpu_s']:.2f}x CPU, {z['peak_gb'] / base['peak_gb']:.2f}x "
+                "peak memory",
                 flush=True,
             )
         if {"reference", "zdebias"} <= results.keys():

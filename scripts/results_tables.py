@@ -267,12 +267,20 @@ def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: i
             lines += [json.dumps(summary, indent=1, ensure_ascii=False)[:4000], "```", ""]
             records = read_jsonl(run / stage["outputs"]["data"]["path"])
             rng = random.Random(seed)
-            lines += ["| target | original | counterfactual |", "|---|---|---|"]
+            lines += [
+                "| target | rationale words → fillers | counterfactual |",
+                "|---|---|---|",
+            ]
             for r in rng.sample(records, min(2 * per_label, len(records))):
                 meta = r.get("meta", {})
-                original = meta.get("original_text") or meta.get("source_text") or "–"
+                swap = "; ".join(
+                    f"{a} → {b}"
+                    for a, b in zip(
+                        meta.get("original_fillers", []), meta.get("fillers", []), strict=False
+                    )
+                )
                 text = r.get("text") or f"{r.get('premise')} / {r.get('hypothesis')}"
-                lines.append(f"| {r['label']} | {original} | {text} |".replace("\n", " "))
+                lines.append(f"| {r['label']} | {swap} | {text} |".replace("\n", " "))
             lines.append("")
     return lines
 

@@ -144,11 +144,105 @@ JSONL_TASK = 50_000
 _ENCODE: dict[str, Any] = {}
 
 
+#: Most JSON texts of shared meta items and lists one :class:`RecordEncoder` remembers.
+SHARED_JSON = 100_000
+
+
+class RecordEncoder:
+    """One record's JSONL line, exactly ``json.JSONEncoder(ensure_ascii=False).encode(
+    record.to_dict())`` (the same bytes), 2-3x faster: string fields go through json's C
+    string encoder, and a dict shared by many records' ``meta`` lists (the filter's
+    ``rejected_by_features``) is encoded once. Records must not change while being written.
+    """
+
+    def __init__(self) -> None:
+        self._encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+        self._string = json.encoder.encode_basestring  # what the encoder uses for str
+        #: id of a dict met inside a meta list, or the ids of a list's items → (the object(s),
+        #: kept alive so that their ids stay theirs; the JSON)
+        self._shared: dict[Any, tuple[Any, str]] = {}
+        #: meta key → its JSON and ": " (string keys only)
+        self._heads: dict[Any, str] = {}
+
+    def __call__(self, record: Record) -> str:
+        r, string = record, self._string
+        meta = self._meta(r.meta)
+        if meta is not None and type(r.id) is str and type(r.label) is str:
+            if r.text is None and type(r.premise) is str and type(r.hypothesis) is str:
+                return (
+                    f'{{"id": {string(r.id)}, "premise": {string(r.premise)}, '
+                    f'"hypothesis": {string(r.hypothesis)}, "label": {string(r.label)}, '
+                    f'"meta": {meta}}}'
+                )
+            if type(r.text) is str and r.premise is None and r.hypothesis is None:
+                return (
+                    f'{{"id": {string(r.id)}, "text": {string(r.text)}, '
+                    f'"label": {string(r.label)}, "meta": {meta}}}'
+                )
+        return self._encode(r.to_dict())
+
+    def _meta(self, meta: Any) -> str | None:
+        """``meta`` as JSON, or None where only the plain encoder is sure to be exact."""
+        if type(meta) is not dict:
+            return None
+        if not meta:
+            return "{}"
+        parts = []
+        heads = self._heads
+        for key, value in meta.items():
+            head = heads.get(key)
+            if head is None:
+                if type(key) is not str:
+                    return None
+                head = self._string(key) + ": "
+                if len(heads) < SHARED_JSON:
+                    heads[key] = head
+            kind = type(value)
+            if kind is str:
+                parts.append(head + self._string(value))
+            elif kind is list:
+                parts.append(head + self._list(value))
+            else:
+                parts.append(head + self._encode(value))
+        return "{" + ", ".join(parts) + "}"
+
+    def _list(self, value: list[Any]) -> str:
+        """A list of a meta: the same list, or one with the same items (by identity), as an
+        earlier one reuses its JSON."""
+        shared = self._shared
+        known = shared.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        key = tuple(map(id, value))
+        known = shared.get(key)
+        if known is None:
+            # the items are kept (in the key's tuple) so that their ids stay theirs
+            known = (tuple(value), "[" + ", ".join(map(self._item, value)) + "]")
+            if len(shared) < SHARED_JSON:
+                shared[key] = known
+        if len(shared) < SHARED_JSON:
+            shared[id(value)] = (value, known[1])
+        return known[1]
+
+    def _item(self, value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            return self._string(value)
+        if kind is dict:
+            known = self._shared.get(id(value))
+            if known is None:
+                known = (value, self._encode(value))
+                if len(self._shared) < SHARED_JSON:
+                    self._shared[id(value)] = known
+            return known[1]
+        return self._encode(value)
+
+
 def _encode_rows(start: int, end: int) -> str:
     """Lines ``start:end`` of the JSONL being written (in a forked worker)."""
-    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    encode = RecordEncoder()
     records = _ENCODE["records"]
-    return "".join([encode(records[i].to_dict()) + "\n" for i in range(start, end)])
+    return "".join([encode(records[i]) + "\n" for i in range(start, end)])
 
 
 def _write_jsonl_parallel(records: list[Record], path: str | Path, num_proc: int) -> int:
@@ -184,12 +278,11 @@ def write_jsonl(records: Iterable[Record], path: str | Path, *, num_proc: int = 
         and "fork" in _start_methods()
     ):
         return _write_jsonl_parallel(records, path, num_proc)
-    # one encoder for every line (json.dumps with options builds a new one per call)
-    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    encode = RecordEncoder()
     n = 0
     with atomic_open(path) as fh:
         it = iter(records)
-        while block := [encode(r.to_dict()) for r in islice(it, JSONL_BLOCK)]:
+        while block := [encode(r) for r in islice(it, JSONL_BLOCK)]:
             fh.write("\n".join(block))
             fh.write("\n")
             n += len(block)

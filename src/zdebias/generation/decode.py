@@ -17,7 +17,9 @@ and every row ran until the longest row of the batch ended. Here, per step:
 The output is what ``model.generate`` returns, minus the start token: one id list per row, the
 rows padded with the pad id to the longest. The samples are not the ones ``model.generate``
 draws with the same seed (another random stream), but they come from the same distribution and
-are as reproducible: the same seed, model and device give the same ids.
+are as reproducible: the same seed, model and device give the same ids. Only temperature,
+top-k and top-p shape the distribution: other logits processors a model's
+``generation_config.json`` may ask for (``repetition_penalty``, ...) are not applied.
 
 >>> ids = decode(model, 1, 2, 2, 47, uniforms(47, 32, seed), top_p=0.9)  # doctest: +SKIP
 """
@@ -36,7 +38,9 @@ _WIDEN = 16
 COMPACT_SHARE = 0.25
 
 
-def uniforms(steps: int, batch_size: int, seed: int, device: str | torch.device = "cpu") -> Any:
+def uniforms(
+    steps: int, batch_size: int, seed: int, device: str | torch.device = "cpu"
+) -> torch.Tensor:
     """The uniform numbers of one round: ``(steps, batch_size)``, seeded (row i uses column i)."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
     return torch.rand(steps, batch_size, generator=generator).to(device)

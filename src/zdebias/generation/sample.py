@@ -94,7 +94,8 @@ def generator_fingerprint(generator: str | Path) -> str:
 class HFBackend:
     """Batched sampling with a transformers causal LM (any device torch has): the decoding loop
     of :mod:`zdebias.generation.decode` (KV cache, finished rows dropped, nucleus found on a
-    short list); :meth:`generate_hf` is the same round through ``model.generate``."""
+    short list), several rounds per batch (:class:`RoundBatches`); :meth:`generate_hf` is one
+    round through ``model.generate``. ``settings.threads``: CPU threads while decoding."""
 
     def __init__(
         self,
@@ -134,21 +135,35 @@ class HFBackend:
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
         """``batch_size`` sampled id sequences (after the start token), padded to the longest."""
+        return self.generate_rounds(batch_size, [seed])[0]
+
+    @staticmethod
+    def rounds_per_batch(batch_size: int) -> int:
+        """How many rounds :class:`RoundBatches` decodes together: a decoding step reads all
+        the weights whatever its rows, so on a CPU a row costs about half as much at 64 rows
+        as at 32 (docs/scaling.md, "Sampling speed")."""
+        return max(1, ROWS_PER_BATCH // batch_size)
+
+    def generate_rounds(self, batch_size: int, seeds: Sequence[int]) -> list[list[list[int]]]:
+        """:meth:`generate` for each seed, decoded as one batch; each row draws with its own
+        seeded numbers, so a round's rows are the ones it gets alone (up to float rounding in
+        a batch of another size)."""
         from zdebias.generation.decode import decode, uniforms
 
         fmt, cfg, torch = self.fmt, self.config, self.torch
         steps = fmt.max_length - 1
+        u = torch.cat([uniforms(steps, batch_size, seed, self.device) for seed in seeds], dim=1)
         threads = torch.get_num_threads()
         if self.threads:
             torch.set_num_threads(self.threads)
         try:
-            return decode(
+            rows = decode(
                 self.model,
                 fmt.bos_token_id,
                 fmt.eos_token_id,
                 fmt.pad_token_id,
                 steps,
-                uniforms(steps, batch_size, seed, self.device),
+                u,
                 top_p=cfg.top_p,
                 top_k=cfg.top_k,
                 temperature=cfg.temperature,
@@ -156,6 +171,14 @@ class HFBackend:
             )
         finally:
             torch.set_num_threads(threads)
+        out = []
+        for k in range(len(seeds)):
+            chunk = rows[k * batch_size : (k + 1) * batch_size]
+            width = max(
+                r.index(fmt.eos_token_id) + 1 if fmt.eos_token_id in r else len(r) for r in chunk
+            )
+            out.append([r[:width] for r in chunk])  # padded to the round's longest, as alone
+        return out
 
     def generate_hf(self, batch_size: int, seed: int) -> list[list[int]]:
         """As :meth:`generate`, through ``model.generate`` (the sampler's path before the
@@ -170,6 +193,37 @@ class HFBackend:
                 generation_config=self.config,
             )
         return [row[1:].tolist() for row in out.cpu()]
+
+
+#: :class:`HFBackend` decodes whole rounds together up to this many rows per batch
+ROWS_PER_BATCH = 128
+
+
+class RoundBatches:
+    """The id rows of round r from a backend. One with ``generate_rounds`` (HF) decodes
+    ``rounds_per_batch`` of the run's rounds at once (r0, r0 + stride, ...: a worker's rounds
+    when ``stride`` is the number of workers), in groups aligned to the run's first round, so
+    a resumed run decodes every round in the same batch as one that never stopped. Rounds
+    decoded but never asked for (past the run's end) are only lost time."""
+
+    def __init__(self, engine: Any, batch_size: int, seed: int, stride: int = 1) -> None:
+        self.engine, self.batch_size, self.seed, self.stride = engine, batch_size, seed, stride
+        grouped = engine is not None and hasattr(engine, "generate_rounds")
+        self.group = engine.rounds_per_batch(batch_size) if grouped else 1
+        self.pending: dict[int, list[list[int]]] = {}
+
+    def __call__(self, round_index: int) -> list[list[int]]:
+        if round_index in self.pending:
+            return self.pending.pop(round_index)
+        if self.group == 1:
+            return self.engine.generate(self.batch_size, round_seed(self.seed, round_index))
+        first, j = round_index % self.stride, round_index // self.stride
+        start = j - j % self.group
+        indices = [first + (start + k) * self.stride for k in range(self.group)]
+        seeds = [round_seed(self.seed, r) for r in indices]
+        rows = self.engine.generate_rounds(self.batch_size, seeds)
+        self.pending = dict(zip(indices, rows, strict=True))
+        return self.pending.pop(round_index)
 
 
 class VllmBackend:
@@ -566,10 +620,12 @@ def _sample_trained_in(
         engine = BACKENDS[cfg.backend](gen_path, fmt, cfg, device=cfg.device, dtype=dtype)
     gen_name = gen_path.name
 
+    rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
+
     def produce(round_index: int, _: dict[str, int] | None) -> RoundOutput:
         assert engine is not None
         candidates = []
-        for ids in engine.generate(cfg.batch_size, round_seed(cfg.seed, round_index)):
+        for ids in rounds(round_index):
             parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
             candidates.append(Candidate(parsed, tokenizer.decode(ids) if not parsed.ok else ""))
         return RoundOutput(candidates)

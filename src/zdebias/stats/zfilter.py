@@ -232,13 +232,12 @@ def z_filter_matrix(
         counts += label_counts(m[seed], y[seed], big_l).ravel()
     z = _z_rows(counts, np.arange(n_feat), big_l)  # [L, F]
     topk = _TopK(z, top_k, min_z, pool=max(TOPK_POOL_MIN, TOPK_POOL_PER_K * top_k))
-    sub = m[order]
-    indptr, indices = sub.indptr, sub.indices
+    # each batch's rows are gathered when it comes (a permuted copy of the whole matrix would
+    # double its memory)
+    indptr, indices = m.indptr, m.indices
     y_sub = y[order].astype(np.int32)
     if n_feat * big_l >= 2**31:  # pragma: no cover - two billion feature-label pairs
         raise ConfigError("too many features for z-filtering (features x labels >= 2^31)")
-    if sub.indices.dtype != np.int32:
-        sub.indices = sub.indices.astype(np.int32)
     flag = np.zeros(n_feat * big_l, dtype=np.int32)
     accepted = np.zeros(len(order), dtype=bool)
     rej_rows: list[np.ndarray] = []
@@ -259,9 +258,13 @@ def z_filter_matrix(
         for start in starts:
             end = min(start + batch_size, len(order))
             size = end - start
-            lo, hi = indptr[start], indptr[end]
-            idx = indices[lo:hi]  # int32; codes = feature * L + label fit in int32 too
-            row_local = np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr[start : end + 1]))
+            rows_b = order[start:end]
+            lengths = indptr[rows_b + 1] - indptr[rows_b]
+            # the entries of those rows, in order: each row's start, then a running offset
+            first = np.repeat(indptr[rows_b] - np.cumsum(lengths) + lengths, lengths)
+            idx = indices[first + np.arange(len(first))].astype(np.int32, copy=False)
+            # codes = feature * L + label fit in int32 too
+            row_local = np.repeat(np.arange(size, dtype=np.int32), lengths)
             codes = idx * np.int32(big_l) + y_sub[start:end][row_local]
             biased = [topk.best(label) for label in range(big_l)]
             set_codes = []
@@ -454,35 +457,33 @@ def _tag_rejected(
         return []
     rows = arrays.rejected_by_rows
     cols = arrays.rejected_by_features.tolist()
-    fnames = [names[j] for j in cols]
     if keys is None:
         from zdebias.features.keys import FeatureKey
 
         as_dict = {j: FeatureKey.from_name(names[j]).to_dict() for j in set(cols)}
     else:
         as_dict = {j: keys[j].to_dict() for j in set(cols)}
-    # one dict per feature, shared by the records it rejected (read them, do not edit them):
-    # at millions of rejected rows, a copy each costs gigabytes
-    fdicts = [as_dict[j] for j in cols]
+    # One dict per feature, and one pair of lists per set of rejecting features, shared by
+    # the records it rejected (read them, do not edit them): at millions of rejected rows, a
+    # copy each costs gigabytes (and the JSONL writer encodes a shared list once).
+    shared: dict[tuple[int, ...], tuple[list[str], list[dict[str, Any]]]] = {}
+
+    def lists(combo: tuple[int, ...]) -> tuple[list[str], list[dict[str, Any]]]:
+        found = shared.get(combo)
+        if found is None:
+            found = shared[combo] = ([names[j] for j in combo], [as_dict[j] for j in combo])
+        return found
+
     # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
-    return [
-        Record(
-            r.id,
-            r.label,
-            r.premise,
-            r.hypothesis,
-            r.text,
-            {
-                **r.meta,
-                "rejected_by": fnames[a:b],
-                "rejected_by_features": fdicts[a:b],
-            },
-        )
-        for r, a, b in zip(
-            map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1], cuts[1:], strict=True
-        )
-    ]
+    out = []
+    for r, a, b in zip(
+        map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1], cuts[1:], strict=True
+    ):
+        by_name, by_key = lists(tuple(cols[a:b]))
+        meta = {**r.meta, "rejected_by": by_name, "rejected_by_features": by_key}
+        out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
+    return out
 
 
 def z_filter(

@@ -52,20 +52,30 @@ def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_m
     return m
 
 
+#: Matrix entries counted per block by :func:`label_counts` (bounds its working memory).
+LABEL_COUNT_BLOCK = 1 << 22
+
+
 def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) -> np.ndarray:
     """``counts[f, l]`` = number of examples with feature f (non-zero) and label l. ``[F, L]``."""
-    import scipy.sparse as sp
 
     m = _check(matrix, label_ids, num_labels)
-    if len(m.data) and (m.data != 1).any():  # presence, not counts
-        m = sp.csr_matrix((np.ones(len(m.data), np.uint8), m.indices, m.indptr), shape=m.shape)
-    # one code per entry, feature * L + label of its row, counted in one pass
-    small = m.shape[1] * num_labels < 2**31
-    dtype = np.int32 if small else np.int64
-    codes = m.indices.astype(dtype) * dtype(num_labels)
-    codes += np.repeat(np.asarray(label_ids, dtype=dtype), np.diff(m.indptr))
-    counts = np.bincount(codes, minlength=m.shape[1] * num_labels)
-    return counts.reshape(m.shape[1], num_labels).astype(np.int64, copy=False)
+    # Presence only: the stored values are never read. One code per entry, feature * L +
+    # label of its row, counted in blocks of rows (the codes of all entries at once would
+    # take 8 bytes per entry: gigabytes for millions of rows).
+    n_cells = m.shape[1] * num_labels
+    dtype = np.int32 if n_cells < 2**31 else np.int64
+    y = np.asarray(label_ids, dtype=dtype)
+    indptr, indices = m.indptr, m.indices
+    n_rows = m.shape[0]
+    step = max(1, int(LABEL_COUNT_BLOCK * n_rows // max(int(indptr[-1]), 1)))
+    counts = np.zeros(n_cells, dtype=np.int64)
+    for start in range(0, n_rows, step):
+        end = min(start + step, n_rows)
+        codes = indices[indptr[start] : indptr[end]].astype(dtype) * dtype(num_labels)
+        codes += np.repeat(y[start:end], np.diff(indptr[start : end + 1]))
+        counts += np.bincount(codes, minlength=n_cells)
+    return counts.reshape(m.shape[1], num_labels)
 
 
 def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

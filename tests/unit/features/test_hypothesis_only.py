@@ -143,3 +143,37 @@ def test_rows_outside_the_fit_do_not_change_the_fit_rows_predictions() -> None:
     )
     both = cross_fitted_predictions(x.tocsr(), y, np.arange(n), num_labels=3, seed=0)
     assert (both[:n] == alone).all()
+
+
+@pytest.mark.parametrize(("fit_every", "folds", "seed"), [(1, 5, 0), (3, 3, 7), (2, 2, 1)])
+def test_nb_on_distinct_texts_equals_nb_on_records(fit_every: int, folds: int, seed: int) -> None:
+    """cross_fitted_nb (one row per distinct hypothesis, counts summed per fold) predicts
+    exactly what the per-record naive Bayes predicts, for fit subsets too."""
+    import scipy.sparse as sp
+
+    from zdebias.features.hypothesis_only import cross_fitted_nb
+    from zdebias.features.ngrams import distinct_ngram_block, ngram_block
+    from zdebias.features.registry import FeatureContext
+
+    rng = random.Random(seed)
+    words = ["a", "dog", "cat", "sleeps", "runs", "not", "nobody", "big", "small", "outside"]
+    hyps = [" ".join(rng.choices(words, k=rng.randint(1, 5))) for _ in range(60)]
+    recs = [
+        Record(f"r{i}", LABELS[rng.randrange(3)], "p", hyps[rng.randrange(len(hyps))])
+        for i in range(600)
+    ]
+    ctx = FeatureContext(recs, {}, labels=LABELS)
+    y = np.array([LABELS.index(r.label) for r in recs])
+    (uni, inverse), (bi, inverse2) = (distinct_ngram_block(ctx, "hypothesis", n) for n in (1, 2))
+    assert inverse is inverse2 and uni.shape[0] < len(recs)  # texts repeat: rows are distinct
+    x_distinct = sp.hstack([uni, bi], format="csr", dtype=np.float32)
+    x = sp.hstack(
+        [ngram_block(ctx, "hypothesis", 1)[0], ngram_block(ctx, "hypothesis", 2)[0]],
+        format="csr",
+        dtype=np.float32,
+    )
+    fit = np.arange(0, len(recs), fit_every)
+    expected = cross_fitted_predictions(x, y, fit, num_labels=3, folds=folds, seed=seed)
+    got = cross_fitted_nb(x_distinct, inverse, y, fit, num_labels=3, folds=folds, seed=seed)
+    np.testing.assert_array_equal(got, expected)
+    assert len(set(expected.tolist())) == 3  # not a degenerate all-one-label case

@@ -94,12 +94,14 @@ def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) 
     eos = _frequent_token(model, steps, u)
     batch = decode(model, 1, eos, 0, steps, u, top_p=0.9)
     never_compacted = decode(model, 1, eos, 0, steps, u, top_p=0.9, compact_share=2.0)
-    alone = [decode(model, 1, eos, 0, steps, u[:, i : i + 1], top_p=0.9)[0] for i in range(16)]
     ends = [row.index(eos) if eos in row else None for row in batch]
     assert len({e for e in ends if e is not None}) >= 3, ends  # rows end at different steps
     assert batch == never_compacted
-    width = len(batch[0])
-    assert batch == [row + [0] * (width - len(row)) for row in alone]
+    # one row per end step (and one that never ends) decoded alone: the same ids, unpadded
+    picked = list({end: i for i, end in enumerate(ends)}.values())
+    for i in picked:
+        (alone,) = decode(model, 1, eos, 0, steps, u[:, i : i + 1], top_p=0.9)
+        assert batch[i] == alone + [0] * (len(batch[i]) - len(alone))
     for row, end in zip(batch, ends, strict=True):
         if end is not None:
             assert set(row[end + 1 :]) <= {0}  # padding after the end token
@@ -147,6 +149,8 @@ def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
     assert backend.stats == {"steps": len(first[0]), "row_steps": sum(lengths)}
     assert backend.generate(4, 123) == first
     assert backend.generate(4, 124) != first
+    # rounds decoded together: each gets the rows it gets alone
+    assert backend.generate_rounds(4, [124, 123]) == [backend.generate(4, 124), first]
     # --threads: the rounds run on that many threads; torch's own setting is left as it was
     threads = torch.get_num_threads()
     one = HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4, threads=1), device="cpu")
@@ -154,3 +158,38 @@ def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
     one.model.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
     assert one.generate(4, 123) == first
     assert set(seen) == {1} and torch.get_num_threads() == threads
+
+
+class _GroupingEngine:
+    """Records which seeds each call decodes together; a row is its round's seed."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+
+    @staticmethod
+    def rounds_per_batch(batch_size: int) -> int:
+        return 128 // batch_size
+
+    def generate_rounds(self, batch_size: int, seeds: list[int]) -> list[list[list[int]]]:
+        self.calls.append(list(seeds))
+        return [[[seed]] * batch_size for seed in seeds]
+
+
+@pytest.mark.parametrize(("stride", "first"), [(1, 0), (3, 2)])
+def test_round_batches_are_aligned_to_the_run(stride: int, first: int) -> None:
+    from zdebias.generation.sample import RoundBatches, round_seed
+
+    # batch 32: 4 rounds per decoding batch; worker 2 of 3 (stride 3) has rounds 2, 5, 8, ...
+    rounds = [first + j * stride for j in range(10)]
+    whole = _GroupingEngine()
+    batches = RoundBatches(whole, 32, seed=7, stride=stride)
+    assert [batches(r)[0] for r in rounds] == [[round_seed(7, r)] for r in rounds]
+    # rounds j = 0-3, 4-7 and 8-11 of the run (10 and 11 decoded, never asked for)
+    assert whole.calls == [
+        [round_seed(7, first + j * stride) for j in range(i, i + 4)] for i in (0, 4, 8)
+    ]
+    # a run resumed at its 7th round decodes rounds 4-7 again: the batch it was decoded in
+    resumed = _GroupingEngine()
+    again = RoundBatches(resumed, 32, seed=7, stride=stride)
+    assert [again(r)[0] for r in rounds[6:]] == [[round_seed(7, r)] for r in rounds[6:]]
+    assert resumed.calls == whole.calls[1:]

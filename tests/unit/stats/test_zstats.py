@@ -144,3 +144,18 @@ def test_planted_artifact_becomes_top_feature(seed: int, label: int, rate: float
     z, n, _ = z_statistics(fm.matrix, y, 3)
     best = top_k(z, 1, n=n)[label][0]
     assert fm.names[best] == "zzplant@hypothesis"
+
+
+def test_label_counts_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting in blocks of rows (bounded memory) gives the counts of one pass."""
+    from zdebias.stats import zstats
+
+    rng = np.random.default_rng(3)
+    m = sp.random(500, 40, density=0.2, format="csr", random_state=4)
+    m.data[:] = 7  # values are ignored: presence only
+    y = rng.integers(0, 3, 500)
+    dense = (m.toarray() > 0).astype(np.int64)
+    expected = np.stack([dense[y == label].sum(axis=0) for label in range(3)], axis=1)
+    for block in (1, 37, 1 << 22):
+        monkeypatch.setattr(zstats, "LABEL_COUNT_BLOCK", block)
+        np.testing.assert_array_equal(zstats.label_counts(m, y, 3), expected)
