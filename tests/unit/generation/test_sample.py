@@ -10,25 +10,14 @@ import pytest
 
 from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.generation import sample as sample_mod
-from zdebias.generation.format import GeneratorFormat, add_format_tokens, sample_key
+from zdebias.generation.format import GeneratorFormat, sample_key
 from zdebias.generation.sample import read_samples, round_seed, sample_generator
 
 
-@pytest.fixture(scope="module")
-def untrained_generator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def untrained_generator(tiny_generator: Path) -> Path:
     """A random tiny GPT-2 saved as a generator folder (format added, no training)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from zdebias.models.tiny import make_tiny_model
-
-    folder = make_tiny_model("gpt2", tmp_path_factory.mktemp("gen") / "g")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=24)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fmt.save(folder)
-    return folder
+    return tiny_generator
 
 
 class FakeBackend:

@@ -17,7 +17,7 @@ import pytest
 from cli_main import run_main
 from zdebias.errors import ConfigError
 from zdebias.generation import sample as sample_mod
-from zdebias.generation.format import GeneratorFormat, add_format_tokens
+from zdebias.generation.format import GeneratorFormat
 from zdebias.generation.sample import read_samples, round_seed, sample_generator, vllm_engine_args
 from zdebias.generation.settings import SampleSettings
 from zdebias.generation.workers import merge_samples, worker_lock
@@ -33,21 +33,10 @@ ONE_PROCESS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def generator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def generator(tiny_generator: Path) -> Path:
     """A random tiny GPT-2 saved as a generator folder (the fake backend uses its tokenizer)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from zdebias.models.tiny import make_tiny_model
-
-    folder = make_tiny_model("gpt2", tmp_path_factory.mktemp("gen") / "g")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=24)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fmt.save(folder)
-    return folder
+    return tiny_generator
 
 
 class FakeBackend:
