@@ -511,6 +511,7 @@ class Runner:
                         status="skipped",
                         reason="up to date",
                         seconds=marker.get("seconds"),
+                        cpu_seconds=marker.get("cpu_seconds"),
                         rows_in=marker.get("rows_in", {}),
                         rows_out=marker.get("rows_out", {}),
                         metrics=marker.get("metrics", {}),

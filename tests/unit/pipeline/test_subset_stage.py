@@ -73,6 +73,11 @@ def test_subset_stage_like_another_dataset(tmp_path: Path, monkeypatch: pytest.M
     assert all(
         isinstance(s["cpu_seconds"], float) and s["cpu_seconds"] >= 0 for s in stages.values()
     )
+    again = {s["name"]: s for s in run_recipe(recipe, tmp_path / "run")["stages"]}
+    assert {s["status"] for s in again.values()} == {"skipped"}
+    assert {k: s["cpu_seconds"] for k, s in again.items()} == {
+        k: s["cpu_seconds"] for k, s in stages.items()
+    }  # a skipped stage shows what it cost when it ran
 
 
 def test_subset_needs_exactly_one_size() -> None:
