@@ -53,19 +53,9 @@ class SleepBackend:
 
 
 def _generator(root: Path) -> Path:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from zdebias.models.tiny import make_tiny_generator
 
-    from zdebias.generation.format import add_format_tokens
-    from zdebias.models.tiny import make_tiny_model
-
-    folder = make_tiny_model("gpt2", root / "gen")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=96)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fmt.save(folder)
-    return folder
+    return make_tiny_generator(root / "gen", max_length=96)
 
 
 def main() -> None:

@@ -61,16 +61,6 @@ def tiny_model(_tiny_model_store: Callable[..., Path], tmp_path: Path) -> Callab
 def tiny_generator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random tiny GPT-2 saved as an nli generator folder (format tokens added, no
     training), built once; tests only read it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from zdebias.models.tiny import make_tiny_generator
 
-    from zdebias.generation.format import add_format_tokens
-    from zdebias.models.tiny import make_tiny_model
-
-    folder = make_tiny_model("gpt2", tmp_path_factory.mktemp("gen") / "g")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=24)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fmt.save(folder)
-    return folder
+    return make_tiny_generator(tmp_path_factory.mktemp("gen") / "g", max_length=24)

@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,19 +39,10 @@ def repeating(fake_sampler: None, monkeypatch: pytest.MonkeyPatch) -> None:  # n
 
 
 @pytest.fixture
-def generator(tiny_model: Callable[..., Path]) -> Path:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def generator(tmp_path: Path) -> Path:
+    from zdebias.models.tiny import make_tiny_generator
 
-    from zdebias.generation.format import add_format_tokens
-
-    folder = tiny_model("gpt2")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=48)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fmt.save(folder)
-    return folder
+    return make_tiny_generator(tmp_path / "generator", max_length=48)
 
 
 def _args(gen: Path, out: Path, *more: object) -> list[str]:
