@@ -1,22 +1,25 @@
 """Speed and memory of ``zdebias filter`` against a plain Python Algorithm 1 and bare parsing.
 
 Run: ``python benchmarks/bench_zfilter.py`` (``make bench``). Options: ``--sizes`` (rows,
-default ``100000,1000000``), ``--jobs`` (default ``parse,zdebias,reference``; the reference
-takes ~5 min of CPU at 1M rows), ``--num-proc N`` (passed to ``zdebias filter``), ``--10m`` (or
-``ZDEBIAS_BENCH_10M=1``: also peak memory at 10M rows, long), ``--workdir``, ``--baseline SRC``
-(also run ``zdebias filter`` from another source tree, e.g. ``git archive OLD src | tar -x -C
-/tmp/old`` then ``--baseline /tmp/old/src``, alternating with this one, for an old-vs-new ratio
-under the same load). Needs the real SNLI text: ``$ZDEBIAS_TEST_DATA`` (default
-``../shared/data``).
+default ``100000,1000000``), ``--jobs`` (default ``parse,zdebias,one-process,reference``; the
+reference takes ~5 min of CPU at 1M rows), ``--num-proc N`` (passed to ``zdebias filter``),
+``--10m`` (or ``ZDEBIAS_BENCH_10M=1``: also 10M rows, zdebias only, long), ``--workdir``,
+``--baseline SRC`` (also run ``zdebias filter`` from another source tree, e.g. ``git archive
+OLD src | tar -x -C /tmp/old`` then ``--baseline /tmp/old/src``, alternating with this one, for
+an old-vs-new ratio under the same load). Needs the real SNLI text: ``$ZDEBIAS_TEST_DATA``
+(default ``../shared/data``).
 
 Input: ``snli_20k/train.jsonl`` replicated to N rows, each with its own id (``r{copy}-{row}``),
-built once into the work folder. For each size, each of three jobs runs in a fresh process (so
-its peak memory is its own) and reports wall-clock and CPU seconds (children included):
+built once into the work folder. For each size, each job runs in a fresh process (so its peak
+memory is its own) and reports wall-clock and CPU seconds (child processes included) and peak
+resident memory (for ``zdebias filter``, the largest sum over its process tree, sampled):
 
 - ``parse+tokenise``: read the JSONL into records, tokenise premise and hypothesis;
-- ``zdebias filter``: the command itself (start-up, read, features with the cross-fitted
-  hypothesis-only model, Algorithm 1 at k 20 and batch 1,000, the stats of the kept rows,
-  kept.jsonl / rejected.jsonl / summary.json written);
+- ``zdebias filter``: the command as a user runs it (start-up, read, features with the
+  cross-fitted hypothesis-only model, Algorithm 1 at k 20 and batch 1,000, the stats of the
+  kept rows, kept.jsonl / rejected.jsonl / summary.json written); on a file of 8 MB or more it
+  uses every core, one process per byte range (``zdebias.stats.sharded``);
+- ``zdebias -j1``: the same with ``--num-proc 1`` (one process; the same output bytes);
 - ``reference``: Algorithm 1 in plain Python (``json``, ``re``, dicts of counts updated
   incrementally, ``heapq`` for each batch's top-k): the same features but the hypothesis-only
   one, the same k, batch and visiting order (ties in z may break differently), writing kept
@@ -83,9 +86,32 @@ def job_zdebias(path: Path, out: Path, num_proc: str) -> dict[str, object]:
     cmd = [str(exe), "filter", str(path), "--out", str(out), "-q", "--overwrite"]
     if num_proc:
         cmd += ["--num-proc", num_proc]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    tree_peak = _tree_peak_rss(proc)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
     summary = json.loads((out / "summary.json").read_text())
-    return {"n": summary["n_input"], "kept": summary["n_kept"]}
+    return {"n": summary["n_input"], "kept": summary["n_kept"], "tree_peak_gb": tree_peak}
+
+
+def _tree_peak_rss(proc: subprocess.Popen[bytes]) -> float:
+    """Wait for ``proc``; the largest sum of resident memory of it and its child processes
+    seen (sampled every 20 ms; pages shared after a fork count once per process, so this is
+    an upper bound), in GB."""
+    import psutil
+
+    peak = 0
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                total += p.memory_info().rss
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(0.02)
+    return peak / 1024**3
 
 
 TOKEN = re.compile(r"\w+(?:'\w+)?")
@@ -156,7 +182,12 @@ def job_reference(path: Path, out: Path) -> dict[str, object]:
     return {"n": len(rows), "kept": len(kept)}
 
 
-JOBS = {"parse": job_parse, "zdebias": job_zdebias, "reference": job_reference}
+JOBS = {
+    "parse": job_parse,
+    "zdebias": job_zdebias,
+    "one-process": job_zdebias,
+    "reference": job_reference,
+}
 
 
 def run_job(
@@ -184,13 +215,21 @@ def run_job(
 def _in_job(job: str, path: Path, workdir: Path, num_proc: str) -> None:
     wall = time.perf_counter()
     out = workdir / f"out-{job}"
-    result = job_zdebias(path, out, num_proc) if job == "zdebias" else JOBS[job](path, out)
+    if job == "zdebias":
+        result = job_zdebias(path, out, num_proc)
+    elif job == "one-process":
+        result = job_zdebias(path, out, "1")
+    else:
+        result = JOBS[job](path, out)
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     result.update(
         wall_s=time.perf_counter() - wall,
         cpu_s=me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-        peak_gb=max(me.ru_maxrss, kids.ru_maxrss) / 1024**2,  # Linux: KiB
+        # Linux: KiB; zdebias filter's worker processes: the sum over its process tree
+        peak_gb=max(
+            me.ru_maxrss / 1024**2, kids.ru_maxrss / 1024**2, result.pop("tree_peak_gb", 0)
+        ),
     )
     print(json.dumps(result))
 
@@ -201,7 +240,9 @@ def main() -> None:
     parser.add_argument("--10m", dest="ten_m", action="store_true", help="also 10M rows")
     parser.add_argument("--num-proc", default="", help="zdebias filter --num-proc")
     parser.add_argument(
-        "--jobs", default="parse,zdebias,reference", help="which jobs (comma-separated)"
+        "--jobs",
+        default="parse,zdebias,one-process,reference",
+        help="which jobs (comma-separated)",
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/zdebias-bench"))
     parser.add_argument(
@@ -254,6 +295,7 @@ def main() -> None:
             name = {
                 "parse": "parse+tokenise",
                 "zdebias": "zdebias filter",
+                "one-process": "zdebias -j1",
                 "baseline": "zdebias (base)",
             }.get(job, job)
             print(

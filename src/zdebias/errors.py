@@ -32,6 +32,10 @@ class DataError(ZdebiasError):
         self.field = field
         super().__init__(self.format())
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # keep path, line and field across processes (a worker's error reaches the parent)
+        return (_data_error, (self.message, self.path, self.line, self.field))
+
     def format(self) -> str:
         where = ""
         if self.path is not None:
@@ -41,6 +45,10 @@ class DataError(ZdebiasError):
             where += ": "
         field = f"field '{self.field}': " if self.field else ""
         return f"{where}{field}{self.message}"
+
+
+def _data_error(message: str, path: str | None, line: int | None, field: str | None) -> DataError:
+    return DataError(message, path=path, line=line, field=field)
 
 
 class ConfigError(ZdebiasError):

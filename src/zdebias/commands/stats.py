@@ -105,10 +105,18 @@ def filter_command(
     from zdebias.data.writers import publish_files
     from zdebias.features.parallel import resolve_num_proc
     from zdebias.stats.measure import stats_of_kept
+    from zdebias.stats.sharded import filter_sharded, plan_shards
     from zdebias.stats.zfilter import z_filter
 
     path = require(input, "INPUT")
     check_output(out, cli, published=True)
+    ranges = plan_shards(path, read, settings, seed_data=seed_data)
+    if ranges is not None:  # one large JSONL file: several processes, each reading a part
+        summary = filter_sharded(
+            path, out, ranges, read, settings, overwrite=cli.overwrite, progress=cli.progress
+        )
+        emit(summary, cli, lambda: filter_text(summary, out))
+        return
     records, report = _read(path, read, settings, progress=cli.progress, what="input")
     seed_records: list[Any] = []
     seed_report = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -115,20 +115,33 @@ def dataset_warnings(records: Sequence[Record], path: str, *, min_records: int =
     a single label (every z then measures only the label imbalance) and duplicate ids
     (a record and its copy can land on both sides of a filter). Fewer than ``min_records``
     records is an error (:class:`DataError`)."""
-    if len(records) < min_records:
+    return label_and_id_warnings(
+        Counter(r.label for r in records),
+        len(records),
+        (r.id for r in records),
+        path,
+        min_records=min_records,
+    )
+
+
+def label_and_id_warnings(
+    labels: Counter[str], n: int, ids_of: Iterable[str], path: str, *, min_records: int = 1
+) -> list[str]:
+    """:func:`dataset_warnings` from the label counts, the record count and every record's
+    id in input order (an iterable read once, only when there are enough records)."""
+    if n < min_records:
         raise DataError(
-            f"only {len(records)} labelled record(s); z-statistics need at least {min_records}",
+            f"only {n} labelled record(s); z-statistics need at least {min_records}",
             path=path,
         )
     lines = []
-    labels = Counter(r.label for r in records)
     if len(labels) == 1:
-        ((label, n),) = labels.items()
+        ((label, count),) = labels.items()
         lines.append(
-            f"{path}: all {n:,} records have the label {label!r}: z-statistics and filtering "
+            f"{path}: all {count:,} records have the label {label!r}: z-statistics and filtering "
             "measure only the label imbalance"
         )
-    ids = Counter(r.id for r in records)
+    ids = Counter(ids_of)
     repeated = {i: n for i, n in ids.items() if n > 1}
     if repeated:
         top, n_top = max(repeated.items(), key=lambda kv: kv[1])
@@ -153,4 +166,10 @@ def skip_message(report: ReadReport) -> list[str]:
     return lines
 
 
-__all__ = ["ReadOptions", "dataset_warnings", "no_records_error", "skip_message"]
+__all__ = [
+    "ReadOptions",
+    "dataset_warnings",
+    "label_and_id_warnings",
+    "no_records_error",
+    "skip_message",
+]

@@ -446,16 +446,40 @@ def _jsonl_line(raw: bytes, lineno: int, path: Path) -> Any:
         return err
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+def lines_before(path: Path, offset: int) -> int:
+    """How many lines start before byte ``offset`` of a plain (uncompressed) file."""
+    n, done = 0, 0
+    with path.open("rb") as fh:
+        while done < offset:
+            block = fh.read(min(1 << 24, offset - done))
+            if not block:
+                break
+            n += block.count(b"\n")
+            done += len(block)
+    return n
+
+
+def _jsonl_rows(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Any]]:
     """Rows of a JSONL file. A line that orjson reads as an object without floats is taken
     as it is (the same value ``json`` gives); any other goes through :func:`_jsonl_line`
-    (UTF-8, BOM, blank lines, located errors), so both routes read every file alike."""
+    (UTF-8, BOM, blank lines, located errors), so both routes read every file alike.
+
+    ``start`` / ``end``: only the lines that start in that byte range of a plain file
+    (``start`` at a line start), numbered as in the whole file.
+    """
     loads = _fast_loads()
     exact_types = _EXACT_TYPES
-    lineno = 0
+    lineno = lines_before(path, start) if start else 0
+    pos = start
     with _open_binary(path) as fh:
+        if start:
+            fh.seek(start)
         try:
             for raw in fh:
+                if end is not None:
+                    if pos >= end:
+                        break
+                    pos += len(raw)
                 lineno += 1
                 if loads is not None:
                     try:
@@ -727,10 +751,38 @@ class Dataset:
 
     def __iter__(self) -> Iterator[Record]:
         rows, label_names, id_prefix = self._rows()
+        return self._records(rows, label_names, id_prefix)
+
+    def iter_range(self, start: int, end: int) -> Iterator[Record]:
+        """The records of the JSONL lines that start in bytes ``[start, end)`` of a plain
+        file (``start`` at a line start), read exactly as a whole pass reads them: line
+        numbers, ids and columns as in the whole file (the columns come from its first JSON
+        object). ``report`` counts this range only."""
+        if self.format != "jsonl":
+            raise ConfigError(f"reading a byte range needs a jsonl file, not {self.format}")
+        mapper = None
+        if start > 0:
+            first = next(
+                (row for _, row in _jsonl_rows(self.path) if isinstance(row, Mapping)), None
+            )
+            if first is not None:
+                mapper = self._mapper(
+                    list(first), _default_task_for(first, "nli"), self.path.name, None
+                )
+        return self._records(_jsonl_rows(self.path, start, end), None, self.path.name, mapper)
+
+    def _records(
+        self,
+        rows: Iterator[tuple[int, Any]],
+        label_names: list[str] | None,
+        id_prefix: str,
+        mapper: _RowMapper | None = None,
+    ) -> Iterator[Record]:
         default_task = "nli-binary" if self.format == "hans" else "nli"
         report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
         self.report = report
-        mapper: _RowMapper | None = None
+        if mapper is not None:
+            report.task = mapper.task.name
         header_given = self.format in (
             "csv",
             "tsv",

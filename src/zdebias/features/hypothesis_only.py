@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 DEFAULT_FOLDS = 5
+#: ``FeatureContext.cache`` keys a caller may fill for a context whose ``records`` are only a
+#: count (:mod:`zdebias.stats.sharded`): each record's label index (-1: other), and the label
+#: index in its ``meta["hypo_only_pred"]`` (-1: none)
+LABEL_IDS = "label_ids"
+META_PREDICTIONS = "meta_hypo_only_pred"
 CLASSIFIERS = ("logreg", "nb")
 DEFAULT_CLASSIFIER = "nb"
 
@@ -267,7 +272,9 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     import scipy.sparse as sp
 
     labels = _labels(ctx)
-    preds = _meta_predictions(ctx, labels)
+    # given by whoever holds the records when ctx has none (the sharded z-filter's workers)
+    given = ctx.cache.get(META_PREDICTIONS)
+    preds = given.copy() if given is not None else _meta_predictions(ctx, labels)
     todo = np.flatnonzero(preds < 0)
     if len(todo) and ctx.settings.get("hypo_only_model"):
         raise ConfigError(
@@ -276,7 +283,9 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
             "zdebias.classify.hypo_only.with_hypothesis_only_predictions(records, DIR, labels)"
         )
     if len(todo):
-        y = label_ids(ctx.records, labels, unknown=-1)
+        y = ctx.cache.get(LABEL_IDS)
+        if y is None:
+            y = label_ids(ctx.records, labels, unknown=-1)
         fit = _fit_rows(ctx)
         unknown = fit[y[fit] < 0]
         if len(unknown):

@@ -130,7 +130,8 @@ def distinct_ngram_block(
     distinct = ctx.cache.get(("distinct", "ngrams", field_name, n))
     if distinct is None or distinct is m:
         return m, None
-    return distinct, ctx.tokens(field_name).inverse
+    inverse = ctx.cache.get(("inverse", field_name))  # given where ctx holds no records
+    return distinct, inverse if inverse is not None else ctx.tokens(field_name).inverse
 
 
 def _ngram_range(value: Any) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
@@ -110,18 +110,42 @@ def _ngram_keys(names: list[str], field: str, tokenizer: str | None) -> list[Fea
     return [FeatureKey.ngram(n, field, n[:cut].split(" "), tokenizer) for n in names]
 
 
-def _chunk_worker(start: int, end: int) -> tuple[list[list[Any]], dict[Any, Any]]:
+def _chunk_worker(start: int, end: int) -> ChunkResult:
     """Run the chunkable groups on records ``[start, end)`` (in a forked worker)."""
-    records: Sequence[Record] = _STATE["records"][start:end]
-    settings, pair = _STATE["settings"], _STATE["pair"]
-    ctx = FeatureContext(records, settings, labels=_STATE["labels"])
+    return chunk_blocks(
+        _STATE["records"][start:end],
+        _STATE["specs"],
+        _STATE["settings"],
+        labels=_STATE["labels"],
+        pair=_STATE["pair"],
+        hypo_ngrams=_STATE["hypo_ngrams"],
+    )
+
+
+#: one chunk's packed blocks per group, and the hypothesis n-gram blocks (references into
+#: those, or packed blocks of their own)
+ChunkResult = tuple[list[list[Any]], dict[Any, Any]]
+
+
+def chunk_blocks(
+    records: Sequence[Record],
+    specs: list[FeatureSpec],
+    settings: dict[str, Any],
+    *,
+    labels: Sequence[str] | None,
+    pair: bool,
+    hypo_ngrams: bool,
+) -> ChunkResult:
+    """The chunkable groups ``specs`` run on ``records`` (one chunk), packed to send back;
+    ``hypo_ngrams``: also the hypothesis n-grams the hypothesis-only feature reads."""
+    ctx = FeatureContext(records, settings, labels=labels)
     groups: list[list[tuple[Any, ...]]] = []
     with gc_paused():
-        for spec in _STATE["specs"]:
+        for spec in specs:
             parts, names, keys = _run_group(spec, ctx, records, settings, pair)
             groups.append([_pack(block) for block in _split(parts, names, keys)])
         extra: dict[Any, Any] = {}
-        if _STATE["hypo_ngrams"]:
+        if hypo_ngrams:
             from zdebias.features.ngrams import ngram_keyed_block
 
             for key in HYPO_NGRAM_KEYS:
@@ -199,6 +223,23 @@ def run_groups_parallel(
             results = [f.result() for f in futures]
     finally:
         _STATE.clear()
+    return merge_chunks(specs, results, ctx, settings, pair)
+
+
+def merge_chunks(
+    specs: list[FeatureSpec],
+    results: list[ChunkResult],
+    ctx: FeatureContext,
+    settings: dict[str, Any],
+    pair: bool,
+    ready: Callable[[FeatureContext], None] | None = None,
+) -> tuple[list[sp.csr_matrix], list[str], list[FeatureKey]]:
+    """Every group's blocks, names and keys from the chunks' results (in record order): the
+    chunkable groups merged, the others (the hypothesis-only feature) run on ``ctx``, which
+    gets the merged hypothesis n-grams (``ready(ctx)`` is called then, before they run)."""
+    records = ctx.records
+    chunked = [s for s in specs if chunkable(s)]
+    hypo_ngrams = any(s.name == "hypo-only" for s in specs)
     merged: list[list[Block]] = []
     for g, spec in enumerate(chunked):
         per_chunk = [groups[g] for groups, _ in results]
@@ -221,6 +262,8 @@ def run_groups_parallel(
                     for r, (groups, _) in zip(refs, results, strict=True)
                 ]  # packed blocks
                 ctx.cache[key] = _merge(own, sort=True)
+    if ready is not None:
+        ready(ctx)
     blocks: list[sp.csr_matrix] = []
     all_names: list[str] = []
     all_keys: list[FeatureKey] = []

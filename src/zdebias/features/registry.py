@@ -314,10 +314,11 @@ class FeatureContext:
         settings: dict[str, Any],
         *,
         labels: Sequence[str] | None = None,
+        pair: bool | None = None,
     ) -> None:
         self.records = records
         self.settings = settings
-        self.pair = bool(records) and records[0].is_pair
+        self.pair = (bool(records) and records[0].is_pair) if pair is None else pair
         self.labels = tuple(labels) if labels is not None else None
         self.vocab: dict[str, int] = {}
         self._vocab_list: list[str] | None = None
@@ -633,12 +634,22 @@ def extract_features(
             blocks, all_names, all_keys = run_groups_parallel(specs, ctx, settings, pair, workers)
         else:
             blocks, all_names, all_keys = _run_groups(specs, ctx, settings, pair, progress)
+    return assemble_matrix(blocks, all_names, all_keys, len(records))
+
+
+def assemble_matrix(
+    blocks: list[sp.csr_matrix], all_names: list[str], all_keys: list[FeatureKey], n_records: int
+) -> FeatureMatrix:
+    """The :class:`FeatureMatrix` of every group's blocks side by side: columns two groups
+    share merged, columns no record has dropped, indices sorted."""
+    import scipy.sparse as sp
+
     if len(blocks) == 1:
         matrix = blocks[0].astype(np.uint8)
     elif blocks:
         matrix = sp.hstack(blocks, format="csr", dtype=np.uint8)
     else:
-        matrix = sp.csr_matrix((len(records), 0), dtype=np.uint8)
+        matrix = sp.csr_matrix((n_records, 0), dtype=np.uint8)
     matrix, all_names, all_keys = _merge_duplicate_columns(matrix, all_names, all_keys)
     counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
     if (counts == 0).any():

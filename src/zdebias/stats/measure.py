@@ -125,7 +125,12 @@ def stats_of_kept(
     if not kept:
         return None
     report = measure(kept, StatsSettings.take(settings, top=1), labels=labels, progress=progress)
-    rep = report.report
+    return kept_stats(report.report)
+
+
+def kept_stats(rep: dict[str, Any]) -> dict[str, Any]:
+    """The ``stats_of_kept`` block from a :func:`~zdebias.stats.zstats.describe` report of
+    the kept records (``top`` 1)."""
     return {
         "definition": KEPT_STATS_DEFINITION,
         "n_features": rep["n_features"],
@@ -135,4 +140,4 @@ def stats_of_kept(
     }
 
 
-__all__ = ["KEPT_STATS_DEFINITION", "Measurement", "measure", "stats_of_kept"]
+__all__ = ["KEPT_STATS_DEFINITION", "Measurement", "kept_stats", "measure", "stats_of_kept"]

@@ -23,7 +23,7 @@ Notes (decisions where the paper is silent):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -455,14 +455,35 @@ def _tag_rejected(
     """
     if len(arrays.rejected) == 0:
         return []
-    rows = arrays.rejected_by_rows
     cols = arrays.rejected_by_features.tolist()
     if keys is None:
         from zdebias.features.keys import FeatureKey
 
-        as_dict = {j: FeatureKey.from_name(names[j]).to_dict() for j in set(cols)}
+        key_of = {j: FeatureKey.from_name(names[j]).to_dict() for j in set(cols)}
     else:
-        as_dict = {j: keys[j].to_dict() for j in set(cols)}
+        key_of = {j: keys[j].to_dict() for j in set(cols)}
+    return tag_rejected(
+        map(records.__getitem__, arrays.rejected.tolist()),
+        arrays.rejected_by_rows,
+        cols,
+        {j: names[j] for j in key_of},
+        key_of,
+    )
+
+
+def tag_rejected(
+    rejected: Iterable[Record],
+    rows: np.ndarray,
+    cols: list[int],
+    name_of: dict[int, str],
+    key_of: dict[int, dict[str, Any]],
+) -> list[Record]:
+    """Copies of the ``rejected`` records with ``meta`` ``rejected_by`` and
+    ``rejected_by_features`` set: ``rows`` / ``cols`` hold one entry per (rejected row,
+    feature column) as in :class:`FilterArrays`, grouped by row in ascending order, one
+    group per record of ``rejected`` in the same order; ``name_of`` / ``key_of``: each
+    column's name and key dict.
+    """
     # One dict per feature, and one pair of lists per set of rejecting features, shared by
     # the records it rejected (read them, do not edit them): at millions of rejected rows, a
     # copy each costs gigabytes (and the JSONL writer encodes a shared list once).
@@ -471,19 +492,29 @@ def _tag_rejected(
     def lists(combo: tuple[int, ...]) -> tuple[list[str], list[dict[str, Any]]]:
         found = shared.get(combo)
         if found is None:
-            found = shared[combo] = ([names[j] for j in combo], [as_dict[j] for j in combo])
+            found = shared[combo] = ([name_of[j] for j in combo], [key_of[j] for j in combo])
         return found
 
-    # Entries are grouped by row in ascending order, exactly like ``arrays.rejected``.
+    if len(rows) == 0:
+        return []
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
     out = []
-    for r, a, b in zip(
-        map(records.__getitem__, arrays.rejected.tolist()), cuts[:-1], cuts[1:], strict=True
-    ):
+    for r, a, b in zip(rejected, cuts[:-1], cuts[1:], strict=True):
         by_name, by_key = lists(tuple(cols[a:b]))
         meta = {**r.meta, "rejected_by": by_name, "rejected_by_features": by_key}
         out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
     return out
+
+
+def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
+    """The settings a z-filter summary records."""
+    return {
+        "top_k": cfg.biased_k,
+        "batch_size": cfg.zfilter_batch_size,
+        "shuffle_seed": cfg.shuffle_seed,
+        "min_z": cfg.min_z,
+        "features": cfg.features if cfg.features is not None else "default",
+    }
 
 
 def z_filter(
@@ -568,13 +599,9 @@ def z_filter(
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
         rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
-    settings = {
-        "top_k": top_k,
-        "batch_size": batch_size,
-        "shuffle_seed": shuffle_seed,
-        "min_z": cfg.min_z,
-        "features": feature_names if feature_names is not None else "default",
-    }
+    settings = summary_settings(cfg)
+    if feature_matrix is not None:
+        settings["features"] = "default"
     summary = summarize_filter(
         fm,
         y,

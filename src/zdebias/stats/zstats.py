@@ -221,14 +221,21 @@ def describe(
         if feature_matrix is not None
         else extract_features(records, features, labels=labels, **settings)
     )
-    y = label_ids(records, labels)
+    return describe_matrix(fm, label_ids(records, labels), labels, top=top, alpha=alpha)
+
+
+def describe_matrix(
+    fm: Any, y: np.ndarray, labels: Sequence[str], *, top: int = 20, alpha: float = 0.01
+) -> dict[str, Any]:
+    """:func:`describe` from a ready feature matrix and each row's label index ``y``."""
+    labels = tuple(labels)
     z, n, p_hat = z_statistics(fm.matrix, y, len(labels))
     n_features = int((n > 0).sum())
     z_c = z_critical(n_features, alpha)
     sig = z > z_c
     table = top_table(fm.names, labels, z, n, p_hat, top)
     return {
-        "n_examples": len(records),
+        "n_examples": len(y),
         "labels": list(labels),
         "label_counts": {name: int((y == i).sum()) for i, name in enumerate(labels)},
         "n_features": n_features,

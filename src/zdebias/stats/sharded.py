@@ -1,0 +1,672 @@
+"""``zdebias filter`` on one large JSONL file with several processes, each reading part of it.
+
+The file is cut into byte ranges at line starts, one per process. Each worker, forked before
+anything is read, reads its own range (the records never cross a pipe: sending them costs as
+much as parsing them), extracts the feature groups that work chunk by chunk and sends back
+compact blocks with each record's label. The parent merges the blocks exactly as
+:mod:`zdebias.features.parallel` does, fits the hypothesis-only feature, runs Algorithm 1, and
+tells each worker which of its rows were kept and which features rejected the others; the
+workers write their share of ``kept.jsonl`` / ``rejected.jsonl`` and extract the features of
+their kept rows (for the summary's ``stats_of_kept``), and the parent joins the parts.
+
+The output is byte for byte what one process writes (tests compare them). It applies to a
+plain (not gzipped) local JSONL file, without a seed dataset, ``--limit`` or a trained
+hypothesis-only model, with the built-in feature groups; :func:`plan_shards` says when.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from itertools import chain, pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zdebias.data.options import ReadOptions
+from zdebias.data.readers import ReadReport, gc_paused
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError, DataError
+from zdebias.stats.settings import StatsSettings, ZFilterSettings
+
+#: Below this size one process is as fast (forking and merging cost more than they save).
+SHARD_MIN_BYTES = 8 << 20
+#: Records a worker turns into features at a time (bounds its memory on huge files).
+CHUNK_ROWS = 250_000
+#: A worker keeps up to this many records between reading and writing; above, it reads its
+#: range again to write (memory over time, for files of many millions of rows).
+KEEP_ROWS = 1_000_000
+
+
+def plan_shards(
+    path: str, read: ReadOptions, settings: ZFilterSettings, *, seed_data: str | None = None
+) -> list[tuple[int, int]] | None:
+    """Byte ranges, one per process, when ``path`` can be z-filtered sharded; else None.
+
+    ``settings.num_proc`` unset: every core for a file of at least :data:`SHARD_MIN_BYTES`;
+    1: never; N: N processes whatever the size.
+    """
+    from zdebias.data.readers import detect_format
+    from zdebias.features.parallel import available_cores, chunkable
+    from zdebias.features.registry import get_feature
+
+    if seed_data or read.limit is not None or settings.hypo_only_model:
+        return None
+    if settings.feature_options:  # plugin settings: the one-process path checks them
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods() or "::" in path:
+        return None
+    file = Path(path)
+    if path.startswith("hf:") or not file.is_file():
+        return None
+    try:
+        if (read.format or detect_format(path)) != "jsonl":
+            return None
+        with file.open("rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":  # gzipped: no seeking into it
+                return None
+        size = file.stat().st_size
+    except (OSError, DataError, ConfigError):
+        return None
+    names = settings.features or ()
+    if any(not (chunkable(s) or s.name == "hypo-only") for s in map(get_feature, names)):
+        return None
+    if not _hypothesis_ngrams_in_matrix(settings):
+        return None
+    n_proc = settings.num_proc
+    if n_proc is None:
+        n_proc = available_cores() if size >= SHARD_MIN_BYTES else 1
+    elif n_proc == 0:
+        n_proc = available_cores()
+    if n_proc < 2 or size < n_proc:
+        return None
+    return _ranges(file, size, n_proc)
+
+
+def _hypothesis_ngrams_in_matrix(settings: ZFilterSettings) -> bool:
+    """Whether the matrix holds the hypothesis unigrams and bigrams that the hypothesis-only
+    feature reads, when it is used (:func:`_kept_matrix` refits it from them)."""
+    from zdebias.features.ngrams import _ngram_range
+
+    names = settings.features
+    if names is not None and "hypo-only" not in names:
+        return True
+    fields = settings.ngram_fields
+    if fields is not None and "hypothesis" not in fields:
+        return False
+    lo, hi = _ngram_range(settings.ngram_range or (1, 2))
+    ngrams = names is None or "ngrams" in names
+    return (ngrams and lo <= 1 and hi >= 2) or (
+        names is not None and {"unigrams", "bigrams"} <= set(names)
+    )
+
+
+def _ranges(file: Path, size: int, n: int) -> list[tuple[int, int]]:
+    """``n`` byte ranges covering the file, each starting at a line start (some may be
+    empty when lines are long)."""
+    cuts = [0]
+    with file.open("rb") as fh:
+        for i in range(1, n):
+            at = max(size * i // n, cuts[-1])
+            fh.seek(at)
+            if at > 0:
+                fh.seek(at - 1)
+                fh.readline()  # to the start of the next line
+            cuts.append(min(fh.tell(), size))
+    cuts.append(size)
+    return list(pairwise(cuts))
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+class _Shard:
+    """A worker's state: its byte range, and its records while it may keep them."""
+
+    def __init__(
+        self, path: str, read: ReadOptions, start: int, end: int, settings: dict[str, Any]
+    ) -> None:
+        self.path, self.read, self.start, self.end = path, read, start, end
+        self.settings = settings  # features of the input
+        self.records: list[Record] | None = None
+        self.labels: tuple[str, ...] = ()
+        self.pair = True
+
+    def _records(self) -> Any:
+        ds = self.read.open(self.path)
+        return ds, ds.iter_range(self.start, self.end)
+
+    def read_and_extract(self, feature_names: Sequence[str] | None) -> dict[str, Any]:
+        """Read the range; its records' chunk features, labels, ids, hypotheses (distinct
+        texts and each record's among them) and read report."""
+        from zdebias.data.labels import get_task
+        from zdebias.features.registry import _factorize_strings
+
+        ds, records_iter = self._records()
+        chunks: list[Any] = []
+        y_parts: list[np.ndarray] = []
+        preds_parts: list[np.ndarray] = []
+        ids: list[str] = []
+        hypotheses: list[str | None] = []
+        kept: list[Record] = []
+        keep = True
+        with gc_paused():
+            while True:
+                chunk = [r for _, r in zip(range(CHUNK_ROWS), records_iter, strict=False)]
+                if not chunk:
+                    break
+                if not self.labels:
+                    self.labels = get_task(ds.report.task).labels
+                    self.pair = chunk[0].is_pair
+                result, y, preds = self._extract(chunk, feature_names, self.settings)
+                chunks.append(result)
+                y_parts.append(y)
+                preds_parts.append(preds)
+                ids.extend(r.id for r in chunk)
+                if self.pair:
+                    hypotheses.extend(r.hypothesis for r in chunk)
+                if keep:
+                    kept.extend(chunk)
+                    if len(kept) > KEEP_ROWS:  # read again to write
+                        keep, kept = False, []
+        self.records = kept if keep else None
+        report = ds.report
+        return {
+            "report": (report.task, report.n_records, report.n_unlabelled),
+            "unlabelled_lines": report.unlabelled_lines,
+            "errors": report.errors,
+            "chunks": chunks,
+            "y": _concat(y_parts),
+            "meta_preds": _concat(preds_parts),
+            "ids": "\x00".join(ids),
+            "id_hashes": np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)),
+            "hypotheses": _factorize_strings(hypotheses),  # (codes, distinct texts)
+            "pair": self.pair,
+        }
+
+    def _extract(
+        self, chunk: list[Record], feature_names: Sequence[str] | None, settings: dict[str, Any]
+    ) -> tuple[Any, np.ndarray, np.ndarray]:
+        from zdebias.data.labels import label_ids
+        from zdebias.features.hypothesis_only import _meta_predictions
+        from zdebias.features.parallel import chunk_blocks, chunkable
+        from zdebias.features.registry import FeatureContext
+
+        specs = _specs(feature_names, chunk[0].is_pair, settings)
+        result = chunk_blocks(
+            chunk,
+            [s for s in specs if chunkable(s)],
+            settings,
+            labels=self.labels,
+            pair=chunk[0].is_pair,
+            hypo_ngrams=any(s.name == "hypo-only" for s in specs),
+        )
+        y = label_ids(chunk, self.labels)
+        if any(s.name == "hypo-only" for s in specs):
+            preds = _meta_predictions(FeatureContext(chunk, settings), self.labels)
+        else:
+            preds = np.full(len(chunk), -1, dtype=np.int64)
+        return result, y, preds
+
+    def write(
+        self,
+        work: str,
+        index: int,
+        accepted: np.ndarray,
+        rejected: np.ndarray,
+        rej_rows: np.ndarray,
+        rej_cols: list[int],
+        names: dict[int, str],
+        keys: dict[int, dict[str, Any]],
+    ) -> int:
+        """Write this range's kept and rejected lines (part files in ``work``); how many."""
+        from zdebias.data.writers import RecordEncoder
+        from zdebias.stats.zfilter import tag_rejected
+
+        records = self.records
+        if records is None:
+            _, it = self._records()
+            with gc_paused():
+                records = list(it)
+        self.records = None
+        encode = RecordEncoder()
+        kept = [records[i] for i in accepted.tolist()]
+        with gc_paused():
+            tagged = tag_rejected(
+                map(records.__getitem__, rejected.tolist()), rej_rows, rej_cols, names, keys
+            )
+            _write_lines(Path(work) / f"kept.part-{index}", kept, encode)
+            _write_lines(Path(work) / f"rejected.part-{index}", tagged, encode)
+        return len(kept) + len(tagged)
+
+
+def _join(parts: list[Path], path: Path) -> None:
+    """Append the other parts to the first (in the kernel where it can) and give it ``path``,
+    with the permissions :func:`~zdebias.data.writers.atomic_open` gives a file."""
+    from zdebias.data.writers import _umask
+
+    with parts[0].open("ab") as out:
+        for part in parts[1:]:
+            with part.open("rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                try:
+                    while size > 0:
+                        copied = os.copy_file_range(src.fileno(), out.fileno(), size)
+                        if copied == 0:
+                            break
+                        size -= copied
+                except OSError:  # no copy_file_range here: through user space
+                    shutil.copyfileobj(src, out, 1 << 24)
+                    size = 0
+                if size:  # pragma: no cover - the file shrank while copied
+                    raise RuntimeError(f"{part} could not be copied whole")
+            part.unlink()
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(parts[0], 0o666 & ~_umask())
+    os.replace(parts[0], path)
+
+
+def _write_lines(path: Path, records: list[Record], encode: Any) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for at in range(0, len(records), 10_000):
+            fh.write("".join([encode(r) + "\n" for r in records[at : at + 10_000]]))
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _specs(feature_names: Sequence[str] | None, pair: bool, settings: dict[str, Any]) -> list[Any]:
+    from zdebias.features.registry import (
+        DEFAULT_PAIR_FEATURES,
+        DEFAULT_TEXT_FEATURES,
+        _check_settings,
+        get_feature,
+    )
+
+    if feature_names is None:
+        feature_names = DEFAULT_PAIR_FEATURES if pair else DEFAULT_TEXT_FEATURES
+    specs = [get_feature(n) for n in dict.fromkeys(feature_names)]
+    _check_settings(specs, settings)
+    return specs
+
+
+def _serve(conn: Any, shard: _Shard) -> None:
+    """A worker's loop: run each ``(method, args)`` received, send back ``("ok", value)`` or
+    ``("error", exception)``; stop on None."""
+    try:
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            method, args = message
+            try:
+                reply: tuple[str, Any] = ("ok", getattr(shard, method)(*args))
+            except BaseException as err:  # sent to the parent, which raises it
+                reply = ("error", _picklable(err))
+            conn.send(reply)
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        conn.close()
+
+
+def _picklable(err: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        text = "".join(traceback.format_exception(err))
+        return RuntimeError(f"a z-filter worker failed:\n{text}")
+
+
+class _Workers:
+    """One forked process per byte range, each holding its own records."""
+
+    def __init__(
+        self, path: str, read: ReadOptions, ranges: list[tuple[int, int]], settings: dict[str, Any]
+    ) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.conns: list[Any] = []
+        self.procs: list[Any] = []
+        for start, end in ranges:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_serve, args=(child, _Shard(path, read, start, end, settings)), daemon=True
+            )
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run ``method`` in every worker at once (``args[i]`` for worker i); their results in
+        order, or the first worker's error (the earliest in the file) raised."""
+        self.send(method, args)
+        return self.gather()
+
+    def send(self, method: str, args: Sequence[tuple[Any, ...]]) -> None:
+        """Start ``method`` in every worker (``args[i]`` for worker i)."""
+        for conn, a in zip(self.conns, args, strict=True):
+            conn.send((method, a))
+
+    def gather(self) -> list[Any]:
+        """The results of what :meth:`send` started, in order (the first error raised)."""
+        replies = []
+        for conn, proc in zip(self.conns, self.procs, strict=True):
+            try:
+                replies.append(conn.recv())
+            except EOFError:
+                raise RuntimeError(
+                    f"a z-filter worker (pid {proc.pid}) died; exit code {proc.exitcode}"
+                ) from None
+        for status, value in replies:
+            if status == "error":
+                raise value
+        return [value for _, value in replies]
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+                conn.close()
+            except (OSError, BrokenPipeError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def _hypothesis_codes(results: list[dict[str, Any]]) -> np.ndarray:
+    """Each row's hypothesis as an integer (equal texts, equal codes) across the workers."""
+    index: dict[str, int] = {}
+    parts = []
+    for r in results:
+        codes, texts = r["hypotheses"]
+        remap = np.fromiter(
+            (index.setdefault(t, len(index)) for t in texts), dtype=np.int64, count=len(texts)
+        )
+        parts.append(remap[codes] if len(codes) else codes)
+    return _concat(parts)
+
+
+def _distinct(ctx: Any, codes: np.ndarray) -> None:
+    """Give ``ctx`` (no records) the hypothesis n-grams per distinct text and each row's text,
+    as extraction over records leaves them (distinct texts in first-seen order; ``codes``: each
+    row's hypothesis as an integer): the hypothesis-only model then fits on distinct
+    hypotheses, exactly as in one process."""
+    from zdebias.features.parallel import HYPO_NGRAM_KEYS
+
+    if not all(key in ctx.cache for key in HYPO_NGRAM_KEYS):
+        return  # no hypothesis-only feature
+    uniq, first, inv = np.unique(codes, return_index=True, return_inverse=True)
+    if len(uniq) == len(codes):
+        return  # every text distinct: one row per record, as extraction leaves it
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    ctx.cache[("inverse", "hypothesis")] = rank[inv.ravel()]
+    for key in HYPO_NGRAM_KEYS:
+        ctx.cache[("distinct", *key)] = ctx.cache[key][0][first[order]]
+
+
+def _features(
+    results: list[dict[str, Any]],
+    feature_names: Sequence[str] | None,
+    settings: dict[str, Any],
+    labels: tuple[str, ...],
+    pair: bool,
+) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """The feature matrix, label ids, ``meta.hypo_only_pred`` indices and hypothesis codes
+    (see :func:`_distinct`) of the rows the workers described, in file order."""
+    from zdebias.features.hypothesis_only import LABEL_IDS, META_PREDICTIONS
+    from zdebias.features.parallel import merge_chunks
+    from zdebias.features.registry import FeatureContext, assemble_matrix
+
+    y = _concat([r["y"] for r in results])
+    meta_preds = _concat([r["meta_preds"] for r in results])
+    hypotheses = _hypothesis_codes(results) if pair else np.zeros(0, dtype=np.int64)
+    n = len(y)
+    specs = _specs(feature_names, pair, settings)
+    ctx = FeatureContext(range(n), settings, labels=labels, pair=pair)  # type: ignore[arg-type]
+    ctx.cache[LABEL_IDS] = y
+    ctx.cache[META_PREDICTIONS] = meta_preds
+    chunks = list(chain.from_iterable(r["chunks"] for r in results))
+    with gc_paused():
+        if chunks:
+            blocks, names, keys = merge_chunks(
+                specs, chunks, ctx, settings, pair, ready=lambda c: _distinct(c, hypotheses)
+            )
+        else:
+            blocks, names, keys = [], [], []
+        return assemble_matrix(blocks, names, keys, n), y, meta_preds, hypotheses
+
+
+def _kept_matrix(
+    fm: Any,
+    kept: np.ndarray,
+    y: np.ndarray,
+    meta_preds: np.ndarray,
+    hypotheses: np.ndarray,
+    labels: tuple[str, ...],
+    settings: dict[str, Any],
+    pair: bool,
+    feature_names: Sequence[str] | None,
+) -> Any:
+    """What extracting the features of the kept records alone gives, from the input's matrix:
+    every group but the hypothesis-only one depends on its record alone, so its columns are the
+    kept rows' (columns no kept record has dropped); the hypothesis-only feature is refitted on
+    the kept rows, from their hypothesis n-grams."""
+    from zdebias.features.hypothesis_only import LABEL_IDS, META_PREDICTIONS
+    from zdebias.features.parallel import HYPO_NGRAM_KEYS
+    from zdebias.features.registry import FeatureContext, _run_group, assemble_matrix
+
+    n = len(kept)
+    sub = fm.matrix[kept]
+    names, keys = list(fm.names), list(fm.keys)
+    specs = _specs(feature_names, pair, settings)
+    hypo = next((s for s in specs if s.name == "hypo-only"), None)
+    if hypo is None:
+        return assemble_matrix([sub], names, keys, n)
+    ctx = FeatureContext(range(n), settings, labels=labels, pair=pair)  # type: ignore[arg-type]
+    ctx.cache[LABEL_IDS] = y[kept]
+    ctx.cache[META_PREDICTIONS] = meta_preds[kept]
+    for key in HYPO_NGRAM_KEYS:
+        cols = [
+            j
+            for j, k in enumerate(keys)
+            if k.kind == "ngram" and k.field == "hypothesis" and len(k.tokens) == key[2]
+        ]
+        block = sub[:, cols]
+        present = np.flatnonzero(np.bincount(block.indices, minlength=len(cols)))
+        ctx.cache[key] = (
+            block[:, present],
+            [names[cols[j]] for j in present.tolist()],
+            [keys[cols[j]] for j in present.tolist()],
+        )
+    _distinct(ctx, hypotheses[kept])
+    parts, hypo_names, hypo_keys = _run_group(hypo, ctx, range(n), settings, pair)  # type: ignore[arg-type]
+    at = [j for j, k in enumerate(keys) if k.kind == "hypo-only"]
+    if not at or at != list(range(at[0], at[-1] + 1)):  # pragma: no cover - never apart
+        raise RuntimeError("hypothesis-only columns not found together in the matrix")
+    p, q = at[0], at[-1] + 1
+    return assemble_matrix(
+        [sub[:, :p], *parts, sub[:, q:]],
+        [*names[:p], *hypo_names, *names[q:]],
+        [*keys[:p], *hypo_keys, *keys[q:]],
+        n,
+    )
+
+
+def _report(path: str, results: list[dict[str, Any]]) -> ReadReport:
+    tasks = [r["report"][0] for r in results]
+    task = next((t for t in tasks if t != "?"), "?")
+    report = ReadReport(path, "jsonl", task)
+    for r in results:
+        report.n_records += r["report"][1]
+        report.n_unlabelled += r["report"][2]
+        report.unlabelled_lines.extend(r["unlabelled_lines"])
+        report.errors.extend(r["errors"])
+    return report
+
+
+def _warnings(
+    results: list[dict[str, Any]], labels: tuple[str, ...], y: np.ndarray, path: str
+) -> list[str]:
+    from zdebias.data.options import label_and_id_warnings
+
+    counts = np.bincount(y, minlength=len(labels))
+    label_counts = Counter({labels[i]: int(c) for i, c in enumerate(counts.tolist()) if c})
+    hashes = _concat([r["id_hashes"] for r in results])
+    repeated = len(np.unique(hashes)) < len(hashes)
+    ids = (
+        chain.from_iterable(r["ids"].split("\x00") for r in results if r["ids"] or len(r["y"]))
+        if repeated
+        else iter(())
+    )
+    return label_and_id_warnings(label_counts, len(y), ids, path, min_records=2)
+
+
+def filter_sharded(
+    path: str,
+    out: Path,
+    ranges: list[tuple[int, int]],
+    read: ReadOptions,
+    settings: ZFilterSettings,
+    *,
+    overwrite: bool,
+    progress: bool,
+) -> dict[str, Any]:
+    """``zdebias filter PATH --out OUT`` with one process per byte range; the summary."""
+    from zdebias.commands._cli import log, report_skips
+    from zdebias.data.options import no_records_error
+    from zdebias.data.writers import publish_folder, write_json
+    from zdebias.stats.measure import kept_stats
+    from zdebias.stats.zfilter import summarize_filter, summary_settings, z_filter_matrix
+    from zdebias.stats.zstats import describe_matrix
+
+    feature_names = settings.features
+    kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
+    kept_cfg = StatsSettings.take(settings, top=1)
+    kept_kwargs = {k: v for k, v in kept_cfg.feature_kwargs().items() if k != "num_proc"}
+    workers = _Workers(path, read, ranges, kwargs)
+    try:
+        status = _status(progress, f"reading and extracting features ({len(ranges)} processes)")
+        try:
+            results = workers.call("read_and_extract", [(feature_names,)] * len(ranges))
+        finally:
+            if status is not None:
+                status.stop()
+        report = _report(path, results)
+        if not report.n_records:
+            raise no_records_error(report, "input")
+        report_skips(report)
+        labels = report.labels
+        assert labels is not None
+        pair = next(r["pair"] for r in results if len(r["y"]))
+        y = _concat([r["y"] for r in results])
+        for line in _warnings(results, labels, y, path):
+            log.warning("%s", line)
+        fm, y, meta_preds, hypotheses = _features(results, feature_names, kwargs, labels, pair)
+        sizes = [len(r["y"]) for r in results]
+        del results
+        n = len(y)
+        arrays = z_filter_matrix(
+            fm.matrix,
+            y,
+            len(labels),
+            rows=np.arange(n),
+            seed_rows=np.arange(0),
+            top_k=settings.biased_k,
+            batch_size=settings.zfilter_batch_size,
+            shuffle_seed=settings.shuffle_seed,
+            min_z=settings.min_z,
+            progress=progress,
+        )
+        summary = summarize_filter(
+            fm,
+            y,
+            labels,
+            arrays,
+            before_rows=np.arange(n),
+            n_seed=0,
+            settings=summary_settings(settings),
+        )
+
+        def build(work: Path) -> dict[str, Any]:
+            offsets = np.concatenate([[0], np.cumsum(sizes)])
+            args = []
+            rows, cols = arrays.rejected_by_rows, arrays.rejected_by_features
+            for i, (a, b) in enumerate(pairwise(offsets)):
+                acc = arrays.accepted[(arrays.accepted >= a) & (arrays.accepted < b)] - a
+                rej = arrays.rejected[(arrays.rejected >= a) & (arrays.rejected < b)] - a
+                sel = (rows >= a) & (rows < b)
+                shard_cols = cols[sel].tolist()
+                used = set(shard_cols)
+                names = {j: fm.names[j] for j in used}
+                keys = {j: fm.keys[j].to_dict() for j in used}
+                args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
+            workers.send("write", args)
+            kept_summary = None
+            if len(arrays.accepted):  # meanwhile: `zdebias stats` of the kept records
+                fm_kept = _kept_matrix(
+                    fm,
+                    arrays.accepted,
+                    y,
+                    meta_preds,
+                    hypotheses,
+                    labels,
+                    kept_kwargs,
+                    pair,
+                    feature_names,
+                )
+                rep = describe_matrix(
+                    fm_kept, y[arrays.accepted], labels, top=1, alpha=kept_cfg.alpha
+                )
+                kept_summary = kept_stats(rep)
+            workers.gather()
+            for name in ("kept", "rejected"):
+                _join([work / f"{name}.part-{i}" for i in range(len(args))], work / f"{name}.jsonl")
+            full = {
+                "path": path,
+                "seed_data": None,
+                **summary,
+                "stats_of_kept": kept_summary,
+                "read": report.summary(),
+                "read_seed": None,
+            }
+            write_json(full, work / "summary.json")
+            return full
+
+        return publish_folder(out, build, overwrite=overwrite)
+    finally:
+        workers.close()
+
+
+def _status(show: bool, text: str) -> Any:
+    if not show:
+        return None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:  # nothing to animate; a bare newline would be all it leaves
+        return None
+    status = console.status(text)
+    status.start()
+    return status
+
+
+__all__ = ["CHUNK_ROWS", "KEEP_ROWS", "SHARD_MIN_BYTES", "filter_sharded", "plan_shards"]

@@ -1,0 +1,191 @@
+"""`zdebias filter` with one process per byte range of the input (zdebias.stats.sharded):
+the same bytes as one process, the same errors, warnings and skip reports."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from zdebias.cli import app
+from zdebias.data.options import ReadOptions
+from zdebias.data.readers import Dataset
+from zdebias.errors import DataError
+from zdebias.stats import sharded
+from zdebias.stats.settings import ZFilterSettings
+
+runner = CliRunner()
+OUTPUTS = ("kept.jsonl", "rejected.jsonl", "summary.json", ".zdebias-output.json")
+WORDS = "man woman dog park runs sits sleeps red small near the a nobody cat plays".split()
+
+
+def _filter(path: Path, out: Path, *options: object) -> tuple[int, str]:
+    result = runner.invoke(app, ["filter", str(path), "--out", str(out), *map(str, options)])
+    return result.exit_code, result.output.replace(str(out), "OUT")
+
+
+def _lines(text: str) -> list[str]:
+    """The printed lines (progress bars leave blank ones where stderr is not a terminal)."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _same_outputs(a: Path, b: Path) -> None:
+    for name in OUTPUTS:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def _rows(n: int, *, text: bool = False) -> list[dict[str, object]]:
+    """Rows with repeated and distinct texts, biased hypotheses, extra columns and meta."""
+    labels = ("positive", "negative") if text else ("entailment", "neutral", "contradiction")
+    rows: list[dict[str, object]] = []
+    for i in range(n):
+        label = labels[i % len(labels)]
+        words = " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(3 + i % 4))
+        if label in ("contradiction", "negative") and i % 5:
+            words = "nobody " + words
+        row: dict[str, object] = {"id": f"r{i}"}
+        if text:
+            row["sentence"] = f"The film {words}."
+        else:
+            row["premise"] = f"A man {WORDS[i % 6]} in the park."  # six premises, repeated
+            row["hypothesis"] = words if i % 9 else "a man is outside"
+        row["label"] = label
+        if i % 11 == 0:
+            row["genre"] = "fiction"  # an extra column: kept in meta
+        if i % 13 == 0:
+            row["meta"] = {"source": "test", "round": i}
+        rows.append(row)
+    return rows
+
+
+def _write(path: Path, rows: list[dict[str, object]], *, bom: bool = False) -> Path:
+    lines = [json.dumps(r) for r in rows]
+    path.write_text(("\ufeff" if bom else "") + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("num_proc", [2, 3])
+def test_same_bytes_as_one_process(tmp_path: Path, num_proc: int) -> None:
+    rows = _rows(400)
+    rows[17]["label"] = "-"  # unlabelled: skipped and reported
+    rows[250]["label"] = None
+    rows[300]["id"] = "r5"  # a repeated id: warned about
+    path = _write(tmp_path / "train.jsonl", rows, bom=True)
+    code, one_text = _filter(path, tmp_path / "one", "--num-proc", 1, "--batch-size", 50)
+    assert code == 0, one_text
+    assert sharded.plan_shards(str(path), ReadOptions(), ZFilterSettings(num_proc=num_proc))
+    code, many_text = _filter(path, tmp_path / "many", "--num-proc", num_proc, "--batch-size", 50)
+    assert code == 0, many_text
+    _same_outputs(tmp_path / "one", tmp_path / "many")
+    assert _lines(one_text) == _lines(many_text)
+    summary = json.loads((tmp_path / "many" / "summary.json").read_text())
+    assert summary["read"]["n_unlabelled"] == 2
+    assert summary["n_kept"] + summary["n_rejected"] == 398
+    assert summary["stats_of_kept"]["n_features"] > 0
+
+
+def test_single_text_records(tmp_path: Path) -> None:
+    path = _write(tmp_path / "sst.jsonl", _rows(300, text=True))
+    assert _filter(path, tmp_path / "one", "--num-proc", 1, "--batch-size", 40)[0] == 0
+    assert _filter(path, tmp_path / "many", "--num-proc", 2, "--batch-size", 40)[0] == 0
+    _same_outputs(tmp_path / "one", tmp_path / "many")
+
+
+def test_skipped_bad_rows_are_reported_in_file_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = [json.dumps(r) for r in _rows(300)]
+    lines[3] = '{"id": "bad", "premise": "x"'  # broken JSON, first half
+    lines[280] = json.dumps({"id": "b2", "premise": "", "hypothesis": "h", "label": "neutral"})
+    lines.insert(150, "")  # a blank line
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    outs = {}
+    for n in (1, 2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="zdebias"):
+            code, text = _filter(path, tmp_path / f"p{n}", "--num-proc", n, "--on-error", "skip")
+        assert code == 0, text
+        outs[n] = [r.getMessage() for r in caplog.records]
+    _same_outputs(tmp_path / "p1", tmp_path / "p2")
+    assert outs[1] == outs[2]
+    errors = json.loads((tmp_path / "p2" / "summary.json").read_text())["read"]["errors"]
+    assert [e.split(": ")[0].rsplit(":", 1)[1] for e in errors] == ["4", "282"]
+
+
+def test_a_bad_row_in_a_later_range_fails_as_in_one_process(tmp_path: Path) -> None:
+    rows = _rows(300)
+    rows[260]["label"] = "maybe"
+    rows[280]["premise"] = 3  # a later error: the first one in the file is reported
+    path = _write(tmp_path / "train.jsonl", rows)
+    errors = []
+    for n in (1, 2):
+        out = tmp_path / f"p{n}"
+        result = runner.invoke(app, ["filter", str(path), "--out", str(out), "--num-proc", n])
+        assert isinstance(result.exception, DataError)
+        errors.append((result.exception.line, result.exception.field, str(result.exception)))
+        assert not out.exists()
+    assert errors[0] == errors[1]
+    assert errors[1][:2] == (261, "label")
+
+
+def test_plan_shards_only_where_it_applies(tmp_path: Path) -> None:
+    path = _write(tmp_path / "train.jsonl", _rows(200))
+    read, two = ReadOptions(), ZFilterSettings(num_proc=2)
+    ranges = sharded.plan_shards(str(path), read, two)
+    assert ranges is not None and len(ranges) == 2
+    data = path.read_bytes()
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data) and ranges[0][1] == ranges[1][0]
+    assert data[ranges[1][0] - 1 : ranges[1][0]] == b"\n"  # cut at a line start
+    assert sharded.plan_shards(str(path), read, ZFilterSettings()) is None  # small: 1 process
+    assert sharded.plan_shards(str(path), read, ZFilterSettings(num_proc=1)) is None
+    assert sharded.plan_shards(str(path), ReadOptions(limit=10), two) is None
+    assert sharded.plan_shards(str(path), read, two, seed_data=str(path)) is None
+    assert (
+        sharded.plan_shards(str(path), read, ZFilterSettings(num_proc=2, hypo_only_model="m"))
+        is None
+    )
+    premise_only = ZFilterSettings(num_proc=2, ngram_fields=["premise"])
+    assert sharded.plan_shards(str(path), read, premise_only) is None
+    no_hypo = ZFilterSettings(num_proc=2, ngram_fields=["premise"], features=["ngrams", "null"])
+    assert sharded.plan_shards(str(path), read, no_hypo) is not None
+    import gzip
+
+    gz = tmp_path / "train.jsonl.gz"
+    gz.write_bytes(gzip.compress(data))
+    assert sharded.plan_shards(str(gz), ReadOptions(format="jsonl"), two) is None
+    csv = tmp_path / "train.csv"
+    csv.write_text("premise,hypothesis,label\na,b,neutral\n")
+    assert sharded.plan_shards(str(csv), read, two) is None
+
+
+def test_ranges_read_the_whole_file(tmp_path: Path) -> None:
+    rows = _rows(120)
+    rows[0] = {"id": "odd", "premise": "p", "hypothesis": "h", "label": "neutral", "x": 1}
+    path = _write(tmp_path / "t.jsonl", rows, bom=True)
+    whole = list(Dataset(path))
+    size = path.stat().st_size
+    for n in (2, 3, 7):
+        parts = []
+        for start, end in sharded._ranges(path, size, n):
+            parts.extend(Dataset(path).iter_range(start, end))
+        assert parts == whole  # ids, texts, labels and meta (extra columns of line 1) alike
+
+
+def test_data_error_keeps_its_place_across_processes() -> None:
+    err = DataError("expected text, got int", path="a.jsonl", line=7, field="premise")
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.path, back.line, back.field, str(back)) == ("a.jsonl", 7, "premise", str(err))
+
+
+def test_real_snli_sharded_same_as_one_process(data_dir: Path, tmp_path: Path) -> None:
+    path = data_dir / "snli_20k" / "train.jsonl"
+    assert _filter(path, tmp_path / "one", "--num-proc", 1)[0] == 0
+    assert _filter(path, tmp_path / "two", "--num-proc", 2)[0] == 0
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert summary["n_input"] == summary["n_kept"] + summary["n_rejected"] == 19_993
