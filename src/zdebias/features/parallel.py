@@ -240,6 +240,14 @@ def merge_chunks(
     records = ctx.records
     chunked = [s for s in specs if chunkable(s)]
     hypo_ngrams = any(s.name == "hypo-only" for s in specs)
+    # The chunks' blocks are let go as soon as merged (at millions of rows each is large),
+    # except those a hypothesis n-gram block that was not merged alike still needs.
+    needed: set[tuple[int, int]] = set()
+    if hypo_ngrams:
+        for key in HYPO_NGRAM_KEYS:
+            refs = [extra[key] for _, extra in results]
+            if not (len({r if len(r) == 2 else None for r in refs}) == 1 and len(refs[0]) == 2):
+                needed.update(r for r in refs if len(r) == 2)
     merged: list[list[Block]] = []
     for g, spec in enumerate(chunked):
         per_chunk = [groups[g] for groups, _ in results]
@@ -247,9 +255,13 @@ def merge_chunks(
         if len(n_blocks) != 1:  # pragma: no cover - a group's blocks depend on its data
             raise RuntimeError(f"feature {spec.name!r} returned a different number of blocks")
         sort = spec.batch and spec.name in SORTED_GROUPS
-        merged.append(
-            [_merge([blocks[b] for blocks in per_chunk], sort) for b in range(n_blocks.pop())]
-        )
+        group: list[Block] = []
+        for b in range(n_blocks.pop()):
+            group.append(_merge([blocks[b] for blocks in per_chunk], sort))
+            if (g, b) not in needed:
+                for blocks in per_chunk:
+                    blocks[b] = None
+        merged.append(group)
     if hypo_ngrams:
         for key in HYPO_NGRAM_KEYS:
             refs = [extra[key] for _, extra in results]

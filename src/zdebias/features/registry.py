@@ -634,30 +634,78 @@ def extract_features(
             blocks, all_names, all_keys = run_groups_parallel(specs, ctx, settings, pair, workers)
         else:
             blocks, all_names, all_keys = _run_groups(specs, ctx, settings, pair, progress)
+    ctx.cache.clear()  # the blocks and tokens it holds can go once copied into the matrix
+    ctx._columns.clear()
     return assemble_matrix(blocks, all_names, all_keys, len(records))
+
+
+#: Rows copied at a time by :func:`_hstack`.
+HSTACK_ROWS = 1 << 20
+
+
+def _hstack(blocks: list[sp.csr_matrix], n_rows: int) -> sp.csr_matrix:
+    """CSR blocks side by side (``uint8`` values), like ``scipy.sparse.hstack`` but emptying
+    ``blocks`` as it goes: each block is copied into place a million rows at a time and let go,
+    so the peak is about one copy of the matrix, not three (gigabytes at millions of rows)."""
+    import scipy.sparse as sp
+
+    lengths = np.zeros(n_rows, dtype=np.int64)
+    n_cols = 0
+    for b in blocks:
+        lengths += np.diff(b.indptr)
+        n_cols += b.shape[1]
+    nnz = int(lengths.sum())
+    idx = np.int32 if max(nnz, n_cols) < 2**31 else np.int64
+    indptr = np.zeros(n_rows + 1, dtype=idx)
+    np.cumsum(lengths, out=indptr[1:])
+    del lengths
+    indices = np.empty(nnz, dtype=idx)
+    data = np.empty(nnz, dtype=np.uint8)
+    free = indptr[:-1].astype(np.int64)  # each row's next free slot
+    offset = 0
+    blocks.reverse()
+    while blocks:
+        b = blocks.pop()
+        b_indptr = b.indptr.astype(np.int64, copy=False)
+        for a in range(0, n_rows, HSTACK_ROWS):
+            e = min(a + HSTACK_ROWS, n_rows)
+            lo, hi = int(b_indptr[a]), int(b_indptr[e])
+            if hi > lo:
+                rows = np.diff(b_indptr[a : e + 1])
+                dest = np.repeat(free[a:e] - b_indptr[a:e], rows)
+                dest += np.arange(lo, hi)
+                indices[dest] = b.indices[lo:hi] + offset
+                data[dest] = b.data[lo:hi]
+        free += np.diff(b_indptr)
+        offset += b.shape[1]
+        del b, b_indptr
+    return sp.csr_matrix((data, indices, indptr), shape=(n_rows, n_cols))
 
 
 def assemble_matrix(
     blocks: list[sp.csr_matrix], all_names: list[str], all_keys: list[FeatureKey], n_records: int
 ) -> FeatureMatrix:
     """The :class:`FeatureMatrix` of every group's blocks side by side: columns two groups
-    share merged, columns no record has dropped, indices sorted."""
+    share merged, columns no record has dropped, indices sorted. ``blocks`` is emptied (each
+    block let go once copied)."""
     import scipy.sparse as sp
 
     if len(blocks) == 1:
-        matrix = blocks[0].astype(np.uint8)
+        matrix = blocks.pop().astype(np.uint8)
     elif blocks:
-        matrix = sp.hstack(blocks, format="csr", dtype=np.uint8)
+        matrix = _hstack(blocks, n_records)
     else:
         matrix = sp.csr_matrix((n_records, 0), dtype=np.uint8)
     matrix, all_names, all_keys = _merge_duplicate_columns(matrix, all_names, all_keys)
     counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
     if (counts == 0).any():
         keep = np.flatnonzero(counts)
-        remap = np.cumsum(counts > 0) - 1
+        remap = (np.cumsum(counts > 0) - 1).astype(matrix.indices.dtype)
+        # in place: this matrix is a new one, and another copy of its indices is gigabytes
+        # at millions of rows
+        np.take(remap, matrix.indices, out=matrix.indices, mode="clip")
         matrix = sp.csr_matrix(
-            (matrix.data, remap[matrix.indices].astype(np.int32), matrix.indptr),
-            shape=(matrix.shape[0], len(keep)),
+            (matrix.data, matrix.indices, matrix.indptr), shape=(matrix.shape[0], len(keep))
         )
         all_names = [all_names[j] for j in keep.tolist()]
         all_keys = [all_keys[j] for j in keep.tolist()]

@@ -16,12 +16,13 @@ hypothesis-only model, with the built-in feature groups; :func:`plan_shards` say
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import os
 import shutil
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, pairwise
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from zdebias.stats.settings import StatsSettings, ZFilterSettings
 #: Below this size one process is as fast (forking and merging cost more than they save).
 SHARD_MIN_BYTES = 8 << 20
 #: Records a worker turns into features at a time (bounds its memory on huge files).
-CHUNK_ROWS = 250_000
+CHUNK_ROWS = 100_000
 #: A worker keeps up to this many records between reading and writing; above, it reads its
 #: range again to write (memory over time, for files of many millions of rows).
 KEEP_ROWS = 1_000_000
@@ -141,18 +142,14 @@ class _Shard:
         ds = self.read.open(self.path)
         return ds, ds.iter_range(self.start, self.end)
 
-    def read_and_extract(self, feature_names: Sequence[str] | None) -> dict[str, Any]:
-        """Read the range; its records' chunk features, labels, ids, hypotheses (distinct
-        texts and each record's among them) and read report."""
+    def read_and_extract(self, feature_names: Sequence[str] | None) -> Iterator[dict[str, Any]]:
+        """Read the range, yielding each chunk's features, labels, ids and hypotheses
+        (distinct texts and each record's among them) as it is done (the parent receives
+        them meanwhile, so no worker holds them all); returns the read report."""
         from zdebias.data.labels import get_task
         from zdebias.features.registry import _factorize_strings
 
         ds, records_iter = self._records()
-        chunks: list[Any] = []
-        y_parts: list[np.ndarray] = []
-        preds_parts: list[np.ndarray] = []
-        ids: list[str] = []
-        hypotheses: list[str | None] = []
         kept: list[Record] = []
         keep = True
         with gc_paused():
@@ -164,12 +161,18 @@ class _Shard:
                     self.labels = get_task(ds.report.task).labels
                     self.pair = chunk[0].is_pair
                 result, y, preds = self._extract(chunk, feature_names, self.settings)
-                chunks.append(result)
-                y_parts.append(y)
-                preds_parts.append(preds)
-                ids.extend(r.id for r in chunk)
-                if self.pair:
-                    hypotheses.extend(r.hypothesis for r in chunk)
+                ids = [r.id for r in chunk]
+                joined = "\x00".join(ids)  # one string: far smaller than a million of them
+                yield {
+                    "chunk": result,
+                    "y": y,
+                    "meta_preds": preds,
+                    "ids": joined if joined.count("\x00") == len(ids) - 1 else ids,
+                    "id_hashes": np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)),
+                    "hypotheses": _factorize_strings([r.hypothesis for r in chunk])
+                    if self.pair
+                    else None,
+                }
                 if keep:
                     kept.extend(chunk)
                     if len(kept) > KEEP_ROWS:  # read again to write
@@ -180,12 +183,6 @@ class _Shard:
             "report": (report.task, report.n_records, report.n_unlabelled),
             "unlabelled_lines": report.unlabelled_lines,
             "errors": report.errors,
-            "chunks": chunks,
-            "y": _concat(y_parts),
-            "meta_preds": _concat(preds_parts),
-            "ids": "\x00".join(ids),
-            "id_hashes": np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)),
-            "hypotheses": _factorize_strings(hypotheses),  # (codes, distinct texts)
             "pair": self.pair,
         }
 
@@ -220,29 +217,51 @@ class _Shard:
         accepted: np.ndarray,
         rejected: np.ndarray,
         rej_rows: np.ndarray,
-        rej_cols: list[int],
+        rej_cols: np.ndarray,
         names: dict[int, str],
         keys: dict[int, dict[str, Any]],
     ) -> int:
-        """Write this range's kept and rejected lines (part files in ``work``); how many."""
+        """Write this range's kept and rejected lines (part files in ``work``), chunk by
+        chunk; how many. ``accepted`` / ``rejected``: sorted row indices in the range;
+        ``rej_rows`` / ``rej_cols``: the rejecting features, as :func:`tag_rejected` takes."""
         from zdebias.data.writers import RecordEncoder
         from zdebias.stats.zfilter import tag_rejected
 
-        records = self.records
-        if records is None:
-            _, it = self._records()
-            with gc_paused():
-                records = list(it)
+        records: Any = self.records
         self.records = None
+        if records is None:
+            _, records = self._records()
+        else:
+            records = iter(records)
         encode = RecordEncoder()
-        kept = [records[i] for i in accepted.tolist()]
-        with gc_paused():
-            tagged = tag_rejected(
-                map(records.__getitem__, rejected.tolist()), rej_rows, rej_cols, names, keys
-            )
-            _write_lines(Path(work) / f"kept.part-{index}", kept, encode)
-            _write_lines(Path(work) / f"rejected.part-{index}", tagged, encode)
-        return len(kept) + len(tagged)
+        n = 0
+        base = 0
+        with (
+            (Path(work) / f"kept.part-{index}").open("w", encoding="utf-8") as kept_fh,
+            (Path(work) / f"rejected.part-{index}").open("w", encoding="utf-8") as rej_fh,
+            gc_paused(),
+        ):
+            while True:
+                chunk = [r for _, r in zip(range(CHUNK_ROWS), records, strict=False)]
+                if not chunk:
+                    break
+                end = base + len(chunk)
+                a, b = np.searchsorted(accepted, [base, end])
+                kept = [chunk[i - base] for i in accepted[a:b].tolist()]
+                a, b = np.searchsorted(rejected, [base, end])
+                c, d = np.searchsorted(rej_rows, [base, end])
+                tagged = tag_rejected(
+                    (chunk[i - base] for i in rejected[a:b].tolist()),
+                    rej_rows[c:d],
+                    rej_cols[c:d].tolist(),
+                    names,
+                    keys,
+                )
+                _write_lines(kept_fh, kept, encode)
+                _write_lines(rej_fh, tagged, encode)
+                n += len(kept) + len(tagged)
+                base = end
+        return n
 
 
 def _join(parts: list[Path], path: Path) -> None:
@@ -272,10 +291,9 @@ def _join(parts: list[Path], path: Path) -> None:
     os.replace(parts[0], path)
 
 
-def _write_lines(path: Path, records: list[Record], encode: Any) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        for at in range(0, len(records), 10_000):
-            fh.write("".join([encode(r) + "\n" for r in records[at : at + 10_000]]))
+def _write_lines(fh: Any, records: list[Record], encode: Any) -> None:
+    for at in range(0, len(records), 10_000):
+        fh.write("".join([encode(r) + "\n" for r in records[at : at + 10_000]]))
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
@@ -299,7 +317,8 @@ def _specs(feature_names: Sequence[str] | None, pair: bool, settings: dict[str, 
 
 def _serve(conn: Any, shard: _Shard) -> None:
     """A worker's loop: run each ``(method, args)`` received, send back ``("ok", value)`` or
-    ``("error", exception)``; stop on None."""
+    ``("error", exception)`` (a generator's items first, each as ``("part", item)``); stop on
+    None."""
     try:
         while True:
             message = conn.recv()
@@ -307,7 +326,16 @@ def _serve(conn: Any, shard: _Shard) -> None:
                 break
             method, args = message
             try:
-                reply: tuple[str, Any] = ("ok", getattr(shard, method)(*args))
+                value = getattr(shard, method)(*args)
+                if inspect.isgenerator(value):  # parts as they come, then what it returns
+                    while True:
+                        try:
+                            part = next(value)
+                        except StopIteration as stop:
+                            value = stop.value
+                            break
+                        conn.send(("part", part))
+                reply: tuple[str, Any] = ("ok", value)
             except BaseException as err:  # sent to the parent, which raises it
                 reply = ("error", _picklable(err))
             conn.send(reply)
@@ -349,7 +377,8 @@ class _Workers:
 
     def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """Run ``method`` in every worker at once (``args[i]`` for worker i); their results in
-        order, or the first worker's error (the earliest in the file) raised."""
+        order as ``(value, parts)``, or the first worker's error (the earliest in the file)
+        raised."""
         self.send(method, args)
         return self.gather()
 
@@ -359,19 +388,34 @@ class _Workers:
             conn.send((method, a))
 
     def gather(self) -> list[Any]:
-        """The results of what :meth:`send` started, in order (the first error raised)."""
-        replies = []
-        for conn, proc in zip(self.conns, self.procs, strict=True):
-            try:
-                replies.append(conn.recv())
-            except EOFError:
-                raise RuntimeError(
-                    f"a z-filter worker (pid {proc.pid}) died; exit code {proc.exitcode}"
-                ) from None
-        for status, value in replies:
-            if status == "error":
+        """The results of what :meth:`send` started, in order, each as ``(value, parts)`` (a
+        generator method's returned value and items); the first error raised."""
+        from multiprocessing.connection import wait
+
+        parts: list[list[Any]] = [[] for _ in self.conns]
+        replies: list[Any] = [None] * len(self.conns)
+        pending = {conn: i for i, conn in enumerate(self.conns)}
+        while pending:
+            for conn in wait(list(pending)):
+                i = pending[conn]
+                try:
+                    kind, value = conn.recv()  # type: ignore[union-attr]
+                except EOFError:
+                    proc = self.procs[i]
+                    proc.join(timeout=5)
+                    raise RuntimeError(
+                        f"a z-filter worker (pid {proc.pid}) died; exit code {proc.exitcode}"
+                        + (" (killed: out of memory?)" if proc.exitcode == -9 else "")
+                    ) from None
+                if kind == "part":
+                    parts[i].append(value)
+                else:
+                    replies[i] = (kind, value)
+                    del pending[conn]
+        for kind, value in replies:
+            if kind == "error":
                 raise value
-        return [value for _, value in replies]
+        return [(value, got) for (_, value), got in zip(replies, parts, strict=True)]
 
     def close(self) -> None:
         for conn in self.conns:
@@ -390,12 +434,24 @@ class _Workers:
 # --------------------------------------------------------------------------- parent side
 
 
+def _combine(final: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One worker's read: its report and its chunks' parts put together."""
+    return {
+        **final,
+        "chunks": [p["chunk"] for p in parts],
+        "y": _concat([p["y"] for p in parts]),
+        "meta_preds": _concat([p["meta_preds"] for p in parts]),
+        "ids": [p["ids"] for p in parts],
+        "id_hashes": _concat([p["id_hashes"] for p in parts]),
+        "hypotheses": [p["hypotheses"] for p in parts if p["hypotheses"] is not None],
+    }
+
+
 def _hypothesis_codes(results: list[dict[str, Any]]) -> np.ndarray:
     """Each row's hypothesis as an integer (equal texts, equal codes) across the workers."""
     index: dict[str, int] = {}
     parts = []
-    for r in results:
-        codes, texts = r["hypotheses"]
+    for codes, texts in chain.from_iterable(r["hypotheses"] for r in results):
         remap = np.fromiter(
             (index.setdefault(t, len(index)) for t in texts), dtype=np.int64, count=len(texts)
         )
@@ -452,6 +508,7 @@ def _features(
             )
         else:
             blocks, names, keys = [], [], []
+        ctx.cache.clear()  # the blocks it holds can go once copied into the matrix
         return assemble_matrix(blocks, names, keys, n), y, meta_preds, hypotheses
 
 
@@ -532,10 +589,11 @@ def _warnings(
     label_counts = Counter({labels[i]: int(c) for i, c in enumerate(counts.tolist()) if c})
     hashes = _concat([r["id_hashes"] for r in results])
     repeated = len(np.unique(hashes)) < len(hashes)
+    parts = chain.from_iterable(r["ids"] for r in results)
     ids = (
-        chain.from_iterable(r["ids"].split("\x00") for r in results if r["ids"] or len(r["y"]))
+        chain.from_iterable(p.split("\x00") if isinstance(p, str) else p for p in parts)
         if repeated
-        else iter(())
+        else ()
     )
     return label_and_id_warnings(label_counts, len(y), ids, path, min_records=2)
 
@@ -566,7 +624,12 @@ def filter_sharded(
     try:
         status = _status(progress, f"reading and extracting features ({len(ranges)} processes)")
         try:
-            results = workers.call("read_and_extract", [(feature_names,)] * len(ranges))
+            results = [
+                _combine(final, parts)
+                for final, parts in workers.call(
+                    "read_and_extract", [(feature_names,)] * len(ranges)
+                )
+            ]
         finally:
             if status is not None:
                 status.stop()
@@ -614,8 +677,8 @@ def filter_sharded(
                 acc = arrays.accepted[(arrays.accepted >= a) & (arrays.accepted < b)] - a
                 rej = arrays.rejected[(arrays.rejected >= a) & (arrays.rejected < b)] - a
                 sel = (rows >= a) & (rows < b)
-                shard_cols = cols[sel].tolist()
-                used = set(shard_cols)
+                shard_cols = cols[sel]
+                used = np.unique(shard_cols).tolist()
                 names = {j: fm.names[j] for j in used}
                 keys = {j: fm.keys[j].to_dict() for j in used}
                 args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
