@@ -51,7 +51,9 @@ class FeatureSettings(Settings):
     num_proc: int | None = setting(
         None,
         "Processes for feature extraction and for writing large outputs, as HF datasets' "
-        "num_proc (default 1; 0: every core). The output is the same for any number.",
+        "num_proc (default 1; 0: every core; `zdebias filter` on a JSONL file of 64 MB or more: "
+        "every core, each process reading its part of the file). The output is the same for "
+        "any number.",
         ge=0,
     )
     feature_options: dict[str, Any] = setting(

@@ -36,7 +36,7 @@ from zdebias.errors import ConfigError, DataError
 from zdebias.stats.settings import StatsSettings, ZFilterSettings
 
 #: Below this size one process is as fast (forking and merging cost more than they save).
-SHARD_MIN_BYTES = 8 << 20
+SHARD_MIN_BYTES = 64 << 20
 #: Records a worker turns into features at a time (bounds its memory on huge files).
 CHUNK_ROWS = 100_000
 #: A worker keeps up to this many records between reading and writing; above, it reads its
@@ -620,6 +620,11 @@ def filter_sharded(
     kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
     kept_cfg = StatsSettings.take(settings, top=1)
     kept_kwargs = {k: v for k, v in kept_cfg.feature_kwargs().items() if k != "num_proc"}
+    import scipy.sparse  # noqa: F401 - imported once here, not once per worker after the fork
+
+    from zdebias.features.registry import _load_builtins
+
+    _load_builtins()  # the feature groups' modules, likewise
     workers = _Workers(path, read, ranges, kwargs)
     try:
         status = _status(progress, f"reading and extracting features ({len(ranges)} processes)")

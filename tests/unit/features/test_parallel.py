@@ -125,3 +125,25 @@ def test_parallel_jsonl_writer_same_bytes(
     one = (tmp_path / "one.jsonl").read_bytes()
     assert one == (tmp_path / "three.jsonl").read_bytes()
     assert one.count(b"\n") == 601 and "é".encode() in one
+
+
+def test_hstack_in_place_equals_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zdebias.features import registry
+
+    rng = np.random.default_rng(0)
+    shapes = [(57, 5), (57, 0), (57, 40), (57, 1), (57, 13)]
+    blocks = [
+        sp.random(n, m, density=0.3, format="csr", random_state=rng, dtype=np.float64)
+        for n, m in shapes
+    ]
+    for b in blocks:
+        b.data[:] = rng.integers(1, 4, size=len(b.data))  # values are copied, not set to 1
+    expected = sp.hstack(blocks, format="csr", dtype=np.uint8)
+    monkeypatch.setattr(registry, "HSTACK_ROWS", 10)  # several row chunks per block
+    given = list(blocks)
+    got = registry._hstack(given, 57)
+    assert given == []  # emptied as it went
+    assert got.shape == expected.shape and got.dtype == np.uint8
+    assert np.array_equal(got.indptr, expected.indptr)
+    assert np.array_equal(got.indices, expected.indices)
+    assert np.array_equal(got.data, expected.data)
