@@ -53,7 +53,7 @@ class SleepBackend:
 
 
 def _generator(root: Path) -> Path:
-    from zdebias.models.tiny import make_tiny_generator
+    from zdebias.generation.tiny import make_tiny_generator
 
     return make_tiny_generator(root / "gen", max_length=96)
 

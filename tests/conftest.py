@@ -61,6 +61,6 @@ def tiny_model(_tiny_model_store: Callable[..., Path], tmp_path: Path) -> Callab
 def tiny_generator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random tiny GPT-2 saved as an nli generator folder (format tokens added, no
     training), built once; tests only read it."""
-    from zdebias.models.tiny import make_tiny_generator
+    from zdebias.generation.tiny import make_tiny_generator
 
     return make_tiny_generator(tmp_path_factory.mktemp("gen") / "g", max_length=24)

@@ -40,7 +40,7 @@ def repeating(fake_sampler: None, monkeypatch: pytest.MonkeyPatch) -> None:  # n
 
 @pytest.fixture
 def generator(tmp_path: Path) -> Path:
-    from zdebias.models.tiny import make_tiny_generator
+    from zdebias.generation.tiny import make_tiny_generator
 
     return make_tiny_generator(tmp_path / "generator", max_length=48)
 

@@ -609,7 +609,11 @@ def filter_sharded(
     progress: bool,
 ) -> dict[str, Any]:
     """``zdebias filter PATH --out OUT`` with one process per byte range; the summary."""
-    from zdebias.commands._cli import log, report_skips
+    import logging
+
+    from zdebias.data.options import skip_message
+
+    log = logging.getLogger("zdebias")
     from zdebias.data.options import no_records_error
     from zdebias.data.writers import publish_folder, write_json
     from zdebias.stats.measure import kept_stats
@@ -641,7 +645,8 @@ def filter_sharded(
         report = _report(path, results)
         if not report.n_records:
             raise no_records_error(report, "input")
-        report_skips(report)
+        for line in skip_message(report):  # what the read skipped, as the commands tell it
+            log.warning("%s", line)
         labels = report.labels
         assert labels is not None
         pair = next(r["pair"] for r in results if len(r["y"]))
