@@ -2,12 +2,13 @@
 
 The file is cut into byte ranges at line starts, one per process. Each worker, forked before
 anything is read, reads its own range (the records never cross a pipe: sending them costs as
-much as parsing them), extracts the feature groups that work chunk by chunk and sends back
-compact blocks with each record's label. The parent merges the blocks exactly as
-:mod:`zdebias.features.parallel` does, fits the hypothesis-only feature, runs Algorithm 1, and
-tells each worker which of its rows were kept and which features rejected the others; the
-workers write their share of ``kept.jsonl`` / ``rejected.jsonl`` and extract the features of
-their kept rows (for the summary's ``stats_of_kept``), and the parent joins the parts.
+much as parsing them), extracts the feature groups that depend on one record at a time, chunk
+by chunk, and streams compact blocks back with each record's label, id and hypothesis. The
+parent merges the blocks exactly as :mod:`zdebias.features.parallel` does, fits the
+hypothesis-only feature, runs Algorithm 1, and tells each worker which of its rows were kept
+and which features rejected the others; the workers write their share of ``kept.jsonl`` /
+``rejected.jsonl`` while the parent computes the statistics of the kept rows from the matrix
+(the summary's ``stats_of_kept``), and the parent joins the parts.
 
 The output is byte for byte what one process writes (tests compare them). It applies to a
 plain (not gzipped) local JSONL file, without a seed dataset, ``--limit`` or a trained
