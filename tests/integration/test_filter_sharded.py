@@ -189,3 +189,20 @@ def test_real_snli_sharded_same_as_one_process(data_dir: Path, tmp_path: Path) -
     _same_outputs(tmp_path / "one", tmp_path / "two")
     summary = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert summary["n_input"] == summary["n_kept"] + summary["n_rejected"] == 19_993
+
+
+def test_a_worker_that_dies_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from zdebias.errors import ZdebiasError
+
+    path = _write(tmp_path / "train.jsonl", _rows(200))
+    monkeypatch.setattr(sharded._Shard, "read_and_extract", lambda self, names: os._exit(3))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["filter", str(path), "--out", str(out), "--num-proc", "2"])
+    assert isinstance(result.exception, ZdebiasError)
+    assert "died with exit code 3" in str(result.exception)
+    assert "--num-proc 1" in str(result.exception)
+    assert not out.exists()

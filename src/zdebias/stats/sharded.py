@@ -33,7 +33,7 @@ import numpy as np
 from zdebias.data.options import ReadOptions
 from zdebias.data.readers import ReadReport, gc_paused
 from zdebias.data.schema import Record
-from zdebias.errors import ConfigError, DataError
+from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.stats.settings import StatsSettings, ZFilterSettings
 
 #: Below this size one process is as fast (forking and merging cost more than they save).
@@ -404,9 +404,10 @@ class _Workers:
                 except EOFError:
                     proc = self.procs[i]
                     proc.join(timeout=5)
-                    raise RuntimeError(
-                        f"a z-filter worker (pid {proc.pid}) died; exit code {proc.exitcode}"
-                        + (" (killed: out of memory?)" if proc.exitcode == -9 else "")
+                    killed = " (killed: out of memory?)" if proc.exitcode == -9 else ""
+                    raise ZdebiasError(
+                        f"a z-filter worker process (pid {proc.pid}) died with exit code "
+                        f"{proc.exitcode}{killed}; rerun with --num-proc 1 for one process"
                     ) from None
                 if kind == "part":
                     parts[i].append(value)
