@@ -541,7 +541,10 @@ def _progress(show: bool, total: int, n_records: int) -> Any:
     from rich.console import Console
     from rich.progress import Progress
 
-    bar = Progress(console=Console(stderr=True), transient=True)
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a bar would draw nothing but leave a blank line
+        return None
+    bar = Progress(console=console, transient=True)
     bar.add_task(f"features of {n_records:,} records", total=total)
     bar.start()
     return bar

@@ -251,9 +251,11 @@ def z_filter_matrix(
         from rich.console import Console
         from rich.progress import Progress
 
-        bar = Progress(console=Console(stderr=True), transient=True)
-        bar.start()
-        task = bar.add_task("z-filtering", total=len(order))
+        console = Console(stderr=True)
+        if console.is_terminal:  # elsewhere a bar draws nothing but leaves a blank line
+            bar = Progress(console=console, transient=True)
+            bar.start()
+            task = bar.add_task("z-filtering", total=len(order))
     try:
         for start in starts:
             end = min(start + batch_size, len(order))
