@@ -881,6 +881,27 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: glibc's ``mallopt`` parameter for the size from which blocks get their own memory map.
+_M_MMAP_THRESHOLD = -3
+
+
+def mmap_large_allocations(threshold: int = 1 << 20) -> None:
+    """Give every allocation of ``threshold`` bytes or more (arrays) its own memory map, which
+    goes back to the system as soon as it is freed.
+
+    glibc raises that threshold each time a mapped block is freed (up to 32 MB), so after a
+    while arrays of tens of MB come from the heap, and the memory they leave stays with the
+    process: holding millions of rows' features, that was gigabytes (docs/scaling.md). The
+    setting is process-wide and kept by forked children; elsewhere than glibc it does nothing.
+    """
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, int(threshold))
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
 def read_document(path: str | Path, *, missing: str) -> Any:
     """A JSON or YAML file (by its suffix), parsed; else one :class:`ConfigError` line:
     ``missing`` when there is no such file, the parser's complaint when it is not valid."""

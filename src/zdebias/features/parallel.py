@@ -28,7 +28,7 @@ import numpy as np
 from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
 from zdebias.features.keys import FeatureKey
-from zdebias.features.registry import FeatureContext, FeatureSpec, _run_group
+from zdebias.features.registry import FeatureContext, FeatureSpec, RowParts, _run_group
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -162,37 +162,65 @@ def chunk_blocks(
     return groups, extra
 
 
-def _merge(chunks: list[tuple[Any, ...]], sort: bool) -> Block:
-    """One block from the same (packed) block of every chunk: rows stacked, columns unified
-    by name."""
-    import scipy.sparse as sp
-
+def _union(
+    chunks: list[tuple[Any, ...]], sort: bool
+) -> tuple[list[list[str]], list[str], list[FeatureKey]]:
+    """Each chunk's column names, and the columns of the merged block: names and keys."""
     names_of = [_names(packed) for packed in chunks]
     if sort:
         union = sorted(set(chain.from_iterable(names_of)))
     else:
         union = list(dict.fromkeys(chain.from_iterable(names_of)))
-    index = {name: j for j, name in enumerate(union)}
-    parts = []
-    for (m, _, _), names in zip(chunks, names_of, strict=True):
-        cols = np.fromiter(map(index.__getitem__, names), dtype=np.int32, count=len(names))
-        parts.append(
-            sp.csr_matrix(
-                (m.data, cols[m.indices] if len(cols) else m.indices, m.indptr),
-                shape=(m.shape[0], len(union)),
-            )
-        )
-    merged = sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
-    merged.sort_indices()
     packed_keys = {packed[2] for packed in chunks if isinstance(packed[1], str)}
     if len(packed_keys) == 1 and all(isinstance(p[1], str) or not p[1] for p in chunks):
-        return merged, union, _ngram_keys(union, *packed_keys.pop())
+        return names_of, union, _ngram_keys(union, *packed_keys.pop())
     key_of: dict[str, FeatureKey] = {}
     for packed, names in zip(chunks, names_of, strict=True):
         keys = _ngram_keys(names, *packed[2]) if isinstance(packed[1], str) else packed[2]
         for name, key in zip(names, keys, strict=True):
             key_of.setdefault(name, key)
-    return merged, union, [key_of[name] for name in union]
+    return names_of, union, [key_of[name] for name in union]
+
+
+def _align(
+    chunks: list[tuple[Any, ...]], sort: bool, in_place: bool = True
+) -> tuple[RowParts, list[str], list[FeatureKey]]:
+    """The same (packed) block of every chunk as one block of row parts: each part's columns
+    renumbered (``in_place``: in the chunk's own arrays) to the union of the chunks' columns
+    (n-gram blocks are sorted by name, so their union is sorted and the renumbering keeps
+    each row's order)."""
+    import scipy.sparse as sp
+
+    names_of, union, keys = _union(chunks, sort)
+    index = {name: j for j, name in enumerate(union)}
+    parts = []
+    for (m, _, _), names in zip(chunks, names_of, strict=True):
+        cols = np.fromiter(map(index.__getitem__, names), dtype=m.indices.dtype, count=len(names))
+        indices = m.indices
+        if len(cols) and len(indices):
+            if in_place and indices.flags.writeable:
+                np.take(cols, indices, out=indices)
+            else:
+                indices = cols[indices]
+        parts.append(sp.csr_matrix((m.data, indices, m.indptr), shape=(m.shape[0], len(union))))
+    return RowParts(parts, len(union)), union, keys
+
+
+def _part(block: tuple[RowParts, list[str], list[FeatureKey]], c: int) -> tuple[Any, ...]:
+    """Chunk ``c``'s part of an aligned block, packed."""
+    parts, union, keys = block
+    return parts.parts[c], union, keys
+
+
+def _merge(
+    chunks: list[tuple[Any, ...]], sort: bool
+) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
+    """One block from the same (packed) block of every chunk: rows stacked, columns unified
+    by name."""
+    parts, union, keys = _align(chunks, sort, in_place=False)
+    merged = parts.stacked()
+    merged.sort_indices()
+    return merged, union, keys
 
 
 def run_groups_parallel(
@@ -201,8 +229,9 @@ def run_groups_parallel(
     settings: dict[str, Any],
     pair: bool,
     num_proc: int,
-) -> tuple[list[sp.csr_matrix], list[str], list[FeatureKey]]:
-    """What :func:`~zdebias.features.registry._run_groups` returns, with the chunkable groups
+) -> tuple[list[Any], list[str], list[FeatureKey]]:
+    """What :func:`~zdebias.features.registry._run_groups` returns (chunked blocks as row
+    parts), with the chunkable groups
     run on ``num_proc`` chunks of the records in forked workers."""
     records = ctx.records
     chunked = [s for s in specs if chunkable(s)]
@@ -233,50 +262,44 @@ def merge_chunks(
     settings: dict[str, Any],
     pair: bool,
     ready: Callable[[FeatureContext], None] | None = None,
-) -> tuple[list[sp.csr_matrix], list[str], list[FeatureKey]]:
+) -> tuple[list[Any], list[str], list[FeatureKey]]:
     """Every group's blocks, names and keys from the chunks' results (in record order): the
-    chunkable groups merged, the others (the hypothesis-only feature) run on ``ctx``, which
-    gets the merged hypothesis n-grams (``ready(ctx)`` is called then, before they run)."""
+    chunkable groups' blocks as :class:`~zdebias.features.registry.RowParts`, the others (the
+    hypothesis-only feature) run on ``ctx``, which gets the merged hypothesis n-grams
+    (``ready(ctx)`` is called then, before they run)."""
     records = ctx.records
     chunked = [s for s in specs if chunkable(s)]
     hypo_ngrams = any(s.name == "hypo-only" for s in specs)
-    # The chunks' blocks are let go as soon as merged (at millions of rows each is large),
-    # except those a hypothesis n-gram block that was not merged alike still needs.
-    needed: set[tuple[int, int]] = set()
-    if hypo_ngrams:
-        for key in HYPO_NGRAM_KEYS:
-            refs = [extra[key] for _, extra in results]
-            if not (len({r if len(r) == 2 else None for r in refs}) == 1 and len(refs[0]) == 2):
-                needed.update(r for r in refs if len(r) == 2)
-    merged: list[list[Block]] = []
+    merged: list[list[tuple[RowParts, list[str], list[FeatureKey]]]] = []
     for g, spec in enumerate(chunked):
         per_chunk = [groups[g] for groups, _ in results]
         n_blocks = {len(blocks) for blocks in per_chunk}
         if len(n_blocks) != 1:  # pragma: no cover - a group's blocks depend on its data
             raise RuntimeError(f"feature {spec.name!r} returned a different number of blocks")
         sort = spec.batch and spec.name in SORTED_GROUPS
-        group: list[Block] = []
+        group = []
         for b in range(n_blocks.pop()):
-            group.append(_merge([blocks[b] for blocks in per_chunk], sort))
-            if (g, b) not in needed:
-                for blocks in per_chunk:
-                    blocks[b] = None
+            group.append(_align([blocks[b] for blocks in per_chunk], sort))
+            for blocks in per_chunk:  # the row parts hold them now: let them go with those
+                blocks[b] = None
         merged.append(group)
     if hypo_ngrams:
+        # the hypothesis-only feature reads the hypothesis n-grams stacked (a copy, which the
+        # caller lets go, with ctx.cache, before the matrix is assembled)
         for key in HYPO_NGRAM_KEYS:
             refs = [extra[key] for _, extra in results]
             if len({r if len(r) == 2 else None for r in refs}) == 1 and len(refs[0]) == 2:
                 g, b = refs[0]
-                ctx.cache[key] = merged[g][b]
+                parts, union, keys = merged[g][b]
+                ctx.cache[key] = (parts.stacked(), union, keys)
             else:
-                own = [
-                    r if len(r) == 3 else groups[r[0]][r[1]]
-                    for r, (groups, _) in zip(refs, results, strict=True)
-                ]  # packed blocks
+                own = [  # packed blocks; a group's block as aligned above
+                    r if len(r) == 3 else _part(merged[r[0]][r[1]], c) for c, r in enumerate(refs)
+                ]
                 ctx.cache[key] = _merge(own, sort=True)
     if ready is not None:
         ready(ctx)
-    blocks: list[sp.csr_matrix] = []
+    blocks: list[Any] = []
     all_names: list[str] = []
     all_keys: list[FeatureKey] = []
     done = iter(merged)

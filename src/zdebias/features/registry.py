@@ -22,6 +22,7 @@ A name is a registered group (``ngrams``, ``hypo-len``, ...) or a dotted path to
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -646,16 +647,55 @@ def extract_features(
 HSTACK_ROWS = 1 << 20
 
 
-def _hstack(blocks: list[sp.csr_matrix], n_rows: int) -> sp.csr_matrix:
-    """CSR blocks side by side (``uint8`` values), like ``scipy.sparse.hstack`` but emptying
-    ``blocks`` as it goes: each block is copied into place a million rows at a time and let go,
-    so the peak is about one copy of the matrix, not three (gigabytes at millions of rows)."""
+@dataclass
+class RowParts:
+    """One block kept as the CSR parts of its rows, top to bottom, all ``width`` columns wide
+    (a chunked group's block as the chunks returned it): :func:`_hstack` copies it into the
+    matrix part by part and lets each part go, so the block is never stacked on its own."""
+
+    parts: list[Any]
+    width: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return sum(p.shape[0] for p in self.parts), self.width
+
+    def bounds(self) -> list[int]:
+        """The first row of each part, and the row count."""
+        return [0, *np.cumsum([p.shape[0] for p in self.parts]).tolist()]
+
+    def stacked(self) -> sp.csr_matrix:
+        import scipy.sparse as sp
+
+        if len(self.parts) == 1:
+            return self.parts[0]
+        return sp.vstack(self.parts, format="csr")
+
+
+def _row_lengths(b: Any) -> np.ndarray:
+    if isinstance(b, RowParts):
+        return np.concatenate([np.diff(p.indptr) for p in b.parts])
+    return np.diff(b.indptr)
+
+
+def _hstack(blocks: list[Any], n_rows: int) -> sp.csr_matrix:
+    """CSR blocks (or :class:`RowParts`) side by side (``uint8`` values), like
+    ``scipy.sparse.hstack`` but emptying ``blocks`` as it goes. The matrix is filled a range of
+    rows at a time (a million, or the row parts' own ranges), every block's rows of the range
+    in turn, and row parts are let go once copied: memory the parts give back, the matrix's
+    untouched pages take, so the peak is about one copy of the matrix, not two or three
+    (gigabytes at millions of rows)."""
     import scipy.sparse as sp
 
+    cuts = {tuple(b.bounds()) for b in blocks if isinstance(b, RowParts)}
+    if len(cuts) > 1:  # parts of different heights: not from the same chunks
+        blocks[:] = [b.stacked() if isinstance(b, RowParts) else b for b in blocks]
+        cuts = set()
+    bounds = list(cuts.pop()) if cuts else [*range(0, n_rows, HSTACK_ROWS), n_rows]
     lengths = np.zeros(n_rows, dtype=np.int64)
     n_cols = 0
     for b in blocks:
-        lengths += np.diff(b.indptr)
+        lengths += _row_lengths(b)
         n_cols += b.shape[1]
     nnz = int(lengths.sum())
     idx = np.int32 if max(nnz, n_cols) < 2**31 else np.int64
@@ -664,49 +704,67 @@ def _hstack(blocks: list[sp.csr_matrix], n_rows: int) -> sp.csr_matrix:
     del lengths
     indices = np.empty(nnz, dtype=idx)
     data = np.empty(nnz, dtype=np.uint8)
-    free = indptr[:-1].astype(np.int64)  # each row's next free slot
-    offset = 0
-    blocks.reverse()
-    while blocks:
-        b = blocks.pop()
-        b_indptr = b.indptr.astype(np.int64, copy=False)
-        for a in range(0, n_rows, HSTACK_ROWS):
-            e = min(a + HSTACK_ROWS, n_rows)
-            lo, hi = int(b_indptr[a]), int(b_indptr[e])
+    offsets = np.cumsum([0, *(b.shape[1] for b in blocks)]).tolist()
+    for k, (a, e) in enumerate(itertools.pairwise(bounds)):
+        free = indptr[a:e].astype(np.int64)  # each row's next free slot
+        for b, offset in zip(blocks, offsets, strict=False):
+            if isinstance(b, RowParts):
+                part, b.parts[k] = b.parts[k], None
+                b_indptr = part.indptr.astype(np.int64, copy=False)
+                part_indices, part_data = part.indices, part.data
+                lo, hi = 0, int(b_indptr[-1])
+            else:
+                b_indptr = b.indptr[a : e + 1].astype(np.int64, copy=False)
+                part_indices, part_data = b.indices, b.data
+                lo, hi = int(b_indptr[0]), int(b_indptr[-1])
+            rows = np.diff(b_indptr)
             if hi > lo:
-                rows = np.diff(b_indptr[a : e + 1])
-                dest = np.repeat(free[a:e] - b_indptr[a:e], rows)
+                dest = np.repeat(free - b_indptr[:-1], rows)
                 dest += np.arange(lo, hi)
-                indices[dest] = b.indices[lo:hi] + offset
-                data[dest] = b.data[lo:hi]
-        free += np.diff(b_indptr)
-        offset += b.shape[1]
-        del b, b_indptr
+                indices[dest] = part_indices[lo:hi] + offset
+                data[dest] = part_data[lo:hi]
+            free += rows
+            del b_indptr, part_indices, part_data
+    blocks.clear()
     return sp.csr_matrix((data, indices, indptr), shape=(n_rows, n_cols))
 
 
+def _column_counts(m: sp.csr_matrix) -> np.ndarray:
+    """Entries per column, counted a slice at a time (``np.bincount`` makes an int64 copy of
+    what it counts: gigabytes for the indices of millions of rows)."""
+    counts = np.zeros(m.shape[1], dtype=np.int64)
+    step = HSTACK_ROWS * 16
+    for a in range(0, len(m.indices), step):
+        counts += np.bincount(m.indices[a : a + step], minlength=m.shape[1])
+    return counts
+
+
 def assemble_matrix(
-    blocks: list[sp.csr_matrix], all_names: list[str], all_keys: list[FeatureKey], n_records: int
+    blocks: list[Any], all_names: list[str], all_keys: list[FeatureKey], n_records: int
 ) -> FeatureMatrix:
     """The :class:`FeatureMatrix` of every group's blocks side by side: columns two groups
     share merged, columns no record has dropped, indices sorted. ``blocks`` is emptied (each
     block let go once copied)."""
     import scipy.sparse as sp
 
-    if len(blocks) == 1:
+    if len(blocks) == 1 and not isinstance(blocks[0], RowParts):
         matrix = blocks.pop().astype(np.uint8)
     elif blocks:
         matrix = _hstack(blocks, n_records)
     else:
         matrix = sp.csr_matrix((n_records, 0), dtype=np.uint8)
     matrix, all_names, all_keys = _merge_duplicate_columns(matrix, all_names, all_keys)
-    counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
+    counts = _column_counts(matrix)
     if (counts == 0).any():
         keep = np.flatnonzero(counts)
         remap = (np.cumsum(counts > 0) - 1).astype(matrix.indices.dtype)
-        # in place: this matrix is a new one, and another copy of its indices is gigabytes
-        # at millions of rows
-        np.take(remap, matrix.indices, out=matrix.indices, mode="clip")
+        # in place and a slice at a time (numpy copies an input that overlaps ``out``): this
+        # matrix is a new one, and another copy of its indices is gigabytes at millions of rows
+        indices = matrix.indices
+        step = HSTACK_ROWS * 16
+        for a in range(0, len(indices), step):
+            part = indices[a : a + step]
+            np.take(remap, part, out=part, mode="clip")
         matrix = sp.csr_matrix(
             (matrix.data, matrix.indices, matrix.indptr), shape=(matrix.shape[0], len(keep))
         )

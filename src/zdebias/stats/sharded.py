@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from zdebias.data.options import ReadOptions
-from zdebias.data.readers import ReadReport, gc_paused
+from zdebias.data.readers import ReadReport, gc_paused, mmap_large_allocations
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.stats.settings import StatsSettings, ZFilterSettings
@@ -631,6 +631,7 @@ def filter_sharded(
     from zdebias.features.registry import _load_builtins
 
     _load_builtins()  # the feature groups' modules, likewise
+    mmap_large_allocations()  # the chunks' blocks given back as merged, in parent and workers
     workers = _Workers(path, read, ranges, kwargs)
     try:
         status = _status(progress, f"reading and extracting features ({len(ranges)} processes)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -144,6 +145,43 @@ def test_hstack_in_place_equals_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
     got = registry._hstack(given, 57)
     assert given == []  # emptied as it went
     assert got.shape == expected.shape and got.dtype == np.uint8
+    assert np.array_equal(got.indptr, expected.indptr)
+    assert np.array_equal(got.indices, expected.indices)
+    assert np.array_equal(got.data, expected.data)
+
+
+def test_hstack_row_parts_equal_scipy() -> None:
+    """Blocks given as row parts (as the chunks return them) beside whole blocks: the same
+    matrix as scipy's hstack of the stacked blocks; the parts are let go as copied."""
+    from zdebias.features import registry
+
+    rng = np.random.default_rng(1)
+    cuts = [0, 7, 7, 30, 57]  # an empty part too
+
+    def rand(n: int, m: int) -> sp.csr_matrix:
+        b = sp.random(n, m, density=0.3, format="csr", random_state=rng, dtype=np.float64)
+        b.data[:] = rng.integers(1, 4, size=len(b.data))
+        return b
+
+    whole = [rand(57, 6), rand(57, 3)]
+    parted = [[rand(b - a, w) for a, b in itertools.pairwise(cuts)] for w in (11, 0, 4)]
+    expected = sp.hstack(
+        [
+            sp.vstack(parted[0]),
+            whole[0],
+            sp.vstack(parted[1]),
+            sp.vstack(parted[2]),
+            whole[1],
+        ],
+        format="csr",
+        dtype=np.uint8,
+    )
+    rows = [registry.RowParts(list(p), w) for p, w in zip(parted, (11, 0, 4), strict=True)]
+    assert rows[0].shape == (57, 11) and rows[0].bounds() == cuts
+    given = [rows[0], whole[0], rows[1], rows[2], whole[1]]
+    got = registry._hstack(given, 57)
+    assert given == [] and rows[0].parts == [None] * 4
+    assert got.shape == expected.shape == (57, 24)
     assert np.array_equal(got.indptr, expected.indptr)
     assert np.array_equal(got.indices, expected.indices)
     assert np.array_equal(got.data, expected.data)
