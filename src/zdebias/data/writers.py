@@ -151,8 +151,9 @@ SHARED_JSON = 100_000
 class RecordEncoder:
     """One record's JSONL line, exactly ``json.JSONEncoder(ensure_ascii=False).encode(
     record.to_dict())`` (the same bytes), 2-3x faster: string fields go through json's C
-    string encoder, and a dict shared by many records' ``meta`` lists (the filter's
-    ``rejected_by_features``) is encoded once. Records must not change while being written.
+    string encoder, and a list or dict shared by many records' ``meta`` (the filter's
+    ``rejected_by`` lists, and the meta dicts it shares) is encoded once. Records must not
+    change while being written.
     """
 
     def __init__(self) -> None:
@@ -187,8 +188,13 @@ class RecordEncoder:
             return None
         if not meta:
             return "{}"
+        known = self._shared.get(id(meta))
+        if known is not None and known[0] is meta:  # a meta dict shared by many records
+            return known[1]
         parts = []
         heads = self._heads
+        shared = self._shared
+        seen = 0  # values that are lists met before (the same objects)
         for key, value in meta.items():
             head = heads.get(key)
             if head is None:
@@ -201,10 +207,15 @@ class RecordEncoder:
             if kind is str:
                 parts.append(head + self._string(value))
             elif kind is list:
+                known = shared.get(id(value))
+                seen += known is not None and known[0] is value
                 parts.append(head + self._list(value))
             else:
                 parts.append(head + self._encode(value))
-        return "{" + ", ".join(parts) + "}"
+        text = "{" + ", ".join(parts) + "}"
+        if seen == len(meta) and len(shared) < SHARED_JSON:  # a dict of shared lists: shared too
+            shared[id(meta)] = (meta, text)
+        return text
 
     def _list(self, value: list[Any]) -> str:
         """A list of a meta: the same list, or one with the same items (by identity), as an

@@ -497,13 +497,23 @@ def tag_rejected(
             found = shared[combo] = ([name_of[j] for j in combo], [key_of[j] for j in combo])
         return found
 
+    # records without meta of their own share one meta dict per set (encoded once, too)
+    bare: dict[tuple[int, ...], dict[str, Any]] = {}
+
     if len(rows) == 0:
         return []
     cuts = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
     out = []
     for r, a, b in zip(rejected, cuts[:-1], cuts[1:], strict=True):
-        by_name, by_key = lists(tuple(cols[a:b]))
-        meta = {**r.meta, "rejected_by": by_name, "rejected_by_features": by_key}
+        combo = tuple(cols[a:b])
+        if r.meta:
+            by_name, by_key = lists(combo)
+            meta = {**r.meta, "rejected_by": by_name, "rejected_by_features": by_key}
+        else:
+            meta = bare.get(combo)  # type: ignore[assignment]
+            if meta is None:
+                by_name, by_key = lists(combo)
+                meta = bare[combo] = {"rejected_by": by_name, "rejected_by_features": by_key}
         out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
     return out
 

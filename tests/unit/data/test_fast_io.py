@@ -122,6 +122,27 @@ def test_record_encoder_writes_the_bytes_json_writes() -> None:
     )
 
 
+def test_record_encoder_shares_a_meta_dict_of_shared_lists() -> None:
+    """A meta dict made of lists met before (the z-filter's rejected records without meta of
+    their own share one) is encoded once; a dict with fresh lists is never remembered."""
+    by = (["a@hypothesis"], [{"name": "a@hypothesis", "kind": "ngram"}])
+    shared_meta = {"rejected_by": by[0], "rejected_by_features": by[1]}
+    own = {"rejected_by": ["b"], "rejected_by_features": [{"name": "b"}]}
+    records = [
+        Record("r1", "neutral", "P", "H", meta=shared_meta),
+        Record("r2", "neutral", "P", "H", meta=shared_meta),
+        Record("r3", "neutral", "P", "H", meta=own),
+        Record("r4", "neutral", "P", "H", meta={"rejected_by": by[0], "x": "y"}),
+    ]
+    plain = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    encode = RecordEncoder()
+    assert [encode(r) for r in records] == [plain(r.to_dict()) for r in records]
+    remembered = [v[0] for v in encode._shared.values()]
+    assert any(m is shared_meta for m in remembered)  # met a second time with known lists
+    assert not any(m is own or m is records[3].meta for m in remembered)
+    assert encode(records[0]) == plain(records[0].to_dict())
+
+
 def test_write_jsonl_round_trip(tmp_path: Path) -> None:
     records = [
         Record(f"r{i}", "neutral", f"P {i}", "H", meta={"rejected_by": ["x"]}) for i in range(5)
