@@ -105,7 +105,12 @@ def filter_command(
     from zdebias.data.writers import publish_files
     from zdebias.features.parallel import resolve_num_proc
     from zdebias.stats.measure import stats_of_kept
-    from zdebias.stats.sharded import filter_sharded, plan_shards
+    from zdebias.stats.sharded import (
+        filter_sharded,
+        kept_summary_of,
+        matrix_describes_kept,
+        plan_shards,
+    )
     from zdebias.stats.zfilter import z_filter
 
     path = require(input, "INPUT")
@@ -130,11 +135,15 @@ def filter_command(
     result = z_filter(
         records, settings, seed_records=seed_records, labels=labels, progress=cli.progress
     )
+    if not seed_records and matrix_describes_kept(settings):  # from the matrix it has
+        of_kept = kept_summary_of(result, records, settings)
+    else:  # features extracted again on the kept records
+        of_kept = stats_of_kept(result.kept, settings, labels=labels)
     summary = {
         "path": path,
         "seed_data": seed_data,
         **result.summary,
-        "stats_of_kept": stats_of_kept(result.kept, settings, labels=labels),
+        "stats_of_kept": of_kept,
         "read": report.summary(),
         "read_seed": seed_report,
     }

@@ -54,12 +54,9 @@ def plan_shards(
     1: never; N: N processes whatever the size.
     """
     from zdebias.data.readers import detect_format
-    from zdebias.features.parallel import available_cores, chunkable
-    from zdebias.features.registry import get_feature
+    from zdebias.features.parallel import available_cores
 
-    if seed_data or read.limit is not None or settings.hypo_only_model:
-        return None
-    if settings.feature_options:  # plugin settings: the one-process path checks them
+    if seed_data or read.limit is not None or not matrix_describes_kept(settings):
         return None
     if "fork" not in multiprocessing.get_all_start_methods() or "::" in path:
         return None
@@ -75,11 +72,6 @@ def plan_shards(
         size = file.stat().st_size
     except (OSError, DataError, ConfigError):
         return None
-    names = settings.features or ()
-    if any(not (chunkable(s) or s.name == "hypo-only") for s in map(get_feature, names)):
-        return None
-    if not _hypothesis_ngrams_in_matrix(settings):
-        return None
     n_proc = settings.num_proc
     if n_proc is None:
         n_proc = available_cores() if size >= SHARD_MIN_BYTES else 1
@@ -88,6 +80,74 @@ def plan_shards(
     if n_proc < 2 or size < n_proc:
         return None
     return _ranges(file, size, n_proc)
+
+
+def matrix_describes_kept(settings: ZFilterSettings) -> bool:
+    """Whether, with these settings, the features of any subset of the records can be taken
+    from the whole input's matrix (:func:`kept_summary`): built-in groups that depend on one
+    record at a time, and the default hypothesis-only feature, refitted from the hypothesis
+    n-grams in the matrix. Not with plugin settings or a trained hypothesis-only model."""
+    from zdebias.features.parallel import chunkable
+    from zdebias.features.registry import get_feature
+
+    if settings.hypo_only_model or settings.feature_options:
+        return False
+    names = settings.features or ()
+    if any(not (chunkable(s) or s.name == "hypo-only") for s in map(get_feature, names)):
+        return False
+    return _hypothesis_ngrams_in_matrix(settings)
+
+
+def kept_summary(
+    fm: Any,
+    kept: np.ndarray,
+    y: np.ndarray,
+    meta_preds: np.ndarray,
+    hypotheses: np.ndarray,
+    labels: tuple[str, ...],
+    settings: ZFilterSettings,
+    pair: bool,
+) -> dict[str, Any] | None:
+    """The filter summary's ``stats_of_kept`` (what ``zdebias stats`` reports for
+    ``kept.jsonl``) from the input's feature matrix ``fm`` and the kept rows ``kept``, without
+    extracting the features again; only where :func:`matrix_describes_kept`. ``y``,
+    ``meta_preds`` and ``hypotheses``: every input row's label id, ``meta.hypo_only_pred``
+    index (-1: none) and hypothesis code (see :func:`_distinct`)."""
+    from zdebias.stats.measure import kept_stats
+    from zdebias.stats.zstats import describe_matrix
+
+    if not len(kept):
+        return None
+    cfg = StatsSettings.take(settings, top=1)
+    kwargs = {k: v for k, v in cfg.feature_kwargs().items() if k != "num_proc"}
+    fm_kept = _kept_matrix(
+        fm, kept, y, meta_preds, hypotheses, labels, kwargs, pair, settings.features
+    )
+    rep = describe_matrix(fm_kept, y[kept], labels, top=1, alpha=cfg.alpha)
+    return kept_stats(rep)
+
+
+def kept_summary_of(
+    result: Any, records: Sequence[Record], settings: ZFilterSettings
+) -> dict[str, Any] | None:
+    """:func:`kept_summary` for a one-process :func:`~zdebias.stats.zfilter.z_filter` result
+    (no seed records) on ``records``."""
+    from zdebias.data.labels import label_ids
+    from zdebias.features.hypothesis_only import _meta_predictions
+    from zdebias.features.registry import FeatureContext, _factorize_strings
+
+    labels = tuple(result.summary["labels"])
+    pair = records[0].is_pair
+    if pair:
+        preds = _meta_predictions(FeatureContext(records, {}), labels)
+        hypotheses = _factorize_strings([r.hypothesis for r in records])[0]
+    else:
+        preds = np.full(len(records), -1, dtype=np.int64)
+        hypotheses = np.zeros(0, dtype=np.int64)
+    y = label_ids(records, labels)
+    return kept_summary(
+        result.features, result.arrays.accepted, y, preds, hypotheses, labels, settings, pair
+    )
 
 
 def _hypothesis_ngrams_in_matrix(settings: ZFilterSettings) -> bool:
@@ -618,14 +678,10 @@ def filter_sharded(
     log = logging.getLogger("zdebias")
     from zdebias.data.options import no_records_error
     from zdebias.data.writers import publish_folder, write_json
-    from zdebias.stats.measure import kept_stats
     from zdebias.stats.zfilter import summarize_filter, summary_settings, z_filter_matrix
-    from zdebias.stats.zstats import describe_matrix
 
     feature_names = settings.features
     kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
-    kept_cfg = StatsSettings.take(settings, top=1)
-    kept_kwargs = {k: v for k, v in kept_cfg.feature_kwargs().items() if k != "num_proc"}
     import scipy.sparse  # noqa: F401 - imported once here, not once per worker after the fork
 
     from zdebias.features.registry import _load_builtins
@@ -696,23 +752,10 @@ def filter_sharded(
                 keys = {j: fm.keys[j].to_dict() for j in used}
                 args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
             workers.send("write", args)
-            kept_summary = None
-            if len(arrays.accepted):  # meanwhile: `zdebias stats` of the kept records
-                fm_kept = _kept_matrix(
-                    fm,
-                    arrays.accepted,
-                    y,
-                    meta_preds,
-                    hypotheses,
-                    labels,
-                    kept_kwargs,
-                    pair,
-                    feature_names,
-                )
-                rep = describe_matrix(
-                    fm_kept, y[arrays.accepted], labels, top=1, alpha=kept_cfg.alpha
-                )
-                kept_summary = kept_stats(rep)
+            # meanwhile: `zdebias stats` of the kept records
+            of_kept = kept_summary(
+                fm, arrays.accepted, y, meta_preds, hypotheses, labels, settings, pair
+            )
             workers.gather()
             for name in ("kept", "rejected"):
                 _join([work / f"{name}.part-{i}" for i in range(len(args))], work / f"{name}.jsonl")
@@ -720,7 +763,7 @@ def filter_sharded(
                 "path": path,
                 "seed_data": None,
                 **summary,
-                "stats_of_kept": kept_summary,
+                "stats_of_kept": of_kept,
                 "read": report.summary(),
                 "read_seed": None,
             }
@@ -745,4 +788,13 @@ def _status(show: bool, text: str) -> Any:
     return status
 
 
-__all__ = ["CHUNK_ROWS", "KEEP_ROWS", "SHARD_MIN_BYTES", "filter_sharded", "plan_shards"]
+__all__ = [
+    "CHUNK_ROWS",
+    "KEEP_ROWS",
+    "SHARD_MIN_BYTES",
+    "filter_sharded",
+    "kept_summary",
+    "kept_summary_of",
+    "matrix_describes_kept",
+    "plan_shards",
+]
