@@ -231,8 +231,8 @@ def run_groups_parallel(
     num_proc: int,
 ) -> tuple[list[Any], list[str], list[FeatureKey]]:
     """What :func:`~zdebias.features.registry._run_groups` returns (chunked blocks as row
-    parts), with the chunkable groups
-    run on ``num_proc`` chunks of the records in forked workers."""
+    parts), with the chunkable groups run on ``num_proc`` chunks of the records in forked
+    workers."""
     records = ctx.records
     chunked = [s for s in specs if chunkable(s)]
     hypo_ngrams = any(s.name == "hypo-only" for s in specs)
