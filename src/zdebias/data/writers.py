@@ -207,23 +207,23 @@ class RecordEncoder:
             if kind is str:
                 parts.append(head + self._string(value))
             elif kind is list:
-                known = shared.get(id(value))
-                seen += known is not None and known[0] is value
-                parts.append(head + self._list(value))
+                text, met = self._list(value)
+                seen += met
+                parts.append(head + text)
             else:
                 parts.append(head + self._encode(value))
-        text = "{" + ", ".join(parts) + "}"
+        joined = "{" + ", ".join(parts) + "}"
         if seen == len(meta) and len(shared) < SHARED_JSON:  # a dict of shared lists: shared too
-            shared[id(meta)] = (meta, text)
-        return text
+            shared[id(meta)] = (meta, joined)
+        return joined
 
-    def _list(self, value: list[Any]) -> str:
-        """A list of a meta: the same list, or one with the same items (by identity), as an
-        earlier one reuses its JSON."""
+    def _list(self, value: list[Any]) -> tuple[str, bool]:
+        """A list of a meta as JSON, and whether this very list was met before: the same list,
+        or one with the same items (by identity), as an earlier one reuses its JSON."""
         shared = self._shared
         known = shared.get(id(value))
         if known is not None and known[0] is value:
-            return known[1]
+            return known[1], True
         key = tuple(map(id, value))
         known = shared.get(key)
         if known is None:
@@ -233,7 +233,7 @@ class RecordEncoder:
                 shared[key] = known
         if len(shared) < SHARED_JSON:
             shared[id(value)] = (value, known[1])
-        return known[1]
+        return known[1], False
 
     def _item(self, value: Any) -> str:
         kind = type(value)
