@@ -645,6 +645,8 @@ def extract_features(
 
 #: Rows copied at a time by :func:`_hstack`.
 HSTACK_ROWS = 1 << 20
+#: Matrix entries counted or renumbered at a time (bounds the temporary copies numpy makes).
+ENTRY_SLICE = 1 << 24
 
 
 @dataclass
@@ -733,7 +735,7 @@ def _column_counts(m: sp.csr_matrix) -> np.ndarray:
     """Entries per column, counted a slice at a time (``np.bincount`` makes an int64 copy of
     what it counts: gigabytes for the indices of millions of rows)."""
     counts = np.zeros(m.shape[1], dtype=np.int64)
-    step = HSTACK_ROWS * 16
+    step = ENTRY_SLICE
     for a in range(0, len(m.indices), step):
         counts += np.bincount(m.indices[a : a + step], minlength=m.shape[1])
     return counts
@@ -761,7 +763,7 @@ def assemble_matrix(
         # in place and a slice at a time (numpy copies an input that overlaps ``out``): this
         # matrix is a new one, and another copy of its indices is gigabytes at millions of rows
         indices = matrix.indices
-        step = HSTACK_ROWS * 16
+        step = ENTRY_SLICE
         for a in range(0, len(indices), step):
             part = indices[a : a + step]
             np.take(remap, part, out=part, mode="clip")
