@@ -1,42 +1,35 @@
 """The ``zdebias`` command line. Each area registers its commands from ``zdebias.commands``.
 
 Command modules import only light packages at module level (typer, rich, stdlib): torch and
-transformers are imported inside the commands that need them, so ``zdebias stats``, ``filter``
-and ``inspect`` start fast.
+transformers are imported inside the commands that need them, and :func:`main` imports only
+the module of the command it runs, so ``zdebias stats``, ``filter`` and ``inspect`` start fast.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 
 from zdebias.errors import ZdebiasError
 from zdebias.settings_cli import Verbosity, command
 
-app = typer.Typer(
-    name="zdebias",
-    help="Find, remove and prove the removal of dataset shortcuts (spurious correlations).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _register() -> None:
-    from zdebias.commands import (
-        classify,
-        counterfactual,
-        data,
-        generate,
-        pipeline,
-        stats,
-    )
-
-    for module in (data, stats, classify, generate, counterfactual, pipeline):
-        module.register(app)
+#: the module of ``zdebias.commands`` that adds each command: :func:`main` imports only the
+#: one it runs (start-up time); ``zdebias -h`` and an unknown command get them all
+COMMAND_MODULES = {
+    **dict.fromkeys(("inspect", "convert"), "data"),
+    **dict.fromkeys(("stats", "filter", "combine"), "stats"),
+    **dict.fromkeys(
+        ("train-classifier", "predict", "confidence-filter", "evaluate", "compare"), "classify"
+    ),
+    **dict.fromkeys(("train-generator", "debias-generator", "sample", "sample-merge"), "generate"),
+    "counterfactual": "counterfactual",
+    **dict.fromkeys(("run", "report", "demo-data", "stages"), "pipeline"),
+}
+#: the modules in the order their commands are listed by ``zdebias -h``
+MODULES = ("data", "stats", "classify", "generate", "counterfactual", "pipeline")
 
 
 def _version(value: bool) -> None:
@@ -47,7 +40,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 @command
 def _root(
     verbosity: Verbosity,
@@ -59,7 +51,40 @@ def _root(
     """zdebias: measure, filter, generate, counterfactuals, train and evaluate."""
 
 
-_register()
+def build_app(modules: Sequence[str] = MODULES) -> typer.Typer:
+    """The ``zdebias`` app with the commands of these ``zdebias.commands`` modules."""
+    from importlib import import_module
+
+    app = typer.Typer(
+        name="zdebias",
+        help="Find, remove and prove the removal of dataset shortcuts (spurious correlations).",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for name in modules:
+        import_module(f"zdebias.commands.{name}").register(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``zdebias.cli.app``: the app with every command, built on first use."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command ``argv`` runs, when it names one (the options before
+    the command are flags: ``-q``, ``-v``), else with every command."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    module = COMMAND_MODULES.get(word or "")
+    if module is None or "app" in globals():
+        return __getattr__("app")
+    return build_app([module])
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -78,8 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     from zdebias.commands._cli import legacy_argv
 
     try:
-        code = app(
-            args=legacy_argv(sys.argv[1:] if argv is None else argv),
+        args = legacy_argv(sys.argv[1:] if argv is None else argv)
+        code = _app_for(args)(
+            args=args,
             prog_name="zdebias",
             standalone_mode=False,
         )

@@ -34,3 +34,29 @@ def test_every_command_has_help() -> None:
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
         assert "Usage" in result.output
+
+
+def test_command_modules_name_every_command_once() -> None:
+    import typer.main
+
+    from zdebias import cli
+
+    every = set(typer.main.get_command(cli.app).commands)  # type: ignore[attr-defined]
+    assert every == set(cli.COMMAND_MODULES)
+    for module in cli.MODULES:
+        alone = typer.main.get_command(cli.build_app([module]))
+        names = {n for n, m in cli.COMMAND_MODULES.items() if m == module}
+        assert set(alone.commands) == names, module  # type: ignore[attr-defined]
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    probe = (
+        "import sys; from zdebias.cli import main\n"
+        "try:\n    main(['-q', 'filter', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('zdebias.commands.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "Usage: zdebias filter" in out.stdout
+    assert (
+        out.stdout.strip().splitlines()[-1] == "['zdebias.commands._cli', 'zdebias.commands.stats']"
+    )
