@@ -206,3 +206,97 @@ def test_a_worker_that_dies_is_one_clear_error(
     assert "died with exit code 3" in str(result.exception)
     assert "--num-proc 1" in str(result.exception)
     assert not out.exists()
+
+
+def test_a_writer_process_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Below the sharding size, one process filters while a second, forked before reading,
+    reads the file too and writes the output: the same bytes, messages and skip report."""
+    rows = _rows(300)
+    for row in rows[::7]:  # tagged by an earlier filter: the tags are replaced in place
+        row["meta"] = {"rejected_by": ["old"], "note": "é"}
+    rows[9]["label"] = 2  # contradiction, by its index
+    lines = [json.dumps(r) for r in rows]
+    lines[5] = '{"id": "bad", "premise": "x"'  # broken JSON: skipped
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    read = ReadOptions(on_error="skip")
+    assert sharded.writer_size(str(path), read, ZFilterSettings()) is None  # small: no
+    monkeypatch.setattr(sharded, "WRITER_MIN_BYTES", 0)
+    assert sharded.writer_size(str(path), read, ZFilterSettings()) == path.stat().st_size
+    assert sharded.writer_size(str(path), read, ZFilterSettings(num_proc=1)) is None
+    assert sharded.writer_size(str(path), read, ZFilterSettings(), seed_data=str(path)) is None
+    assert sharded.writer_size(str(path), ReadOptions(limit=9), ZFilterSettings()) is None
+    used = []
+    real = sharded.filter_records
+    monkeypatch.setattr(sharded, "filter_records", lambda *a, **k: used.append(1) or real(*a, **k))
+    outs, texts = {}, {}
+    for name, options in (("one", ["--num-proc", 1]), ("two", [])):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="zdebias"):
+            code, texts[name] = _filter(
+                path, tmp_path / name, "--on-error", "skip", "--batch-size", 50, *options
+            )
+        assert code == 0, texts[name]
+        outs[name] = [r.getMessage() for r in caplog.records]
+    assert used == [1]
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+    assert outs["one"] == outs["two"] and _lines(texts["one"]) == _lines(texts["two"])
+    rejected = [json.loads(x) for x in (tmp_path / "two" / "rejected.jsonl").open()]
+    tagged = [r["meta"] for r in rejected if "note" in r["meta"]]
+    assert tagged and all(
+        list(m)[:2] == ["rejected_by", "note"] and list(m)[-1] == "rejected_by_features"
+        for m in tagged
+    )
+    assert all(m["rejected_by"] != ["old"] and m["note"] == "é" for m in tagged)
+
+
+def test_a_writer_process_ends_with_a_bad_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _rows(200)
+    rows[150]["label"] = "maybe"
+    path = _write(tmp_path / "train.jsonl", rows)
+    monkeypatch.setattr(sharded, "WRITER_MIN_BYTES", 0)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["filter", str(path), "--out", str(out)])
+    assert isinstance(result.exception, DataError)
+    assert (result.exception.line, result.exception.field) == (151, "label")
+    assert not out.exists()
+
+
+def test_real_snli_with_a_writer_process(data_dir: Path, tmp_path: Path) -> None:
+    path = data_dir / "snli_20k" / "train.jsonl"
+    assert sharded.writer_size(str(path), ReadOptions(), ZFilterSettings()) is not None
+    assert _filter(path, tmp_path / "one", "--num-proc", 1)[0] == 0
+    assert _filter(path, tmp_path / "two")[0] == 0
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+
+
+def test_join_goes_on_through_user_space_where_the_kernel_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    parts = [tmp_path / f"p{i}" for i in range(3)]
+    for i, part in enumerate(parts):
+        part.write_bytes(bytes([65 + i]) * (1000 + i))
+    expected = b"".join(p.read_bytes() for p in parts)
+    sharded._join(list(parts), tmp_path / "joined")
+    assert (tmp_path / "joined").read_bytes() == expected
+    for i, part in enumerate(parts):
+        part.write_bytes(bytes([65 + i]) * (1000 + i))
+    calls = []
+    real = os.copy_file_range
+
+    def some_then_fail(src: int, dst: int, count: int) -> int:
+        calls.append(count)
+        if len(calls) > 1:
+            raise OSError("not here")
+        return real(src, dst, 300)  # a part of the first copy, then user space
+
+    monkeypatch.setattr(os, "copy_file_range", some_then_fail)
+    sharded._join(list(parts), tmp_path / "joined2")
+    assert (tmp_path / "joined2").read_bytes() == expected
+    assert len(calls) >= 2

@@ -106,10 +106,12 @@ def filter_command(
     from zdebias.features.parallel import resolve_num_proc
     from zdebias.stats.measure import stats_of_kept
     from zdebias.stats.sharded import (
+        filter_records,
         filter_sharded,
         kept_summary_of,
         matrix_describes_kept,
         plan_shards,
+        writer_size,
     )
     from zdebias.stats.zfilter import z_filter
 
@@ -119,6 +121,20 @@ def filter_command(
     if ranges is not None:  # one large JSONL file: several processes, each reading a part
         summary = filter_sharded(
             path, out, ranges, read, settings, overwrite=cli.overwrite, progress=cli.progress
+        )
+        emit(summary, cli, lambda: filter_text(summary, out))
+        return
+    size = writer_size(path, read, settings, seed_data=seed_data)
+    if size is not None:  # one process reads and filters, a second one writes
+        summary = filter_records(
+            path,
+            out,
+            size,
+            read,
+            settings,
+            lambda: _read(path, read, settings, progress=cli.progress, what="input"),
+            overwrite=cli.overwrite,
+            progress=cli.progress,
         )
         emit(summary, cli, lambda: filter_text(summary, out))
         return

@@ -166,6 +166,15 @@ class RecordEncoder:
         self._heads: dict[Any, str] = {}
 
     def __call__(self, record: Record) -> str:
+        cut = self.split(record)
+        if cut is None:
+            return self._encode(record.to_dict())
+        head, meta = cut
+        return head + meta + "}"
+
+    def split(self, record: Record) -> tuple[str, str] | None:
+        """The record's line but its final ``}`` as the part up to ``"meta": `` and the meta
+        JSON, or None where only the plain encoder is sure to be exact."""
         r, string = record, self._string
         meta = self._meta(r.meta)
         if meta is not None and type(r.id) is str and type(r.label) is str:
@@ -173,14 +182,21 @@ class RecordEncoder:
                 return (
                     f'{{"id": {string(r.id)}, "premise": {string(r.premise)}, '
                     f'"hypothesis": {string(r.hypothesis)}, "label": {string(r.label)}, '
-                    f'"meta": {meta}}}'
-                )
+                    '"meta": '
+                ), meta
             if type(r.text) is str and r.premise is None and r.hypothesis is None:
                 return (
                     f'{{"id": {string(r.id)}, "text": {string(r.text)}, '
-                    f'"label": {string(r.label)}, "meta": {meta}}}'
-                )
-        return self._encode(r.to_dict())
+                    f'"label": {string(r.label)}, "meta": '
+                ), meta
+        return None
+
+    def meta_items(self, items: dict[str, Any]) -> str:
+        """The JSON of some meta items as they appear inside a meta object (no braces)."""
+        text = self._meta(items)
+        if text is None:
+            raise TypeError("meta items need string keys")
+        return text[1:-1]
 
     def _meta(self, meta: Any) -> str | None:
         """``meta`` as JSON, or None where only the plain encoder is sure to be exact."""
@@ -247,6 +263,58 @@ class RecordEncoder:
                     self._shared[id(value)] = known
             return known[1]
         return self._encode(value)
+
+
+class EncodedLines:
+    """Records encoded as JSONL lines ahead of writing (a process with time to spare), each
+    writable as it is or with meta items appended (the z-filter's ``rejected_by`` lists): the
+    bytes :class:`RecordEncoder` writes for the record, or for a copy with those items added
+    at the end of its ``meta``. A record the encoder would not take its fast route for, or
+    whose meta already holds an appended key, is kept as it is and encoded when written.
+    """
+
+    def __init__(self, records: Iterable[Record], appended: Iterable[str] = ()) -> None:
+        self.encode = RecordEncoder()
+        appended = set(appended)
+        #: each record's line without its final "}" (or "" for one kept as a record)
+        self.lines: list[str] = []
+        #: where each line's meta JSON starts (-1: a record kept as it is)
+        self.cuts: list[int] = []
+        #: row → record, for the records kept as they are
+        self.records: dict[int, Record] = {}
+        for i, record in enumerate(records):
+            cut = self.encode.split(record)
+            if cut is None or (appended and not appended.isdisjoint(record.meta)):
+                self.records[i] = record
+                self.lines.append("")
+                self.cuts.append(-1)
+            else:
+                head, meta = cut
+                self.lines.append(head + meta)
+                self.cuts.append(len(head))
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def line(self, row: int) -> str:
+        """Row ``row``'s line, without the newline."""
+        if self.cuts[row] < 0:
+            return self.encode(self.records[row])
+        return self.lines[row] + "}"
+
+    def line_with(self, row: int, items: dict[str, Any], items_json: str) -> str:
+        """Row ``row``'s line with ``items`` added at the end of its meta (``items_json``:
+        their :meth:`RecordEncoder.meta_items`), without the newline."""
+        cut = self.cuts[row]
+        if cut < 0:
+            r = self.records[row]
+            return self.encode(
+                Record(r.id, r.label, r.premise, r.hypothesis, r.text, {**r.meta, **items})
+            )
+        line = self.lines[row]
+        if len(line) - cut == 2:  # "{}": no meta of its own
+            return line[:cut] + "{" + items_json + "}}"
+        return line[:-1] + ", " + items_json + "}}"
 
 
 def _encode_rows(start: int, end: int) -> str:

@@ -207,7 +207,8 @@ def cross_fitted_nb(
     if len(fit_rows) == 0:
         raise ConfigError("the hypothesis-only model has no records to train on")
     if len(fit_rows) < n:
-        seen = x[np.unique(inverse[fit_rows])].getnnz(axis=0) > 0
+        texts = np.flatnonzero(np.bincount(inverse[fit_rows], minlength=x.shape[0]))
+        seen = x[texts].getnnz(axis=0) > 0
     else:
         seen = x.getnnz(axis=0) > 0
     if not seen.all():

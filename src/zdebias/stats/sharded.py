@@ -6,9 +6,14 @@ much as parsing them), extracts the feature groups that depend on one record at 
 by chunk, and streams compact blocks back with each record's label, id and hypothesis. The
 parent merges the blocks exactly as :mod:`zdebias.features.parallel` does, fits the
 hypothesis-only feature, runs Algorithm 1, and tells each worker which of its rows were kept
-and which features rejected the others; the workers write their share of ``kept.jsonl`` /
-``rejected.jsonl`` while the parent computes the statistics of the kept rows from the matrix
-(the summary's ``stats_of_kept``), and the parent joins the parts.
+and which features rejected the others. Meanwhile the workers, with nothing else to do, have
+encoded their records as JSON lines (at a lower priority than the parent); they write their
+share of ``kept.jsonl`` / ``rejected.jsonl`` while the parent computes the statistics of the
+kept rows from the matrix (the summary's ``stats_of_kept``), and the parent joins the parts.
+
+A smaller file (:func:`filter_records`) is read and filtered in one process, and a second
+one, forked before reading, reads it too, encodes it and writes the output: the same
+overlap, without merging blocks from several processes.
 
 The output is byte for byte what one process writes (tests compare them). It applies to a
 plain (not gzipped) local JSONL file, without a seed dataset, ``--limit`` or a trained
@@ -17,13 +22,14 @@ hypothesis-only model, with the built-in feature groups; :func:`plan_shards` say
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import multiprocessing
 import os
 import shutil
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, pairwise
 from pathlib import Path
 from typing import Any
@@ -43,6 +49,15 @@ CHUNK_ROWS = 100_000
 #: A worker keeps up to this many records between reading and writing; above, it reads its
 #: range again to write (memory over time, for files of many millions of rows).
 KEEP_ROWS = 1_000_000
+#: How much a worker lowers its priority to encode its records ahead of writing: on as many
+#: cores as workers, the parent (merging, filtering) keeps a core to itself meanwhile.
+ENCODE_NICE = 10
+#: The meta keys the z-filter gives a rejected record (:func:`~zdebias.stats.zfilter.tag_rejected`)
+REJECTED_KEYS = ("rejected_by", "rejected_by_features")
+#: From this size (about 12k SNLI rows) a file below :data:`SHARD_MIN_BYTES` is z-filtered
+#: with a second process to write the output (:func:`filter_records`); below, forking costs
+#: about what it saves.
+WRITER_MIN_BYTES = 2 << 20
 
 
 def plan_shards(
@@ -53,8 +68,29 @@ def plan_shards(
     ``settings.num_proc`` unset: every core for a file of at least :data:`SHARD_MIN_BYTES`;
     1: never; N: N processes whatever the size.
     """
-    from zdebias.data.readers import detect_format
     from zdebias.features.parallel import available_cores
+
+    size = _plain_jsonl_size(path, read, settings, seed_data)
+    if size is None:
+        return None
+    file = Path(path)
+    n_proc = settings.num_proc
+    if n_proc is None:
+        n_proc = available_cores() if size >= SHARD_MIN_BYTES else 1
+    elif n_proc == 0:
+        n_proc = available_cores()
+    if n_proc < 2 or size < n_proc:
+        return None
+    return _ranges(file, size, n_proc)
+
+
+def _plain_jsonl_size(
+    path: str, read: ReadOptions, settings: ZFilterSettings, seed_data: str | None
+) -> int | None:
+    """The size of ``path`` if it is a plain (not gzipped) local JSONL file that a process
+    can read part of and z-filter without a seed or ``--limit``, with
+    :func:`matrix_describes_kept`; else None."""
+    from zdebias.data.readers import detect_format
 
     if seed_data or read.limit is not None or not matrix_describes_kept(settings):
         return None
@@ -69,17 +105,9 @@ def plan_shards(
         with file.open("rb") as fh:
             if fh.read(2) == b"\x1f\x8b":  # gzipped: no seeking into it
                 return None
-        size = file.stat().st_size
+        return file.stat().st_size
     except (OSError, DataError, ConfigError):
         return None
-    n_proc = settings.num_proc
-    if n_proc is None:
-        n_proc = available_cores() if size >= SHARD_MIN_BYTES else 1
-    elif n_proc == 0:
-        n_proc = available_cores()
-    if n_proc < 2 or size < n_proc:
-        return None
-    return _ranges(file, size, n_proc)
 
 
 def matrix_describes_kept(settings: ZFilterSettings) -> bool:
@@ -132,11 +160,23 @@ def kept_summary_of(
 ) -> dict[str, Any] | None:
     """:func:`kept_summary` for a one-process :func:`~zdebias.stats.zfilter.z_filter` result
     (no seed records) on ``records``."""
+    labels = result.summary["labels"]
+    return _kept_summary_of(result.features, result.arrays, records, settings, labels)
+
+
+def _kept_summary_of(
+    fm: Any,
+    arrays: Any,
+    records: Sequence[Record],
+    settings: ZFilterSettings,
+    labels: Sequence[str],
+) -> dict[str, Any] | None:
+    """:func:`kept_summary_of` from the feature matrix and the filter's arrays."""
     from zdebias.data.labels import label_ids
     from zdebias.features.hypothesis_only import _meta_predictions
     from zdebias.features.registry import FeatureContext, _factorize_strings
 
-    labels = tuple(result.summary["labels"])
+    labels = tuple(labels)
     pair = records[0].is_pair
     if pair:
         preds = _meta_predictions(FeatureContext(records, {}), labels)
@@ -145,9 +185,7 @@ def kept_summary_of(
         preds = np.full(len(records), -1, dtype=np.int64)
         hypotheses = np.zeros(0, dtype=np.int64)
     y = label_ids(records, labels)
-    return kept_summary(
-        result.features, result.arrays.accepted, y, preds, hypotheses, labels, settings, pair
-    )
+    return kept_summary(fm, arrays.accepted, y, preds, hypotheses, labels, settings, pair)
 
 
 def _hypothesis_ngrams_in_matrix(settings: ZFilterSettings) -> bool:
@@ -196,12 +234,34 @@ class _Shard:
         self.path, self.read, self.start, self.end = path, read, start, end
         self.settings = settings  # features of the input
         self.records: list[Record] | None = None
+        self.lines: Any = None  # the records as EncodedLines, once encoded
         self.labels: tuple[str, ...] = ()
         self.pair = True
 
     def _records(self) -> Any:
         ds = self.read.open(self.path)
         return ds, ds.iter_range(self.start, self.end)
+
+    def keep_records(self) -> int:
+        """Read the range and keep its records, encoded (:meth:`encode`); how many."""
+        _, records = self._records()
+        with gc_paused():
+            self.records = list(records)
+        return self.encode()
+
+    def encode(self) -> int:
+        """Turn the records kept into lines ready to write (while the parent runs Algorithm
+        1, this process having nothing else to do); how many."""
+        from zdebias.data.writers import EncodedLines
+
+        if self.records is None:
+            return 0
+        with contextlib.suppress(OSError):  # the parent's work comes first: it is the longest
+            os.nice(ENCODE_NICE)
+        with gc_paused():
+            self.lines = EncodedLines(self.records, REJECTED_KEYS)
+        self.records = None
+        return len(self.lines)
 
     def read_and_extract(self, feature_names: Sequence[str] | None) -> Iterator[dict[str, Any]]:
         """Read the range, yielding each chunk's features, labels, ids and hypotheses
@@ -288,6 +348,10 @@ class _Shard:
         from zdebias.data.writers import RecordEncoder
         from zdebias.stats.zfilter import tag_rejected
 
+        if self.lines is not None:
+            return self._write_lines(
+                work, index, accepted, rejected, rej_rows, rej_cols, names, keys
+            )
         records: Any = self.records
         self.records = None
         if records is None:
@@ -324,15 +388,63 @@ class _Shard:
                 base = end
         return n
 
+    def _write_lines(
+        self,
+        work: str,
+        index: int,
+        accepted: np.ndarray,
+        rejected: np.ndarray,
+        rej_rows: np.ndarray,
+        rej_cols: np.ndarray,
+        names: dict[int, str],
+        keys: dict[int, dict[str, Any]],
+    ) -> int:
+        """:meth:`write` from the lines :meth:`encode` made."""
+        lines, self.lines = self.lines, None
+        # the rejecting features of each rejected row, as tag_rejected sets them in meta
+        items: dict[tuple[int, ...], tuple[dict[str, Any], str]] = {}
+        cuts = [0, *(np.flatnonzero(np.diff(rej_rows)) + 1).tolist(), len(rej_rows)]
+        cols = rej_cols.tolist()
+        with (
+            (Path(work) / f"kept.part-{index}").open("w", encoding="utf-8") as kept_fh,
+            (Path(work) / f"rejected.part-{index}").open("w", encoding="utf-8") as rej_fh,
+            gc_paused(),
+        ):
+            rows = accepted.tolist()
+            for at in range(0, len(rows), 10_000):
+                kept_fh.write("".join([lines.line(i) + "\n" for i in rows[at : at + 10_000]]))
+            rows = rejected.tolist()
+            if len(rej_rows) and len(rows) != len(cuts) - 1:  # pragma: no cover - a bug
+                raise RuntimeError("rejected rows and their features do not match")
+            out = []
+            for k, i in enumerate(rows):
+                combo = tuple(cols[cuts[k] : cuts[k + 1]])
+                found = items.get(combo)
+                if found is None:
+                    meta = {
+                        REJECTED_KEYS[0]: [names[j] for j in combo],
+                        REJECTED_KEYS[1]: [keys[j] for j in combo],
+                    }
+                    found = items[combo] = (meta, lines.encode.meta_items(meta))
+                out.append(lines.line_with(i, *found) + "\n")
+                if len(out) == 10_000:
+                    rej_fh.write("".join(out))
+                    out = []
+            rej_fh.write("".join(out))
+        return len(accepted) + len(rejected)
+
 
 def _join(parts: list[Path], path: Path) -> None:
     """Append the other parts to the first (in the kernel where it can) and give it ``path``,
     with the permissions :func:`~zdebias.data.writers.atomic_open` gives a file."""
     from zdebias.data.writers import _umask
 
-    with parts[0].open("ab") as out:
+    # unbuffered, so that a copy through user space goes on where the kernel's stopped; not
+    # "ab": copy_file_range refuses a file opened to append
+    with parts[0].open("r+b", buffering=0) as out:
+        out.seek(0, os.SEEK_END)
         for part in parts[1:]:
-            with part.open("rb") as src:
+            with part.open("rb", buffering=0) as src:
                 size = os.fstat(src.fileno()).st_size
                 try:
                     while size > 0:
@@ -346,7 +458,6 @@ def _join(parts: list[Path], path: Path) -> None:
                 if size:  # pragma: no cover - the file shrank while copied
                     raise RuntimeError(f"{part} could not be copied whole")
             part.unlink()
-        out.flush()
         os.fsync(out.fileno())
     os.chmod(parts[0], 0o666 & ~_umask())
     os.replace(parts[0], path)
@@ -418,19 +529,15 @@ def _picklable(err: BaseException) -> BaseException:
 
 
 class _Workers:
-    """One forked process per byte range, each holding its own records."""
+    """One forked process per :class:`_Shard` (a byte range, or records already read)."""
 
-    def __init__(
-        self, path: str, read: ReadOptions, ranges: list[tuple[int, int]], settings: dict[str, Any]
-    ) -> None:
+    def __init__(self, shards: list[_Shard]) -> None:
         ctx = multiprocessing.get_context("fork")
         self.conns: list[Any] = []
         self.procs: list[Any] = []
-        for start, end in ranges:
+        for shard in shards:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=_serve, args=(child, _Shard(path, read, start, end, settings)), daemon=True
-            )
+            proc = ctx.Process(target=_serve, args=(child, shard), daemon=True)
             proc.start()
             child.close()
             self.conns.append(parent)
@@ -479,7 +586,12 @@ class _Workers:
                 raise value
         return [(value, got) for (_, value), got in zip(replies, parts, strict=True)]
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the workers: ask them to end and wait; ``kill``: end them now (after an
+        error, when they may still be busy)."""
+        if kill:
+            for proc in self.procs:
+                proc.kill()
         for conn in self.conns:
             try:
                 conn.send(None)
@@ -649,8 +761,8 @@ def _warnings(
 
     counts = np.bincount(y, minlength=len(labels))
     label_counts = Counter({labels[i]: int(c) for i, c in enumerate(counts.tolist()) if c})
-    hashes = _concat([r["id_hashes"] for r in results])
-    repeated = len(np.unique(hashes)) < len(hashes)
+    hashes = np.sort(_concat([r["id_hashes"] for r in results]))
+    repeated = bool((hashes[1:] == hashes[:-1]).any())  # np.unique hashes: 15x slower
     parts = chain.from_iterable(r["ids"] for r in results)
     ids = (
         chain.from_iterable(p.split("\x00") if isinstance(p, str) else p for p in parts)
@@ -677,7 +789,7 @@ def filter_sharded(
 
     log = logging.getLogger("zdebias")
     from zdebias.data.options import no_records_error
-    from zdebias.data.writers import publish_folder, write_json
+    from zdebias.data.writers import publish_folder
     from zdebias.stats.zfilter import summarize_filter, summary_settings, z_filter_matrix
 
     feature_names = settings.features
@@ -688,7 +800,7 @@ def filter_sharded(
 
     _load_builtins()  # the feature groups' modules, likewise
     mmap_large_allocations()  # the chunks' blocks given back as merged, in parent and workers
-    workers = _Workers(path, read, ranges, kwargs)
+    workers = _Workers([_Shard(path, read, start, end, kwargs) for start, end in ranges])
     try:
         status = _status(progress, f"reading and extracting features ({len(ranges)} processes)")
         try:
@@ -701,6 +813,8 @@ def filter_sharded(
         finally:
             if status is not None:
                 status.stop()
+        # while this process merges and filters, the workers encode the records they keep
+        workers.send("encode", [()] * len(ranges))
         report = _report(path, results)
         if not report.n_records:
             raise no_records_error(report, "input")
@@ -739,40 +853,121 @@ def filter_sharded(
         )
 
         def build(work: Path) -> dict[str, Any]:
-            offsets = np.concatenate([[0], np.cumsum(sizes)])
-            args = []
-            rows, cols = arrays.rejected_by_rows, arrays.rejected_by_features
-            for i, (a, b) in enumerate(pairwise(offsets)):
-                acc = arrays.accepted[(arrays.accepted >= a) & (arrays.accepted < b)] - a
-                rej = arrays.rejected[(arrays.rejected >= a) & (arrays.rejected < b)] - a
-                sel = (rows >= a) & (rows < b)
-                shard_cols = cols[sel]
-                used = np.unique(shard_cols).tolist()
-                names = {j: fm.names[j] for j in used}
-                keys = {j: fm.keys[j].to_dict() for j in used}
-                args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
-            workers.send("write", args)
+            workers.gather()  # the encoding
+            n_parts = _write_in_workers(workers, work, arrays, sizes, fm)
             # meanwhile: `zdebias stats` of the kept records
             of_kept = kept_summary(
                 fm, arrays.accepted, y, meta_preds, hypotheses, labels, settings, pair
             )
             workers.gather()
-            for name in ("kept", "rejected"):
-                _join([work / f"{name}.part-{i}" for i in range(len(args))], work / f"{name}.jsonl")
-            full = {
-                "path": path,
-                "seed_data": None,
-                **summary,
-                "stats_of_kept": of_kept,
-                "read": report.summary(),
-                "read_seed": None,
-            }
-            write_json(full, work / "summary.json")
-            return full
+            return _finish(work, n_parts, path, summary, of_kept, report)
 
         return publish_folder(out, build, overwrite=overwrite)
     finally:
         workers.close()
+
+
+def _write_in_workers(workers: _Workers, work: Path, arrays: Any, sizes: list[int], fm: Any) -> int:
+    """Start each worker writing its rows' kept and rejected lines (``sizes``: each worker's
+    row count, in order) as part files in ``work``; how many parts."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    args = []
+    rows, cols = arrays.rejected_by_rows, arrays.rejected_by_features
+    for i, (a, b) in enumerate(pairwise(offsets)):
+        acc = arrays.accepted[(arrays.accepted >= a) & (arrays.accepted < b)] - a
+        rej = arrays.rejected[(arrays.rejected >= a) & (arrays.rejected < b)] - a
+        sel = (rows >= a) & (rows < b)
+        shard_cols = cols[sel]
+        used = np.unique(shard_cols).tolist()
+        names = {j: fm.names[j] for j in used}
+        keys = {j: fm.keys[j].to_dict() for j in used}
+        args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
+    workers.send("write", args)
+    return len(args)
+
+
+def _finish(
+    work: Path,
+    n_parts: int,
+    path: str,
+    summary: dict[str, Any],
+    of_kept: dict[str, Any] | None,
+    report: ReadReport,
+) -> dict[str, Any]:
+    """Join the workers' part files and write ``summary.json``; the summary."""
+    from zdebias.data.writers import write_json
+
+    for name in ("kept", "rejected"):
+        _join([work / f"{name}.part-{i}" for i in range(n_parts)], work / f"{name}.jsonl")
+    full = {
+        "path": path,
+        "seed_data": None,
+        **summary,
+        "stats_of_kept": of_kept,
+        "read": report.summary(),
+        "read_seed": None,
+    }
+    write_json(full, work / "summary.json")
+    return full
+
+
+def writer_size(
+    path: str, read: ReadOptions, settings: ZFilterSettings, *, seed_data: str | None = None
+) -> int | None:
+    """The size of ``path`` when :func:`filter_records` applies to it, else None: a file
+    :func:`plan_shards` could cut (a plain local JSONL file, no seed, ``--limit`` or trained
+    hypothesis-only model) of at least :data:`WRITER_MIN_BYTES`, on more than one core,
+    ``num_proc`` not 1."""
+    from zdebias.features.parallel import available_cores
+
+    if settings.num_proc == 1 or available_cores() < 2:
+        return None
+    size = _plain_jsonl_size(path, read, settings, seed_data)
+    return size if size is not None and size >= WRITER_MIN_BYTES else None
+
+
+def filter_records(
+    path: str,
+    out: Path,
+    size: int,
+    read: ReadOptions,
+    settings: ZFilterSettings,
+    read_input: Callable[[], tuple[list[Record], ReadReport]],
+    *,
+    overwrite: bool,
+    progress: bool,
+) -> dict[str, Any]:
+    """``zdebias filter`` in this process with a second one to write the output; the summary.
+
+    The second process, forked before anything is read, reads the file (``size`` bytes) while
+    this one does (``read_input()``), then waits; once Algorithm 1 has run it writes
+    ``kept.jsonl`` and ``rejected.jsonl`` while this one computes the statistics of the kept
+    rows. The same bytes as :func:`~zdebias.stats.zfilter.z_filter` and
+    :func:`~zdebias.data.writers.publish_files` write (and as :func:`filter_sharded`).
+    """
+    from zdebias.data.writers import publish_folder
+    from zdebias.stats.zfilter import z_filter_arrays
+
+    workers = _Workers([_Shard(path, read, 0, size, {})])
+    done = False
+    try:
+        workers.send("keep_records", [()])
+        records, report = read_input()
+        labels = report.labels if report.task != "?" else None
+        fm, arrays, summary = z_filter_arrays(records, settings, labels=labels, progress=progress)
+
+        def build(work: Path) -> dict[str, Any]:
+            workers.gather()  # its reading, long done
+            n_parts = _write_in_workers(workers, work, arrays, [len(records)], fm)
+            of_kept = _kept_summary_of(fm, arrays, records, settings, summary["labels"])
+            workers.gather()
+            return _finish(work, n_parts, path, summary, of_kept, report)
+
+        full = publish_folder(out, build, overwrite=overwrite)
+        done = True
+        return full
+    finally:
+        workers.close(kill=not done)
 
 
 def _status(show: bool, text: str) -> Any:
@@ -792,9 +987,12 @@ __all__ = [
     "CHUNK_ROWS",
     "KEEP_ROWS",
     "SHARD_MIN_BYTES",
+    "WRITER_MIN_BYTES",
+    "filter_records",
     "filter_sharded",
     "kept_summary",
     "kept_summary_of",
     "matrix_describes_kept",
     "plan_shards",
+    "writer_size",
 ]

@@ -529,6 +529,73 @@ def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
     }
 
 
+def _filter(
+    everything: list[Record],
+    n_seed: int,
+    labels: tuple[str, ...],
+    cfg: ZFilterSettings,
+    *,
+    feature_matrix: FeatureMatrix | None = None,
+    progress: bool = False,
+) -> tuple[FeatureMatrix, FilterArrays, dict[str, Any]]:
+    """Features (unless given), Algorithm 1 and the summary of seed records (the first
+    ``n_seed``) and input records (the rest, at least one)."""
+    from zdebias.features.registry import extract_features
+
+    y = label_ids(everything, labels)
+    if feature_matrix is not None:
+        fm = feature_matrix
+        if fm.n_records != len(everything):
+            raise ConfigError(
+                f"feature matrix has {fm.n_records} rows for {len(everything)} records"
+            )
+    else:
+        kwargs = cfg.feature_kwargs()
+        if n_seed:  # the default hypothesis-only model learns from the seed (the original data)
+            kwargs.setdefault("hypo_only_fit", np.arange(n_seed))  # alone, as in combine
+        fm = extract_features(everything, cfg.features, labels=labels, progress=progress, **kwargs)
+    arrays = z_filter_matrix(
+        fm.matrix,
+        y,
+        len(labels),
+        rows=np.arange(n_seed, len(everything)),
+        seed_rows=np.arange(n_seed),
+        top_k=cfg.biased_k,
+        batch_size=cfg.zfilter_batch_size,
+        shuffle_seed=cfg.shuffle_seed,
+        min_z=cfg.min_z,
+        progress=progress,
+    )
+    settings = summary_settings(cfg)
+    if feature_matrix is not None:
+        settings["features"] = "default"
+    summary = summarize_filter(
+        fm,
+        y,
+        labels,
+        arrays,
+        before_rows=np.arange(len(everything)),
+        n_seed=n_seed,
+        settings=settings,
+    )
+    return fm, arrays, summary
+
+
+def z_filter_arrays(
+    records: Sequence[Record],
+    settings: ZFilterSettings,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = False,
+) -> tuple[FeatureMatrix, FilterArrays, dict[str, Any]]:
+    """:func:`z_filter` of at least one record without a seed, as the feature matrix, the
+    filter's arrays (rows kept, rows rejected and by which features) and the summary: for a
+    caller that writes the records itself (``zdebias filter``)."""
+    records = list(records)
+    found = tuple(labels) if labels is not None else infer_task(records).labels
+    return _filter(records, 0, found, settings, progress=progress)
+
+
 def z_filter(
     records: Sequence[Record],
     settings: ZFilterSettings | None = None,
@@ -553,7 +620,7 @@ def z_filter(
     >>> len(result.kept) + len(result.rejected)                         # doctest: +SKIP
     19993
     """
-    from zdebias.features.registry import FeatureMatrix, extract_features
+    from zdebias.features.registry import FeatureMatrix
 
     if isinstance(overrides.get("features"), FeatureMatrix):
         feature_matrix = overrides.pop("features")  # the 0.1 spelling
@@ -581,48 +648,12 @@ def z_filter(
                 "n_batches": 0,
             },
         )
-    y = label_ids(everything, labels)
-    if feature_matrix is not None:
-        fm = feature_matrix
-        if fm.n_records != len(everything):
-            raise ConfigError(
-                f"feature matrix has {fm.n_records} rows for {len(everything)} records"
-            )
-        feature_names: list[str] | None = None
-    else:
-        feature_names = cfg.features
-        kwargs = cfg.feature_kwargs()
-        if seed:  # the default hypothesis-only model learns from the seed (the original data)
-            kwargs.setdefault("hypo_only_fit", np.arange(len(seed)))  # alone, as in combine
-        fm = extract_features(everything, feature_names, labels=labels, progress=progress, **kwargs)
-    n_seed = len(seed)
-    arrays = z_filter_matrix(
-        fm.matrix,
-        y,
-        len(labels),
-        rows=np.arange(n_seed, len(everything)),
-        seed_rows=np.arange(n_seed),
-        top_k=top_k,
-        batch_size=batch_size,
-        shuffle_seed=shuffle_seed,
-        min_z=cfg.min_z,
-        progress=progress,
+    fm, arrays, summary = _filter(
+        everything, len(seed), labels, cfg, feature_matrix=feature_matrix, progress=progress
     )
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
         rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
-    settings = summary_settings(cfg)
-    if feature_matrix is not None:
-        settings["features"] = "default"
-    summary = summarize_filter(
-        fm,
-        y,
-        labels,
-        arrays,
-        before_rows=np.arange(len(everything)),
-        n_seed=n_seed,
-        settings=settings,
-    )
     return ZFilterResult(
         kept=seed + accepted,
         rejected=rejected,
@@ -640,5 +671,6 @@ __all__ = [
     "ZFilterResult",
     "summarize_filter",
     "z_filter",
+    "z_filter_arrays",
     "z_filter_matrix",
 ]

@@ -143,6 +143,37 @@ def test_record_encoder_shares_a_meta_dict_of_shared_lists() -> None:
     assert encode(records[0]) == plain(records[0].to_dict())
 
 
+def test_encoded_lines_are_the_encoder_s_bytes_with_or_without_items() -> None:
+    """Lines encoded ahead (EncodedLines) equal RecordEncoder's, as they are and with the
+    z-filter's items added to meta; records the fast route cannot take, or whose meta holds
+    an added key already, are encoded when written."""
+    from zdebias.data.writers import EncodedLines
+
+    records = [
+        Record("r1", "entailment", 'A man "sleeps".\n', "Très bien 😀\u2028", meta={}),
+        Record("r2", "neutral", "P", "H", meta={"source": "x", "n": [1, {"a": None}]}),
+        Record("r3", "neutral", "P", "H", meta={"rejected_by": ["old"], "note": "é"}),
+        Record("t1", "positive", text="tëxt", meta={"x": 1.5, "y": np.int64(3)}),
+        Record("t2", "positive", text="t"),
+        Record(7, "neutral", "P", "H"),  # not a string id: the plain encoder
+        Record("k", "neutral", "P", "H", meta={1: "int key"}),
+    ]
+    added = {
+        "rejected_by": ["a@hypothesis", "b@premise"],
+        "rejected_by_features": [{"name": "a@hypothesis", "kind": "ngram", "tokens": ["a"]}],
+    }
+    plain = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    lines = EncodedLines(records, added)
+    assert len(lines) == len(records)
+    assert sorted(lines.records) == [2, 5, 6]  # kept as records: encoded when written
+    items_json = lines.encode.meta_items(added)
+    assert items_json == plain(added)[1:-1]
+    for i, r in enumerate(records):
+        assert lines.line(i) == plain(r.to_dict())
+        tagged = Record(r.id, r.label, r.premise, r.hypothesis, r.text, {**r.meta, **added})
+        assert lines.line_with(i, added, items_json) == plain(tagged.to_dict()), i
+
+
 def test_write_jsonl_round_trip(tmp_path: Path) -> None:
     records = [
         Record(f"r{i}", "neutral", f"P {i}", "H", meta={"rejected_by": ["x"]}) for i in range(5)
