@@ -29,6 +29,9 @@ The package is byte-compiled first (``compileall``), as ``pip install`` does: an
 install under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile every module of zdebias
 at every start (about 0.1 s).
 
+Each job but the reference runs ``--repeat`` times (default 3; once at 10M rows), the jobs
+taking turns, and the run with the median wall time is shown.
+
 The load average is printed before and after: on a shared machine wall time is noisy, CPU
 time much less so. Targets (issue 17, 2 cores): 100k rows <= 2.5 s wall, 1M <= 15 s, 10M <= 8 GB
 peak and <= 4 min.
@@ -101,18 +104,25 @@ def job_zdebias(path: Path, out: Path, num_proc: str) -> dict[str, object]:
 def _tree_peak_rss(proc: subprocess.Popen[bytes]) -> float:
     """Wait for ``proc``; the largest sum of resident memory of it and its child processes
     seen (sampled every 20 ms; pages shared after a fork count once per process, so this is
-    an upper bound), in GB."""
+    an upper bound), in GB. The child processes are listed again every 10th sample (listing
+    scans every process of the machine: 6 % of a core if done every time)."""
     import psutil
 
     peak = 0
     root = psutil.Process(proc.pid)
+    tree = [root]
+    samples = 0
     while proc.poll() is None:
         total = 0
         try:
-            for p in [root, *root.children(recursive=True)]:
+            if samples % 10 == 0:
+                tree = [root, *root.children(recursive=True)]
+            for p in tree:
                 total += p.memory_info().rss
         except psutil.Error:
-            pass
+            tree = [root]
+            samples = -1  # list them again next time
+        samples += 1
         peak = max(peak, total)
         time.sleep(0.02)
     return peak / 1024**3
@@ -238,6 +248,25 @@ def _in_job(job: str, path: Path, workdir: Path, num_proc: str) -> None:
     print(json.dumps(result))
 
 
+def _rounds(
+    jobs: list[str], path: Path, workdir: Path, num_proc: str, repeat: int, n: int
+) -> dict[str, dict[str, object]]:
+    """Each job's median run (by wall time) over ``repeat`` rounds of all jobs in turn (so
+    that a change of the machine's load touches them alike); the reference, and every job
+    at 10M rows, run once."""
+    runs: dict[str, list[dict[str, object]]] = {job: [] for job in jobs}
+    for k in range(max(1, repeat)):
+        for job in jobs:
+            if k and (job == "reference" or n >= 10_000_000):
+                continue
+            runs[job].append(run_job(job, path, workdir, num_proc))
+    out = {}
+    for job, got in runs.items():
+        got.sort(key=lambda r: float(r["wall_s"]))  # type: ignore[arg-type]
+        out[job] = {**got[len(got) // 2], "runs": len(got)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="rows, comma-separated")
@@ -247,6 +276,9 @@ def main() -> None:
         "--jobs",
         default="parse,zdebias,one-process,reference",
         help="which jobs (comma-separated)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds of the jobs (the median run is shown)"
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/zdebias-bench"))
     parser.add_argument(
@@ -280,6 +312,9 @@ def main() -> None:
         if n >= 10_000_000:
             jobs = [j for j in jobs if j != "reference"]
         results = {}
+        if args.baseline is None:
+            results = _rounds(jobs, path, args.workdir, args.num_proc, args.repeat, n)
+            jobs = []
         for job in jobs:
             if job == "zdebias" and args.baseline is not None:
                 # baseline, this tree, baseline again: the load drifts, the mean is fairer
@@ -299,6 +334,8 @@ def main() -> None:
             extra = f"kept {r['kept']:,} of {r['n']:,}" if "kept" in r else f"{r['n']:,} rows"
             if job != "parse" and "parse" in results:
                 extra += f"; {r['wall_s'] / results['parse']['wall_s']:.1f}x parse wall"
+            if int(r.get("runs", 1)) > 1:
+                extra += f"; median of {r['runs']}"
             name = {
                 "parse": "parse+tokenise",
                 "zdebias": "zdebias filter",

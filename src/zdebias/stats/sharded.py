@@ -790,7 +790,7 @@ def filter_sharded(
     log = logging.getLogger("zdebias")
     from zdebias.data.options import no_records_error
     from zdebias.data.writers import publish_folder
-    from zdebias.stats.zfilter import summarize_filter, summary_settings, z_filter_matrix
+    from zdebias.stats.zfilter import z_filter_matrix
 
     feature_names = settings.features
     kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
@@ -842,20 +842,12 @@ def filter_sharded(
             min_z=settings.min_z,
             progress=progress,
         )
-        summary = summarize_filter(
-            fm,
-            y,
-            labels,
-            arrays,
-            before_rows=np.arange(n),
-            n_seed=0,
-            settings=summary_settings(settings),
-        )
 
         def build(work: Path) -> dict[str, Any]:
             workers.gather()  # the encoding
             n_parts = _write_in_workers(workers, work, arrays, sizes, fm)
-            # meanwhile: `zdebias stats` of the kept records
+            # meanwhile: the summary and `zdebias stats` of the kept records
+            summary = _summary(fm, y, labels, arrays, settings)
             of_kept = kept_summary(
                 fm, arrays.accepted, y, meta_preds, hypotheses, labels, settings, pair
             )
@@ -884,6 +876,18 @@ def _write_in_workers(workers: _Workers, work: Path, arrays: Any, sizes: list[in
         args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
     workers.send("write", args)
     return len(args)
+
+
+def _summary(
+    fm: Any, y: np.ndarray, labels: Sequence[str], arrays: Any, settings: ZFilterSettings
+) -> dict[str, Any]:
+    """The z-filter summary of all the rows of ``fm`` (no seed rows)."""
+    from zdebias.stats.zfilter import summarize_filter, summary_settings
+
+    before = np.arange(len(y))
+    return summarize_filter(
+        fm, y, labels, arrays, before_rows=before, n_seed=0, settings=summary_settings(settings)
+    )
 
 
 def _finish(
@@ -953,13 +957,15 @@ def filter_records(
     try:
         workers.send("keep_records", [()])
         records, report = read_input()
-        labels = report.labels if report.task != "?" else None
-        fm, arrays, summary = z_filter_arrays(records, settings, labels=labels, progress=progress)
+        given = report.labels if report.task != "?" else None
+        fm, y, arrays, labels = z_filter_arrays(records, settings, labels=given, progress=progress)
 
         def build(work: Path) -> dict[str, Any]:
             workers.gather()  # its reading, long done
             n_parts = _write_in_workers(workers, work, arrays, [len(records)], fm)
-            of_kept = _kept_summary_of(fm, arrays, records, settings, summary["labels"])
+            # meanwhile: the summary and `zdebias stats` of the kept records
+            summary = _summary(fm, y, labels, arrays, settings)
+            of_kept = _kept_summary_of(fm, arrays, records, settings, labels)
             workers.gather()
             return _finish(work, n_parts, path, summary, of_kept, report)
 

@@ -537,8 +537,8 @@ def _filter(
     *,
     feature_matrix: FeatureMatrix | None = None,
     progress: bool = False,
-) -> tuple[FeatureMatrix, FilterArrays, dict[str, Any]]:
-    """Features (unless given), Algorithm 1 and the summary of seed records (the first
+) -> tuple[FeatureMatrix, np.ndarray, FilterArrays]:
+    """Features (unless given), label ids and Algorithm 1 of seed records (the first
     ``n_seed``) and input records (the rest, at least one)."""
     from zdebias.features.registry import extract_features
 
@@ -566,19 +566,7 @@ def _filter(
         min_z=cfg.min_z,
         progress=progress,
     )
-    settings = summary_settings(cfg)
-    if feature_matrix is not None:
-        settings["features"] = "default"
-    summary = summarize_filter(
-        fm,
-        y,
-        labels,
-        arrays,
-        before_rows=np.arange(len(everything)),
-        n_seed=n_seed,
-        settings=settings,
-    )
-    return fm, arrays, summary
+    return fm, y, arrays
 
 
 def z_filter_arrays(
@@ -587,13 +575,14 @@ def z_filter_arrays(
     *,
     labels: Sequence[str] | None = None,
     progress: bool = False,
-) -> tuple[FeatureMatrix, FilterArrays, dict[str, Any]]:
+) -> tuple[FeatureMatrix, np.ndarray, FilterArrays, tuple[str, ...]]:
     """:func:`z_filter` of at least one record without a seed, as the feature matrix, the
-    filter's arrays (rows kept, rows rejected and by which features) and the summary: for a
-    caller that writes the records itself (``zdebias filter``)."""
+    label ids, the filter's arrays (rows kept, rows rejected and by which features) and the
+    labels, for a caller that writes the records itself (``zdebias filter``); its summary is
+    :func:`summarize_filter` of them with :func:`summary_settings`."""
     records = list(records)
     found = tuple(labels) if labels is not None else infer_task(records).labels
-    return _filter(records, 0, found, settings, progress=progress)
+    return (*_filter(records, 0, found, settings, progress=progress), found)
 
 
 def z_filter(
@@ -648,12 +637,24 @@ def z_filter(
                 "n_batches": 0,
             },
         )
-    fm, arrays, summary = _filter(
+    fm, y, arrays = _filter(
         everything, len(seed), labels, cfg, feature_matrix=feature_matrix, progress=progress
     )
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
         rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
+    settings = summary_settings(cfg)
+    if feature_matrix is not None:
+        settings["features"] = "default"
+    summary = summarize_filter(
+        fm,
+        y,
+        labels,
+        arrays,
+        before_rows=np.arange(len(everything)),
+        n_seed=len(seed),
+        settings=settings,
+    )
     return ZFilterResult(
         kept=seed + accepted,
         rejected=rejected,
