@@ -52,8 +52,8 @@ class FeatureSettings(Settings):
         None,
         "Processes for feature extraction and for writing large outputs, as HF datasets' "
         "num_proc (default 1; 0: every core; `zdebias filter` on a JSONL file of 64 MB or more: "
-        "every core, each process reading its part of the file). The output is the same for "
-        "any number.",
+        "every core, each process reading its part of the file; from 2 MB: a second process "
+        "writing the output). The output is the same for any number.",
         ge=0,
     )
     feature_options: dict[str, Any] = setting(
