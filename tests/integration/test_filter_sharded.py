@@ -300,3 +300,27 @@ def test_join_goes_on_through_user_space_where_the_kernel_stops(
     sharded._join(list(parts), tmp_path / "joined2")
     assert (tmp_path / "joined2").read_bytes() == expected
     assert len(calls) >= 2
+
+
+def test_workers_that_read_their_range_again_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above KEEP_ROWS records a worker keeps none (memory at millions of rows) and reads
+    its range again, chunk by chunk, to write: the same bytes."""
+    path = _write(tmp_path / "train.jsonl", _rows(400))
+    assert _filter(path, tmp_path / "one", "--num-proc", 1, "--batch-size", 50)[0] == 0
+    monkeypatch.setattr(sharded, "KEEP_ROWS", 60)
+    monkeypatch.setattr(sharded, "CHUNK_ROWS", 70)
+    real = sharded._Shard._write_records
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def marked(self: sharded._Shard, *args: object) -> None:
+        (marks / str(self.start)).write_text(str(self.records is None))  # in the worker
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sharded._Shard, "_write_records", marked)
+    code, text = _filter(path, tmp_path / "two", "--num-proc", 2, "--batch-size", 50)
+    assert code == 0, text
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+    assert sorted(m.read_text() for m in marks.iterdir()) == ["True", "True"]  # read again

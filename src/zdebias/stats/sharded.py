@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -225,6 +225,19 @@ def _ranges(file: Path, size: int, n: int) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- worker side
 
 
+class _Rows(NamedTuple):
+    """What a worker writes: sorted row indices in its range kept (``accepted``) and
+    rejected, and the rejecting features as :func:`~zdebias.stats.zfilter.tag_rejected`
+    takes them (``rej_rows`` / ``rej_cols``, each column's name and key dict)."""
+
+    accepted: np.ndarray
+    rejected: np.ndarray
+    rej_rows: np.ndarray
+    rej_cols: np.ndarray
+    names: dict[int, str]
+    keys: dict[int, dict[str, Any]]
+
+
 class _Shard:
     """A worker's state: its byte range, and its records while it may keep them."""
 
@@ -331,27 +344,25 @@ class _Shard:
             preds = np.full(len(chunk), -1, dtype=np.int64)
         return result, y, preds
 
-    def write(
-        self,
-        work: str,
-        index: int,
-        accepted: np.ndarray,
-        rejected: np.ndarray,
-        rej_rows: np.ndarray,
-        rej_cols: np.ndarray,
-        names: dict[int, str],
-        keys: dict[int, dict[str, Any]],
-    ) -> int:
-        """Write this range's kept and rejected lines (part files in ``work``), chunk by
-        chunk; how many. ``accepted`` / ``rejected``: sorted row indices in the range;
-        ``rej_rows`` / ``rej_cols``: the rejecting features, as :func:`tag_rejected` takes."""
+    def write(self, work: str, index: int, rows: _Rows) -> int:
+        """Write this range's kept and rejected lines as part files ``kept.part-INDEX`` and
+        ``rejected.part-INDEX`` in ``work``; how many."""
+        with (
+            (Path(work) / f"kept.part-{index}").open("w", encoding="utf-8") as kept_fh,
+            (Path(work) / f"rejected.part-{index}").open("w", encoding="utf-8") as rej_fh,
+            gc_paused(),
+        ):
+            if self.lines is not None:
+                self._write_encoded(kept_fh, rej_fh, rows)
+            else:
+                self._write_records(kept_fh, rej_fh, rows)
+        return len(rows.accepted) + len(rows.rejected)
+
+    def _write_records(self, kept_fh: Any, rej_fh: Any, rows: _Rows) -> None:
+        """:meth:`write` from the records, kept or read again, chunk by chunk."""
         from zdebias.data.writers import RecordEncoder
         from zdebias.stats.zfilter import tag_rejected
 
-        if self.lines is not None:
-            return self._write_lines(
-                work, index, accepted, rejected, rej_rows, rej_cols, names, keys
-            )
         records: Any = self.records
         self.records = None
         if records is None:
@@ -359,79 +370,56 @@ class _Shard:
         else:
             records = iter(records)
         encode = RecordEncoder()
-        n = 0
         base = 0
-        with (
-            (Path(work) / f"kept.part-{index}").open("w", encoding="utf-8") as kept_fh,
-            (Path(work) / f"rejected.part-{index}").open("w", encoding="utf-8") as rej_fh,
-            gc_paused(),
-        ):
-            while True:
-                chunk = [r for _, r in zip(range(CHUNK_ROWS), records, strict=False)]
-                if not chunk:
-                    break
-                end = base + len(chunk)
-                a, b = np.searchsorted(accepted, [base, end])
-                kept = [chunk[i - base] for i in accepted[a:b].tolist()]
-                a, b = np.searchsorted(rejected, [base, end])
-                c, d = np.searchsorted(rej_rows, [base, end])
-                tagged = tag_rejected(
-                    (chunk[i - base] for i in rejected[a:b].tolist()),
-                    rej_rows[c:d],
-                    rej_cols[c:d].tolist(),
-                    names,
-                    keys,
-                )
-                _write_lines(kept_fh, kept, encode)
-                _write_lines(rej_fh, tagged, encode)
-                n += len(kept) + len(tagged)
-                base = end
-        return n
+        accepted, rejected, rej_rows = rows.accepted, rows.rejected, rows.rej_rows
+        while True:
+            chunk = [r for _, r in zip(range(CHUNK_ROWS), records, strict=False)]
+            if not chunk:
+                break
+            end = base + len(chunk)
+            a, b = np.searchsorted(accepted, [base, end])
+            kept = [chunk[i - base] for i in accepted[a:b].tolist()]
+            a, b = np.searchsorted(rejected, [base, end])
+            c, d = np.searchsorted(rej_rows, [base, end])
+            tagged = tag_rejected(
+                (chunk[i - base] for i in rejected[a:b].tolist()),
+                rej_rows[c:d],
+                rows.rej_cols[c:d].tolist(),
+                rows.names,
+                rows.keys,
+            )
+            _write_lines(kept_fh, kept, encode)
+            _write_lines(rej_fh, tagged, encode)
+            base = end
 
-    def _write_lines(
-        self,
-        work: str,
-        index: int,
-        accepted: np.ndarray,
-        rejected: np.ndarray,
-        rej_rows: np.ndarray,
-        rej_cols: np.ndarray,
-        names: dict[int, str],
-        keys: dict[int, dict[str, Any]],
-    ) -> int:
+    def _write_encoded(self, kept_fh: Any, rej_fh: Any, rows: _Rows) -> None:
         """:meth:`write` from the lines :meth:`encode` made."""
         lines, self.lines = self.lines, None
         # the rejecting features of each rejected row, as tag_rejected sets them in meta
         items: dict[tuple[int, ...], tuple[dict[str, Any], str]] = {}
-        cuts = [0, *(np.flatnonzero(np.diff(rej_rows)) + 1).tolist(), len(rej_rows)]
-        cols = rej_cols.tolist()
-        with (
-            (Path(work) / f"kept.part-{index}").open("w", encoding="utf-8") as kept_fh,
-            (Path(work) / f"rejected.part-{index}").open("w", encoding="utf-8") as rej_fh,
-            gc_paused(),
-        ):
-            rows = accepted.tolist()
-            for at in range(0, len(rows), 10_000):
-                kept_fh.write("".join([lines.line(i) + "\n" for i in rows[at : at + 10_000]]))
-            rows = rejected.tolist()
-            if len(rej_rows) and len(rows) != len(cuts) - 1:  # pragma: no cover - a bug
-                raise RuntimeError("rejected rows and their features do not match")
-            out = []
-            for k, i in enumerate(rows):
-                combo = tuple(cols[cuts[k] : cuts[k + 1]])
-                found = items.get(combo)
-                if found is None:
-                    meta = {
-                        REJECTED_KEYS[0]: [names[j] for j in combo],
-                        REJECTED_KEYS[1]: [keys[j] for j in combo],
-                    }
-                    found = items[combo] = (meta, lines.encode.meta_items(meta))
-                out.append(lines.line_with(i, *found) + "\n")
-                if len(out) == 10_000:
-                    rej_fh.write("".join(out))
-                    out = []
-            rej_fh.write("".join(out))
-        return len(accepted) + len(rejected)
+        cuts = [0, *(np.flatnonzero(np.diff(rows.rej_rows)) + 1).tolist(), len(rows.rej_rows)]
+        cols = rows.rej_cols.tolist()
+        kept = rows.accepted.tolist()
+        for at in range(0, len(kept), 10_000):
+            kept_fh.write("".join([lines.line(i) + "\n" for i in kept[at : at + 10_000]]))
+        rejected = rows.rejected.tolist()
+        if len(cols) and len(rejected) != len(cuts) - 1:  # pragma: no cover - a bug
+            raise RuntimeError("rejected rows and their features do not match")
+        out = []
+        for k, i in enumerate(rejected):
+            combo = tuple(cols[cuts[k] : cuts[k + 1]])
+            found = items.get(combo)
+            if found is None:
+                meta = {
+                    REJECTED_KEYS[0]: [rows.names[j] for j in combo],
+                    REJECTED_KEYS[1]: [rows.keys[j] for j in combo],
+                }
+                found = items[combo] = (meta, lines.encode.meta_items(meta))
+            out.append(lines.line_with(i, *found) + "\n")
+            if len(out) == 10_000:
+                rej_fh.write("".join(out))
+                out = []
+        rej_fh.write("".join(out))
 
 
 def _join(parts: list[Path], path: Path) -> None:
@@ -873,7 +861,7 @@ def _write_in_workers(workers: _Workers, work: Path, arrays: Any, sizes: list[in
         used = np.unique(shard_cols).tolist()
         names = {j: fm.names[j] for j in used}
         keys = {j: fm.keys[j].to_dict() for j in used}
-        args.append((str(work), i, acc, rej, rows[sel] - a, shard_cols, names, keys))
+        args.append((str(work), i, _Rows(acc, rej, rows[sel] - a, shard_cols, names, keys)))
     workers.send("write", args)
     return len(args)
 
