@@ -31,6 +31,7 @@ from zdebias.stats.zfilter import (
     SUMMARY_TOP,
     FilterArrays,
     _tag_rejected,
+    filter_options,
     gc_paused,
     z_filter_matrix,
 )
@@ -89,12 +90,7 @@ class _Combined:
         self.fm = extract_features(
             self.records, self.features, labels=self.labels, progress=progress, **kwargs
         )
-        self.options = {
-            "top_k": settings.biased_k,
-            "batch_size": settings.zfilter_batch_size,
-            "shuffle_seed": settings.shuffle_seed,
-            "min_z": settings.min_z,
-        }
+        self.options = filter_options(settings)
 
     def filter(self, rows: np.ndarray, seed_rows: np.ndarray | None = None) -> FilterArrays:
         return z_filter_matrix(

@@ -778,7 +778,7 @@ def filter_sharded(
     log = logging.getLogger("zdebias")
     from zdebias.data.options import no_records_error
     from zdebias.data.writers import publish_folder
-    from zdebias.stats.zfilter import z_filter_matrix
+    from zdebias.stats.zfilter import filter_options, filter_summary, z_filter_matrix
 
     feature_names = settings.features
     kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
@@ -824,18 +824,15 @@ def filter_sharded(
             len(labels),
             rows=np.arange(n),
             seed_rows=np.arange(0),
-            top_k=settings.biased_k,
-            batch_size=settings.zfilter_batch_size,
-            shuffle_seed=settings.shuffle_seed,
-            min_z=settings.min_z,
             progress=progress,
+            **filter_options(settings),
         )
 
         def build(work: Path) -> dict[str, Any]:
             workers.gather()  # the encoding
             n_parts = _write_in_workers(workers, work, arrays, sizes, fm)
             # meanwhile: the summary and `zdebias stats` of the kept records
-            summary = _summary(fm, y, labels, arrays, settings)
+            summary = filter_summary(fm, y, labels, arrays, settings)
             of_kept = kept_summary(
                 fm, arrays.accepted, y, meta_preds, hypotheses, labels, settings, pair
             )
@@ -864,18 +861,6 @@ def _write_in_workers(workers: _Workers, work: Path, arrays: Any, sizes: list[in
         args.append((str(work), i, _Rows(acc, rej, rows[sel] - a, shard_cols, names, keys)))
     workers.send("write", args)
     return len(args)
-
-
-def _summary(
-    fm: Any, y: np.ndarray, labels: Sequence[str], arrays: Any, settings: ZFilterSettings
-) -> dict[str, Any]:
-    """The z-filter summary of all the rows of ``fm`` (no seed rows)."""
-    from zdebias.stats.zfilter import summarize_filter, summary_settings
-
-    before = np.arange(len(y))
-    return summarize_filter(
-        fm, y, labels, arrays, before_rows=before, n_seed=0, settings=summary_settings(settings)
-    )
 
 
 def _finish(
@@ -938,7 +923,7 @@ def filter_records(
     :func:`~zdebias.data.writers.publish_files` write (and as :func:`filter_sharded`).
     """
     from zdebias.data.writers import publish_folder
-    from zdebias.stats.zfilter import z_filter_arrays
+    from zdebias.stats.zfilter import filter_summary, z_filter_arrays
 
     workers = _Workers([_Shard(path, read, 0, size, {})])
     done = False
@@ -952,7 +937,7 @@ def filter_records(
             workers.gather()  # its reading, long done
             n_parts = _write_in_workers(workers, work, arrays, [len(records)], fm)
             # meanwhile: the summary and `zdebias stats` of the kept records
-            summary = _summary(fm, y, labels, arrays, settings)
+            summary = filter_summary(fm, y, labels, arrays, settings)
             of_kept = _kept_summary_of(fm, arrays, records, settings, labels)
             workers.gather()
             return _finish(work, n_parts, path, summary, of_kept, report)

@@ -518,15 +518,44 @@ def tag_rejected(
     return out
 
 
-def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
-    """The settings a z-filter summary records."""
+def filter_options(cfg: ZFilterSettings) -> dict[str, Any]:
+    """The keywords of :func:`z_filter_matrix` that the settings give: k, batch size, visiting
+    order and the z floor."""
     return {
         "top_k": cfg.biased_k,
         "batch_size": cfg.zfilter_batch_size,
         "shuffle_seed": cfg.shuffle_seed,
         "min_z": cfg.min_z,
+    }
+
+
+def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
+    """The settings a z-filter summary records."""
+    return {
+        **filter_options(cfg),
         "features": cfg.features if cfg.features is not None else "default",
     }
+
+
+def filter_summary(
+    fm: FeatureMatrix,
+    y: np.ndarray,
+    labels: Sequence[str],
+    arrays: FilterArrays,
+    cfg: ZFilterSettings,
+    *,
+    n_seed: int = 0,
+    given_matrix: bool = False,
+) -> dict[str, Any]:
+    """:func:`summarize_filter` of every row of ``fm`` (the first ``n_seed`` the seed's) with
+    the settings ``cfg`` records (``given_matrix``: features given, not extracted here)."""
+    settings = summary_settings(cfg)
+    if given_matrix:
+        settings["features"] = "default"
+    before = np.arange(fm.n_records)
+    return summarize_filter(
+        fm, y, labels, arrays, before_rows=before, n_seed=n_seed, settings=settings
+    )
 
 
 def _filter(
@@ -560,11 +589,8 @@ def _filter(
         len(labels),
         rows=np.arange(n_seed, len(everything)),
         seed_rows=np.arange(n_seed),
-        top_k=cfg.biased_k,
-        batch_size=cfg.zfilter_batch_size,
-        shuffle_seed=cfg.shuffle_seed,
-        min_z=cfg.min_z,
         progress=progress,
+        **filter_options(cfg),
     )
     return fm, y, arrays
 
@@ -579,7 +605,7 @@ def z_filter_arrays(
     """:func:`z_filter` of at least one record without a seed, as the feature matrix, the
     label ids, the filter's arrays (rows kept, rows rejected and by which features) and the
     labels, for a caller that writes the records itself (``zdebias filter``); its summary is
-    :func:`summarize_filter` of them with :func:`summary_settings`."""
+    :func:`filter_summary` of them."""
     records = list(records)
     found = tuple(labels) if labels is not None else infer_task(records).labels
     return (*_filter(records, 0, found, settings, progress=progress), found)
@@ -643,17 +669,8 @@ def z_filter(
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
         rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
-    settings = summary_settings(cfg)
-    if feature_matrix is not None:
-        settings["features"] = "default"
-    summary = summarize_filter(
-        fm,
-        y,
-        labels,
-        arrays,
-        before_rows=np.arange(len(everything)),
-        n_seed=len(seed),
-        settings=settings,
+    summary = filter_summary(
+        fm, y, labels, arrays, cfg, n_seed=len(seed), given_matrix=feature_matrix is not None
     )
     return ZFilterResult(
         kept=seed + accepted,
@@ -670,6 +687,8 @@ __all__ = [
     "DEFAULT_TOP_K",
     "FilterArrays",
     "ZFilterResult",
+    "filter_options",
+    "filter_summary",
     "summarize_filter",
     "z_filter",
     "z_filter_arrays",
