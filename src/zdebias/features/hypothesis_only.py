@@ -25,9 +25,11 @@ import numpy as np
 
 from zdebias.data.labels import infer_task, label_ids
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.context import FeatureContext
 from zdebias.features.keys import FeatureKey
+from zdebias.features.matrix import bins_matrix
 from zdebias.features.ngrams import distinct_ngram_block, ngram_block
-from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
+from zdebias.features.registry import register_feature
 
 if TYPE_CHECKING:
     import scipy.sparse as sp

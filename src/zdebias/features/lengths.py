@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.features.context import FeatureContext
 from zdebias.features.keys import FeatureKey
-from zdebias.features.registry import FeatureContext, bins_matrix, register_feature
+from zdebias.features.matrix import bins_matrix
+from zdebias.features.registry import register_feature
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -24,7 +26,9 @@ DEFAULT_TEXT_LEN_BINS = (5, 10, 20, 40, 80, 160, 320)
 DEFAULT_LEN_RATIO_BINS = (0.25, 0.5, 0.75, 1.0)
 
 
-def _edges(value: Any, setting: str) -> list[float]:
+def parse_edges(value: Any, setting: str) -> list[float]:
+    """Bin edges or thresholds from a setting: strictly increasing numbers, as a list or a
+    comma-separated string (a :class:`ConfigError` naming ``setting`` otherwise)."""
     if isinstance(value, str):
         value = [v for v in value.split(",") if v.strip()]
     try:
@@ -46,14 +50,23 @@ def bin_index(values: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     return np.searchsorted(np.asarray(edges, dtype=np.float64), values, side="right")
 
 
-@register_feature("hypo-len", batch=True, settings=("hypo_len_bins", "text_len_bins"))
+@register_feature(
+    "hypo-len",
+    batch=True,
+    settings=("hypo_len_bins", "text_len_bins"),
+    aliases=("length", "text-len"),
+)
 def hypothesis_length(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Hypothesis length bins (hypo-len<5 ...), or text length bins (text-len<...) for text."""
     if ctx.pair:
-        edges = _edges(ctx.settings.get("hypo_len_bins", DEFAULT_HYPO_LEN_BINS), "hypo_len_bins")
+        edges = parse_edges(
+            ctx.settings.get("hypo_len_bins", DEFAULT_HYPO_LEN_BINS), "hypo_len_bins"
+        )
         prefix = "hypo-len"
     else:
-        edges = _edges(ctx.settings.get("text_len_bins", DEFAULT_TEXT_LEN_BINS), "text_len_bins")
+        edges = parse_edges(
+            ctx.settings.get("text_len_bins", DEFAULT_TEXT_LEN_BINS), "text_len_bins"
+        )
         prefix = "text-len"
     lengths = ctx.tokens(ctx.main_field).lengths
     names = bin_names(prefix, edges)
@@ -64,7 +77,9 @@ def hypothesis_length(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], li
 @register_feature("len-ratio", batch=True, pair_only=True, settings=("len_ratio_bins",))
 def length_ratio(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Hypothesis / premise token-count ratio bins (len-ratio<0.25 ... len-ratio>=1)."""
-    edges = _edges(ctx.settings.get("len_ratio_bins", DEFAULT_LEN_RATIO_BINS), "len_ratio_bins")
+    edges = parse_edges(
+        ctx.settings.get("len_ratio_bins", DEFAULT_LEN_RATIO_BINS), "len_ratio_bins"
+    )
     hyp = ctx.tokens("hypothesis").lengths
     prem = ctx.tokens("premise").lengths
     bins = np.full(len(hyp), -1, dtype=np.int64)

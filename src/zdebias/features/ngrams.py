@@ -2,7 +2,7 @@
 
 Premise and hypothesis n-grams are separate features (GD-NLI Table 11); single-text records get
 ``word@text``. An n-gram is present or absent per example. Vectorised over the whole dataset:
-tokens become ids once (see :class:`~zdebias.features.registry.FeatureContext`), n-grams are
+tokens become ids once (see :class:`~zdebias.features.context.FeatureContext`), n-grams are
 integer keys, and the per-example presence matrix is built in one pass.
 """
 
@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.features.context import FeatureContext
 from zdebias.features.keys import FeatureKey
-from zdebias.features.registry import FeatureContext, build_csr, register_feature
+from zdebias.features.matrix import build_csr
+from zdebias.features.registry import register_feature
 
 if TYPE_CHECKING:
     import scipy.sparse as sp

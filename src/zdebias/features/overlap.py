@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from zdebias.features.context import FeatureContext
 from zdebias.features.keys import FeatureKey
-from zdebias.features.lengths import _edges
-from zdebias.features.registry import FeatureContext, build_csr, register_feature
+from zdebias.features.lengths import parse_edges
+from zdebias.features.matrix import build_csr
+from zdebias.features.registry import register_feature
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -53,7 +55,7 @@ def overlap_ratio(ctx: FeatureContext) -> np.ndarray:
 @register_feature("lex-overlap", batch=True, pair_only=True, settings=("lex_overlap_thresholds",))
 def lexical_overlap(ctx: FeatureContext) -> tuple[sp.csr_matrix, list[str], list[FeatureKey]]:
     """Share of hypothesis tokens in the premise: lex-overlap>t (cumulative), full-, no-."""
-    thresholds = _edges(
+    thresholds = parse_edges(
         ctx.settings.get("lex_overlap_thresholds", DEFAULT_OVERLAP_THRESHOLDS),
         "lex_overlap_thresholds",
     )

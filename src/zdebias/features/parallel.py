@@ -27,8 +27,11 @@ import numpy as np
 
 from zdebias.data.readers import gc_paused
 from zdebias.data.schema import Record
+from zdebias.features.context import FeatureContext
+from zdebias.features.groups import run_group
 from zdebias.features.keys import FeatureKey
-from zdebias.features.registry import FeatureContext, FeatureSpec, RowParts, _run_group
+from zdebias.features.matrix import RowParts
+from zdebias.features.registry import FeatureSpec
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -142,7 +145,7 @@ def chunk_blocks(
     groups: list[list[tuple[Any, ...]]] = []
     with gc_paused():
         for spec in specs:
-            parts, names, keys = _run_group(spec, ctx, records, settings, pair)
+            parts, names, keys = run_group(spec, ctx, records, settings, pair)
             groups.append([_pack(block) for block in _split(parts, names, keys)])
         extra: dict[Any, Any] = {}
         if hypo_ngrams:
@@ -230,7 +233,7 @@ def run_groups_parallel(
     pair: bool,
     num_proc: int,
 ) -> tuple[list[Any], list[str], list[FeatureKey]]:
-    """What :func:`~zdebias.features.registry._run_groups` returns (chunked blocks as row
+    """Every group's blocks, names and keys, as one process gets them (chunked blocks as row
     parts), with the chunkable groups run on ``num_proc`` chunks of the records in forked
     workers."""
     records = ctx.records
@@ -264,7 +267,7 @@ def merge_chunks(
     ready: Callable[[FeatureContext], None] | None = None,
 ) -> tuple[list[Any], list[str], list[FeatureKey]]:
     """Every group's blocks, names and keys from the chunks' results (in record order): the
-    chunkable groups' blocks as :class:`~zdebias.features.registry.RowParts`, the others (the
+    chunkable groups' blocks as :class:`~zdebias.features.matrix.RowParts`, the others (the
     hypothesis-only feature) run on ``ctx``, which gets the merged hypothesis n-grams
     (``ready(ctx)`` is called then, before they run)."""
     records = ctx.records
@@ -307,7 +310,7 @@ def merge_chunks(
         if chunkable(spec):
             parts = next(done)
         else:
-            m, names, keys = _run_group(spec, ctx, records, settings, pair)
+            m, names, keys = run_group(spec, ctx, records, settings, pair)
             parts = _split(m, names, keys)
         for m, names, keys in parts:
             blocks.append(m)

@@ -66,7 +66,7 @@ class FeatureSettings(Settings):
     @classmethod
     def _known_features(cls, value: list[str] | None) -> list[str] | None:
         """Fail on a typo before any data is read (the error lists the valid names)."""
-        from zdebias.features.registry import get_feature
+        from zdebias.features.catalogue import get_feature
 
         for name in value or []:
             get_feature(name)

@@ -14,7 +14,7 @@ from zdebias.stats.settings import StatsSettings
 from zdebias.stats.zstats import describe, label_ids, z_statistics
 
 if TYPE_CHECKING:
-    from zdebias.features.registry import FeatureMatrix
+    from zdebias.features.matrix import FeatureMatrix
 
 
 @dataclass
@@ -83,7 +83,7 @@ def measure(
     ``overrides``: fields of it as keywords. The report holds :func:`describe`'s keys plus
     ``features_used`` and ``tracked``.
     """
-    from zdebias.features.registry import extract_features
+    from zdebias.features.extract import extract_features
 
     cfg = StatsSettings.of(settings, **overrides)
     labels = tuple(labels) if labels is not None else infer_task(records).labels

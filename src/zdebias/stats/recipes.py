@@ -71,7 +71,7 @@ class _Combined:
         labels: Sequence[str] | None,
         progress: bool,
     ) -> None:
-        from zdebias.features.registry import extract_features
+        from zdebias.features.extract import extract_features
 
         self.settings = settings
         self.progress = progress

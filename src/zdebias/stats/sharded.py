@@ -115,8 +115,8 @@ def matrix_describes_kept(settings: ZFilterSettings) -> bool:
     from the whole input's matrix (:func:`kept_summary`): built-in groups that depend on one
     record at a time, and the default hypothesis-only feature, refitted from the hypothesis
     n-grams in the matrix. Not with plugin settings or a trained hypothesis-only model."""
+    from zdebias.features.catalogue import get_feature
     from zdebias.features.parallel import chunkable
-    from zdebias.features.registry import get_feature
 
     if settings.hypo_only_model or settings.feature_options:
         return False
@@ -173,14 +173,14 @@ def _kept_summary_of(
 ) -> dict[str, Any] | None:
     """:func:`kept_summary_of` from the feature matrix and the filter's arrays."""
     from zdebias.data.labels import label_ids
+    from zdebias.features.context import FeatureContext, factorize_strings
     from zdebias.features.hypothesis_only import _meta_predictions
-    from zdebias.features.registry import FeatureContext, _factorize_strings
 
     labels = tuple(labels)
     pair = records[0].is_pair
     if pair:
         preds = _meta_predictions(FeatureContext(records, {}), labels)
-        hypotheses = _factorize_strings([r.hypothesis for r in records])[0]
+        hypotheses = factorize_strings([r.hypothesis for r in records])[0]
     else:
         preds = np.full(len(records), -1, dtype=np.int64)
         hypotheses = np.zeros(0, dtype=np.int64)
@@ -281,7 +281,7 @@ class _Shard:
         (distinct texts and each record's among them) as it is done (the parent receives
         them meanwhile, so no worker holds them all); returns the read report."""
         from zdebias.data.labels import get_task
-        from zdebias.features.registry import _factorize_strings
+        from zdebias.features.context import factorize_strings
 
         ds, records_iter = self._records()
         kept: list[Record] = []
@@ -303,7 +303,7 @@ class _Shard:
                     "meta_preds": preds,
                     "ids": joined if joined.count("\x00") == len(ids) - 1 else ids,
                     "id_hashes": np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)),
-                    "hypotheses": _factorize_strings([r.hypothesis for r in chunk])
+                    "hypotheses": factorize_strings([r.hypothesis for r in chunk])
                     if self.pair
                     else None,
                 }
@@ -324,9 +324,9 @@ class _Shard:
         self, chunk: list[Record], feature_names: Sequence[str] | None, settings: dict[str, Any]
     ) -> tuple[Any, np.ndarray, np.ndarray]:
         from zdebias.data.labels import label_ids
+        from zdebias.features.context import FeatureContext
         from zdebias.features.hypothesis_only import _meta_predictions
         from zdebias.features.parallel import chunk_blocks, chunkable
-        from zdebias.features.registry import FeatureContext
 
         specs = _specs(feature_names, chunk[0].is_pair, settings)
         result = chunk_blocks(
@@ -461,18 +461,9 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def _specs(feature_names: Sequence[str] | None, pair: bool, settings: dict[str, Any]) -> list[Any]:
-    from zdebias.features.registry import (
-        DEFAULT_PAIR_FEATURES,
-        DEFAULT_TEXT_FEATURES,
-        _check_settings,
-        get_feature,
-    )
+    from zdebias.features.catalogue import feature_specs
 
-    if feature_names is None:
-        feature_names = DEFAULT_PAIR_FEATURES if pair else DEFAULT_TEXT_FEATURES
-    specs = [get_feature(n) for n in dict.fromkeys(feature_names)]
-    _check_settings(specs, settings)
-    return specs
+    return feature_specs(feature_names, pair=pair, settings=settings)
 
 
 def _serve(conn: Any, shard: _Shard) -> None:
@@ -650,9 +641,10 @@ def _features(
 ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
     """The feature matrix, label ids, ``meta.hypo_only_pred`` indices and hypothesis codes
     (see :func:`_distinct`) of the rows the workers described, in file order."""
+    from zdebias.features.context import FeatureContext
     from zdebias.features.hypothesis_only import LABEL_IDS, META_PREDICTIONS
+    from zdebias.features.matrix import assemble_matrix
     from zdebias.features.parallel import merge_chunks
-    from zdebias.features.registry import FeatureContext, assemble_matrix
 
     y = _concat([r["y"] for r in results])
     meta_preds = _concat([r["meta_preds"] for r in results])
@@ -689,9 +681,11 @@ def _kept_matrix(
     every group but the hypothesis-only one depends on its record alone, so its columns are the
     kept rows' (columns no kept record has dropped); the hypothesis-only feature is refitted on
     the kept rows, from their hypothesis n-grams."""
+    from zdebias.features.context import FeatureContext
+    from zdebias.features.groups import run_group
     from zdebias.features.hypothesis_only import LABEL_IDS, META_PREDICTIONS
+    from zdebias.features.matrix import assemble_matrix
     from zdebias.features.parallel import HYPO_NGRAM_KEYS
-    from zdebias.features.registry import FeatureContext, _run_group, assemble_matrix
 
     n = len(kept)
     sub = fm.matrix[kept]
@@ -717,7 +711,7 @@ def _kept_matrix(
             [keys[cols[j]] for j in present.tolist()],
         )
     _distinct(ctx, hypotheses[kept])
-    parts, hypo_names, hypo_keys = _run_group(hypo, ctx, range(n), settings, pair)  # type: ignore[arg-type]
+    parts, hypo_names, hypo_keys = run_group(hypo, ctx, range(n), settings, pair)  # type: ignore[arg-type]
     at = [j for j, k in enumerate(keys) if k.kind == "hypo-only"]
     if not at or at != list(range(at[0], at[-1] + 1)):  # pragma: no cover - never apart
         raise RuntimeError("hypothesis-only columns not found together in the matrix")
@@ -784,9 +778,8 @@ def filter_sharded(
     kwargs = {k: v for k, v in settings.feature_kwargs().items() if k != "num_proc"}
     import scipy.sparse  # noqa: F401 - imported once here, not once per worker after the fork
 
-    from zdebias.features.registry import _load_builtins
+    import zdebias.features.catalogue  # noqa: F401 - the feature groups' modules, likewise
 
-    _load_builtins()  # the feature groups' modules, likewise
     mmap_large_allocations()  # the chunks' blocks given back as merged, in parent and workers
     workers = _Workers([_Shard(path, read, start, end, kwargs) for start, end in ranges])
     try:

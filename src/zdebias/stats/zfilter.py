@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
     from zdebias.features.keys import FeatureKey
-    from zdebias.features.registry import FeatureMatrix
+    from zdebias.features.matrix import FeatureMatrix
 
 SUMMARY_TOP = 5
 #: Candidate pool of the incremental top-k: at least this many features per label ...
@@ -569,7 +569,7 @@ def _filter(
 ) -> tuple[FeatureMatrix, np.ndarray, FilterArrays]:
     """Features (unless given), label ids and Algorithm 1 of seed records (the first
     ``n_seed``) and input records (the rest, at least one)."""
-    from zdebias.features.registry import extract_features
+    from zdebias.features.extract import extract_features
 
     y = label_ids(everything, labels)
     if feature_matrix is not None:
@@ -635,7 +635,7 @@ def z_filter(
     >>> len(result.kept) + len(result.rejected)                         # doctest: +SKIP
     19993
     """
-    from zdebias.features.registry import FeatureMatrix
+    from zdebias.features.matrix import FeatureMatrix
 
     if isinstance(overrides.get("features"), FeatureMatrix):
         feature_matrix = overrides.pop("features")  # the 0.1 spelling

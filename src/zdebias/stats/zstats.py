@@ -213,7 +213,7 @@ def describe(
     (features above the curve for some label), ``n_significant_per_label``, ``top`` (per
     label, the ``top`` features by z, descending, with z, n and p̂), ``max_z``.
     """
-    from zdebias.features.registry import extract_features
+    from zdebias.features.extract import extract_features
 
     labels = tuple(labels) if labels is not None else infer_task(records).labels
     fm = (

@@ -10,13 +10,11 @@ import pytest
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.catalogue import get_feature
+from zdebias.features.context import FeatureContext
+from zdebias.features.extract import extract_features
 from zdebias.features.ngrams import parse_ngram
-from zdebias.features.registry import (
-    FeatureContext,
-    extract_features,
-    get_feature,
-    register_feature,
-)
+from zdebias.features.registry import register_feature
 from zdebias.features.tokenize import tokenize
 
 PAIRS = [

@@ -9,8 +9,8 @@ import pytest
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
+from zdebias.features.extract import extract_features
 from zdebias.features.hypothesis_only import cross_fitted_predictions, sgd_epochs
-from zdebias.features.registry import extract_features
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -151,9 +151,9 @@ def test_nb_on_distinct_texts_equals_nb_on_records(fit_every: int, folds: int, s
     exactly what the per-record naive Bayes predicts, for fit subsets too."""
     import scipy.sparse as sp
 
+    from zdebias.features.context import FeatureContext
     from zdebias.features.hypothesis_only import cross_fitted_nb
     from zdebias.features.ngrams import distinct_ngram_block, ngram_block
-    from zdebias.features.registry import FeatureContext
 
     rng = random.Random(seed)
     words = ["a", "dog", "cat", "sleeps", "runs", "not", "nobody", "big", "small", "outside"]

@@ -12,9 +12,10 @@ import scipy.sparse as sp
 
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
+from zdebias.features.extract import extract_features
 from zdebias.features.hypothesis_only import MultinomialNB
+from zdebias.features.matrix import FeatureMatrix
 from zdebias.features.parallel import resolve_num_proc
-from zdebias.features.registry import FeatureMatrix, extract_features
 from zdebias.stats.settings import ZFilterSettings
 from zdebias.stats.zfilter import z_filter
 
@@ -129,7 +130,7 @@ def test_parallel_jsonl_writer_same_bytes(
 
 
 def test_hstack_in_place_equals_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from zdebias.features import registry
+    from zdebias.features import matrix
 
     rng = np.random.default_rng(0)
     shapes = [(57, 5), (57, 0), (57, 40), (57, 1), (57, 13)]
@@ -140,9 +141,9 @@ def test_hstack_in_place_equals_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
     for b in blocks:
         b.data[:] = rng.integers(1, 4, size=len(b.data))  # values are copied, not set to 1
     expected = sp.hstack(blocks, format="csr", dtype=np.uint8)
-    monkeypatch.setattr(registry, "HSTACK_ROWS", 10)  # several row chunks per block
+    monkeypatch.setattr(matrix, "HSTACK_ROWS", 10)  # several row chunks per block
     given = list(blocks)
-    got = registry._hstack(given, 57)
+    got = matrix._hstack(given, 57)
     assert given == []  # emptied as it went
     assert got.shape == expected.shape and got.dtype == np.uint8
     assert np.array_equal(got.indptr, expected.indptr)
@@ -153,7 +154,7 @@ def test_hstack_in_place_equals_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_hstack_row_parts_equal_scipy() -> None:
     """Blocks given as row parts (as the chunks return them) beside whole blocks: the same
     matrix as scipy's hstack of the stacked blocks; the parts are let go as copied."""
-    from zdebias.features import registry
+    from zdebias.features import matrix
 
     rng = np.random.default_rng(1)
     cuts = [0, 7, 7, 30, 57]  # an empty part too
@@ -176,10 +177,10 @@ def test_hstack_row_parts_equal_scipy() -> None:
         format="csr",
         dtype=np.uint8,
     )
-    rows = [registry.RowParts(list(p), w) for p, w in zip(parted, (11, 0, 4), strict=True)]
+    rows = [matrix.RowParts(list(p), w) for p, w in zip(parted, (11, 0, 4), strict=True)]
     assert rows[0].shape == (57, 11) and rows[0].bounds() == cuts
     given = [rows[0], whole[0], rows[1], rows[2], whole[1]]
-    got = registry._hstack(given, 57)
+    got = matrix._hstack(given, 57)
     assert given == [] and rows[0].parts == [None] * 4
     assert got.shape == expected.shape == (57, 24)
     assert np.array_equal(got.indptr, expected.indptr)

@@ -6,8 +6,8 @@ import pytest
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.features.extract import extract_features
 from zdebias.features.keys import FeatureKey
-from zdebias.features.registry import extract_features
 from zdebias.features.tokenize import Tokenizer, tokenize, word_spans
 
 TEXTS = ["A man's T-shirt.", "Nobody is sleeping", "İstanbul café, naïve!", "", "x\x01y"]

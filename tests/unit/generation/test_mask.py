@@ -205,7 +205,7 @@ def _hyphen_pairs() -> list[Record]:
 
 def test_custom_token_pattern_mask_covers_the_ngram(nli_tokenizer) -> None:
     """A recipe's own token_pattern: the mask finds the words the feature counted."""
-    from zdebias.features.registry import extract_features
+    from zdebias.features.extract import extract_features
 
     tok, fmt = nli_tokenizer
     fm = extract_features(_hyphen_pairs(), ["ngrams"], token_pattern=HYPHEN_PATTERN)
@@ -241,8 +241,8 @@ def test_custom_token_pattern_mask_covers_the_ngram(nli_tokenizer) -> None:
 
 def test_structured_features_give_the_legacy_mask_by_default(nli_tokenizer) -> None:
     """Default settings: keys from the extractor mask exactly what the names did."""
+    from zdebias.features.extract import extract_features
     from zdebias.features.keys import FeatureKey
-    from zdebias.features.registry import extract_features
 
     tok, fmt = nli_tokenizer
     rec = _record([])

@@ -7,7 +7,7 @@ import pytest
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.features.registry import extract_features
+from zdebias.features.extract import extract_features
 from zdebias.stats.recipes import combine, par_z, seq_z, z_aug
 from zdebias.stats.zfilter import z_filter, z_filter_matrix
 

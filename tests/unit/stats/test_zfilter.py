@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
-from zdebias.features.registry import extract_features
+from zdebias.features.extract import extract_features
 from zdebias.stats import zfilter
 from zdebias.stats.zfilter import z_filter, z_filter_matrix
 from zdebias.stats.zstats import z_from_counts, z_statistics

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zdebias.data.schema import Record
-from zdebias.features.registry import extract_features
+from zdebias.features.extract import extract_features
 from zdebias.stats.zstats import (
     describe,
     label_counts,
