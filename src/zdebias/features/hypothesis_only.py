@@ -133,6 +133,23 @@ def _make_classifier(kind: str, seed: int, n_train: int) -> Any:
     raise ConfigError(f"unknown hypo_only_classifier {kind!r}; expected one of {CLASSIFIERS}")
 
 
+def _deal_folds(
+    n: int, fit_rows: np.ndarray, folds: int, seed: int
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """How both cross-fits split the records: ``fit_rows`` (as int64), the number of folds
+    (``folds``, within 2 and the number of fit rows), each fit row's fold (dealt round-robin
+    in a seeded random order) and the other rows of the ``n``, which no fold trains on."""
+    fit_rows = np.asarray(fit_rows, dtype=np.int64)
+    if len(fit_rows) == 0:
+        raise ConfigError("the hypothesis-only model has no records to train on")
+    folds = max(2, min(int(folds), len(fit_rows)))
+    rng = np.random.default_rng(seed)
+    fold_of = np.empty(len(fit_rows), dtype=np.int64)
+    fold_of[rng.permutation(len(fit_rows))] = np.arange(len(fit_rows)) % folds
+    other = np.setdiff1d(np.arange(n), fit_rows, assume_unique=True)
+    return fit_rows, folds, fold_of, other
+
+
 def cross_fitted_predictions(
     x: sp.csr_matrix,
     y: np.ndarray,
@@ -154,17 +171,10 @@ def cross_fitted_predictions(
 
     n = x.shape[0]
     out = np.full(n, -1, dtype=np.int64)
-    fit_rows = np.asarray(fit_rows, dtype=np.int64)
-    if len(fit_rows) == 0:
-        raise ConfigError("the hypothesis-only model has no records to train on")
+    fit_rows, folds, fold_of, other = _deal_folds(n, fit_rows, folds, seed)
     seen = (x[fit_rows] if len(fit_rows) < n else x).getnnz(axis=0) > 0
     if not seen.all():
         x = x[:, np.flatnonzero(seen)]
-    folds = max(2, min(int(folds), len(fit_rows)))
-    rng = np.random.default_rng(seed)
-    fold_of = np.empty(len(fit_rows), dtype=np.int64)
-    fold_of[rng.permutation(len(fit_rows))] = np.arange(len(fit_rows)) % folds
-    other = np.setdiff1d(np.arange(n), fit_rows, assume_unique=True)
     other_proba = np.zeros((len(other), num_labels))
     for k in range(folds):
         train = fit_rows[fold_of != k]
@@ -205,9 +215,7 @@ def cross_fitted_nb(
     """
     n = len(inverse)
     out = np.full(n, -1, dtype=np.int64)
-    fit_rows = np.asarray(fit_rows, dtype=np.int64)
-    if len(fit_rows) == 0:
-        raise ConfigError("the hypothesis-only model has no records to train on")
+    fit_rows, folds, fold_of, other = _deal_folds(n, fit_rows, folds, seed)
     if len(fit_rows) < n:
         texts = np.flatnonzero(np.bincount(inverse[fit_rows], minlength=x.shape[0]))
         seen = x[texts].getnnz(axis=0) > 0
@@ -216,11 +224,6 @@ def cross_fitted_nb(
     if not seen.all():
         x = x[:, np.flatnonzero(seen)]
     n_text = x.shape[0]
-    folds = max(2, min(int(folds), len(fit_rows)))
-    rng = np.random.default_rng(seed)
-    fold_of = np.empty(len(fit_rows), dtype=np.int64)
-    fold_of[rng.permutation(len(fit_rows))] = np.arange(len(fit_rows)) % folds
-    other = np.setdiff1d(np.arange(n), fit_rows, assume_unique=True)
     other_text, other_at = np.unique(inverse[other], return_inverse=True)
     other_proba = np.zeros((len(other), num_labels))
     # records per (distinct text, label) in each fold's held-out part and in all fit rows
