@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zdebias.data.readers import gc_paused
+from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.features.keys import FeatureKey
 from zdebias.features.registry import FeatureContext, FeatureSpec, RowParts, _run_group
