@@ -1,15 +1,13 @@
-"""``zdebias inspect``: what a dataset holds."""
+"""``zdebias inspect`` and ``convert``: what a dataset holds; its records in another format."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from zdebias.commands._cli import check_output, emit, log, read_input, require
 from zdebias.data.options import ReadOptions
-from zdebias.errors import ConfigError
 from zdebias.settings_cli import CliOptions, InputArg, command
 
 
@@ -25,10 +23,6 @@ def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
     if not info["n_examples"]:  # described, but every other command refuses it
         log.warning("warning: %s", no_records_error(ds.report, "input"))
     emit(info, cli, lambda: inspect_text(info))
-
-
-#: what ``convert --to`` writes
-CONVERT_TO = ("jsonl", "parquet", "datasets")
 
 
 @command
@@ -53,21 +47,13 @@ def convert(
 ) -> None:
     """Convert any supported input into zdebias JSONL, parquet, or a HF ``datasets`` folder
     (written atomically)."""
-    from zdebias.data.writers import write_records
+    from zdebias.data.convert import Conversion
 
-    if to is not None and to not in CONVERT_TO:
-        raise ConfigError(f"--to: unknown format {to!r}; expected one of {', '.join(CONVERT_TO)}")
-    if to in ("jsonl", "parquet") and not out.endswith(f".{to}"):
-        raise ConfigError(f"--to {to}: OUT must end in .{to}, not {Path(out).name!r}")
+    conversion = Conversion(out, to)
     path = require(input, "INPUT")
-    check_output(out, cli, published=to == "datasets")
+    check_output(out, cli, published=conversion.folder)
     records, report = read_input(path, read, what="input")
-    if to == "datasets":
-        from zdebias.data.hf import publish_saved
-
-        n = publish_saved(records, out, report.labels, overwrite=cli.overwrite)
-    else:
-        n = write_records(records, out)
+    n = conversion.write(records, report.labels, overwrite=cli.overwrite)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
     emit(result, cli, f"wrote {n:,} records to {out}")
 

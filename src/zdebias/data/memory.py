@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Literal
 
 from zdebias.data.hf import label_names as label_names_of
-from zdebias.data.readers import ReadReport, _RowMapper, gc_paused
+from zdebias.data.mapping import ReadReport, RowMapper
+from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
-from zdebias.errors import ConfigError, DataError
+from zdebias.errors import ConfigError
 
 Kind = Literal["dataframe", "dataset", "dicts", "records"]
 #: How the positions of rows are named in error messages and default ids.
@@ -135,7 +137,7 @@ def read_rows(
     positions: list[int] = []
     if n_rows == 0:
         return MemoryRows(kind, records, positions, 0, report, data)
-    mapper = _RowMapper(
+    mapper = RowMapper(
         path=where,
         keys=keys,
         task=get_task(task) if task is not None else None,
@@ -146,24 +148,9 @@ def read_rows(
         label_names=label_names,
     )
     report.task = mapper.task.name
-    with gc_paused():
-        for pos, row in enumerate(rows):
-            if limit is not None and len(records) >= limit:
-                break
-            try:
-                record = mapper(row, pos)
-            except DataError as err:
-                if on_error != "skip":
-                    raise
-                report.errors.append(err)
-                continue
-            if record is None:
-                report.n_unlabelled += 1
-                report.unlabelled_lines.append(pos)
-                continue
-            records.append(record)
-            positions.append(pos)
-    report.n_records = len(records)
+    mapped = mapper.records(enumerate(rows), report, skip=on_error == "skip", lines=positions)
+    with gc_paused():  # the first ``limit`` records; no row after the last is looked at
+        records.extend(islice(mapped, None if limit is None else max(limit, 0)))
     return MemoryRows(kind, records, positions, n_rows, report, data)
 
 

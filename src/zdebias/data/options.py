@@ -9,9 +9,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
-from zdebias.data.readers import Dataset, ReadReport, gc_paused, parse_mapping
+from zdebias.data.mapping import ReadReport
+from zdebias.data.process import gc_paused
+from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
-from zdebias.errors import DataError
+from zdebias.errors import ConfigError, DataError
 from zdebias.settings import Settings, setting
 
 
@@ -82,6 +84,19 @@ class ReadOptions(Settings):
         if what is not None and not records:
             raise no_records_error(ds.report, what)
         return records, ds.report
+
+
+def parse_mapping(text: str | None, what: str) -> dict[str, str]:
+    """Parse ``a=b,c=d`` (a CLI option) into a dict, failing clearly."""
+    if not text:
+        return {}
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"bad {what} {part!r}: expected KEY=VALUE[,KEY=VALUE...]")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def no_records_error(report: ReadReport, what: str) -> DataError:
@@ -171,5 +186,6 @@ __all__ = [
     "dataset_warnings",
     "label_and_id_warnings",
     "no_records_error",
+    "parse_mapping",
     "skip_message",
 ]

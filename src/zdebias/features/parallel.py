@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zdebias.data.readers import gc_paused
+from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.features.context import FeatureContext
 from zdebias.features.groups import run_group

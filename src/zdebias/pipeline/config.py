@@ -400,7 +400,7 @@ def resolve_reference(
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     """Read a YAML recipe, apply ``key=value`` overrides, and validate it."""
-    from zdebias.data.readers import read_document
+    from zdebias.data.documents import read_document
 
     path = Path(path)
     data = read_document(path, missing=f"{path}: no such recipe file")

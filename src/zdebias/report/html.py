@@ -35,7 +35,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from zdebias.data.readers import read_document
+from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
 

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from zdebias.data.readers import read_document
+from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number

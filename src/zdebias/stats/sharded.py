@@ -36,8 +36,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from zdebias.data.mapping import ReadReport
 from zdebias.data.options import ReadOptions
-from zdebias.data.readers import ReadReport, gc_paused, mmap_large_allocations
+from zdebias.data.process import gc_paused, mmap_large_allocations
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.stats.settings import StatsSettings, ZFilterSettings
@@ -90,7 +91,7 @@ def _plain_jsonl_size(
     """The size of ``path`` if it is a plain (not gzipped) local JSONL file that a process
     can read part of and z-filter without a seed or ``--limit``, with
     :func:`matrix_describes_kept`; else None."""
-    from zdebias.data.readers import detect_format
+    from zdebias.data.files import detect_format
 
     if seed_data or read.limit is not None or not matrix_describes_kept(settings):
         return None

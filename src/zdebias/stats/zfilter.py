@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.data.labels import infer_task
-from zdebias.data.readers import gc_paused
+from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, ZFilterSettings

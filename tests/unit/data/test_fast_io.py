@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from zdebias.data import Record, read_records, write_jsonl
-from zdebias.data import readers as readers_module
+from zdebias.data import sources as sources_module
 from zdebias.data.options import ReadOptions
 from zdebias.data.writers import RecordEncoder, _json_default
 
@@ -32,9 +32,9 @@ LINES = [
 
 
 def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Record], ...]:
-    assert readers_module._fast_loads() is not None  # orjson is installed: both routes run
+    assert sources_module._fast_loads() is not None  # orjson is installed: both routes run
     fast, fast_report = ReadOptions().read(path)
-    monkeypatch.setattr(readers_module, "_fast_loads", lambda: None)
+    monkeypatch.setattr(sources_module, "_fast_loads", lambda: None)
     slow, slow_report = ReadOptions().read(path)
     assert fast_report.summary() == slow_report.summary()
     return fast, slow
@@ -77,7 +77,7 @@ def test_fast_reader_locates_bad_lines_as_before(
     messages = []
     for route in ("fast", "slow"):
         if route == "slow":
-            monkeypatch.setattr(readers_module, "_fast_loads", lambda: None)
+            monkeypatch.setattr(sources_module, "_fast_loads", lambda: None)
         records, report = ReadOptions(on_error="skip").read(path)
         assert [r.id for r in records] == ["a", "a"]
         messages.append([str(e) for e in report.errors])

@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from zdebias.cli import app
+from zdebias.data.files import detect_format
 from zdebias.data.hf import fingerprint, parse_spec
-from zdebias.data.readers import detect_format, open_dataset, read_records
+from zdebias.data.readers import open_dataset, read_records
 from zdebias.errors import ConfigError, DataError
 from zdebias.pipeline.config import Ref, StageConfig, recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage

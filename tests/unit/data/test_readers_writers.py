@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from zdebias.data import Record, get_task, open_dataset, read_records, write_jsonl, write_parquet
-from zdebias.data.readers import detect_format, parse_mapping
+from zdebias.data.files import detect_format
+from zdebias.data.options import parse_mapping
 from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 

@@ -1,0 +1,215 @@
+"""Input files: which format a path holds, and its bytes opened and decoded.
+
+Gzip is recognised by its magic bytes whatever the name; lines are decoded as UTF-8 (a BOM
+dropped) and JSON values parsed with every failure one located :class:`DataError`
+(``FILE:LINE: what is wrong``). The row sources of :mod:`zdebias.data.sources` read through
+these.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from zdebias.errors import DataError
+
+FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "triplets", "hans", "hf", "hf-disk", "arrow")
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open a file for binary reading, transparently un-gzipping by magic bytes."""
+    if not path.exists():
+        raise DataError("no such file or folder", path=str(path))
+    if path.is_dir():
+        raise DataError("is a folder; expected a file", path=str(path))
+    fh = path.open("rb")
+    if fh.read(2) == b"\x1f\x8b":
+        fh.seek(0)
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    fh.seek(0)
+    return fh
+
+
+def _peek(path: Path, n: int = 4096) -> bytes:
+    with open_binary(path) as fh:
+        try:
+            return fh.read(n)
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(f"corrupt gzip data: {err}", path=str(path)) from None
+
+
+class BadLine(str):
+    """A line that could not be decoded; its value is the error message."""
+
+
+def decoded_lines(fh: BinaryIO, path: str) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` of a binary stream, failing clearly on bad gzip; a line
+    that is not UTF-8 comes as a :class:`BadLine` holding the message."""
+    lineno = 0
+    try:
+        for raw in fh:
+            lineno += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                bad = raw[err.start]
+                yield (
+                    lineno,
+                    BadLine(f"not valid UTF-8: byte 0x{bad:02x} at column {err.start + 1}"),
+                )
+                continue
+            if lineno == 1 and text.startswith("\ufeff"):
+                text = text[1:]
+            yield lineno, text
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"corrupt gzip data: {err}", path=path, line=lineno + 1) from None
+
+
+def split_path_and_split(path: str | Path) -> tuple[Path, str | None]:
+    """Parse ``DIR::SPLIT`` (triplet folder and split); plain paths have no split."""
+    text = str(path)
+    if "::" in text:
+        head, split = text.rsplit("::", 1)
+        return Path(head), split
+    return Path(text), None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a path, from its name and first bytes."""
+    text = str(path)
+    if text.startswith("hf:"):
+        return "hf"
+    p, split = split_path_and_split(text)
+    from zdebias.data.hf import is_saved_dataset
+
+    if is_saved_dataset(p):
+        return "hf-disk"
+    if split is not None or p.is_dir():
+        return "triplets"
+    if p.suffix.lower() == ".arrow":
+        return "arrow"
+    if p.name.split(".", 1)[0] in ("s1", "s2", "labels") and "." in p.name:
+        if not p.name.endswith((".jsonl", ".json", ".csv", ".tsv", ".parquet", ".gz")):
+            return "triplets"
+    head = _peek(p).removeprefix(b"\xef\xbb\xbf")
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    name = p.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    suffix = Path(name).suffix
+    first_line = head.split(b"\n", 1)[0]
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix == ".json":
+        return "json" if _json_document(p, head) else "jsonl"
+    if b"\t" in first_line and b"heuristic" in first_line and b"gold_label" in first_line:
+        return "hans"
+    if suffix == ".tsv":
+        return "tsv"
+    if suffix == ".csv":
+        return "csv"
+    stripped = head.lstrip()
+    if stripped.startswith(b"{"):
+        return "jsonl"
+    if stripped.startswith(b"["):
+        return "json"
+    if b"\t" in first_line:
+        return "tsv"
+    if b"," in first_line:
+        return "csv"
+    raise DataError(
+        f"cannot tell the format; pass --format (one of {', '.join(FORMATS)})", path=str(p)
+    )
+
+
+def _json_document(path: Path, head: bytes) -> bool:
+    """Whether a ``.json`` file is one JSON document (a list, or ``{"data": [...]}`` as HF's
+    ``field="data"``) rather than JSON lines: a list, or a first line that is not a whole
+    object by itself, or one whose ``data`` is a list."""
+    head = head.lstrip()
+    if head.startswith(b"["):
+        return True
+    if not head.startswith(b"{"):
+        return False
+    with open_binary(path) as fh:
+        first = fh.readline(1 << 22).removeprefix(b"\xef\xbb\xbf")
+    try:
+        obj = json.loads(first)
+    except (ValueError, RecursionError):
+        return True  # a pretty-printed document; the JSON reader names the line if it is bad
+    return isinstance(obj, dict) and isinstance(obj.get("data"), list)
+
+
+#: a JSON escape of a lone UTF-16 surrogate (not valid Unicode; no UTF-8 writer accepts it)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _surrogate(value: Any) -> tuple[str, str] | None:
+    """``(field, character)`` of the first lone surrogate in a parsed JSON row, else None."""
+    if isinstance(value, str):
+        for ch in value:
+            if "\ud800" <= ch <= "\udfff":
+                return "", f"\\u{ord(ch):04x}"
+        return None
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        found = _surrogate(item)
+        if found is not None:
+            return (found[0] or str(key)) if isinstance(value, dict) else found[0], found[1]
+    return None
+
+
+def json_value(text: str, path: Path, line: int, *, document: bool = False) -> Any:
+    """``json.loads(text)``, every failure one located :class:`DataError`: invalid JSON, a
+    number over Python's digit limit, nesting too deep, a lone surrogate in a string.
+    ``document``: ``text`` is a whole file starting at ``line`` (else one line of JSONL)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(
+            f"invalid JSON: {err.msg} at column {err.colno}",
+            path=str(path),
+            line=line + err.lineno - 1 if document else line,
+        ) from None
+    except ValueError as err:  # int("7" * 5000): over sys.get_int_max_str_digits()
+        digits = str(err).split("value has ")[-1].split(";")[0]
+        raise DataError(
+            f"invalid JSON: a number too long to read ({digits})", path=str(path), line=line
+        ) from None
+    except RecursionError:
+        raise DataError("invalid JSON: nested too deeply", path=str(path), line=line) from None
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):  # the cheap test first
+        found = _surrogate(value)
+        if found is not None:
+            raise DataError(
+                f"lone surrogate {found[1]} in text (not valid Unicode)",
+                path=str(path),
+                line=line,
+                field=found[0] or None,
+            )
+    return value
+
+
+__all__ = [
+    "FORMATS",
+    "BadLine",
+    "decoded_lines",
+    "detect_format",
+    "json_value",
+    "open_binary",
+    "split_path_and_split",
+]
