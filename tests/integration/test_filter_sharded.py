@@ -15,7 +15,7 @@ from zdebias.cli import app
 from zdebias.data.options import ReadOptions
 from zdebias.data.readers import Dataset
 from zdebias.errors import DataError
-from zdebias.stats import sharded
+from zdebias.stats import part_files, plan, shard, writer
 from zdebias.stats.settings import ZFilterSettings
 
 runner = CliRunner()
@@ -77,7 +77,7 @@ def test_same_bytes_as_one_process(tmp_path: Path, num_proc: int) -> None:
     path = _write(tmp_path / "train.jsonl", rows, bom=True)
     code, one_text = _filter(path, tmp_path / "one", "--num-proc", 1, "--batch-size", 50)
     assert code == 0, one_text
-    assert sharded.plan_shards(str(path), ReadOptions(), ZFilterSettings(num_proc=num_proc))
+    assert plan.plan_shards(str(path), ReadOptions(), ZFilterSettings(num_proc=num_proc))
     code, many_text = _filter(path, tmp_path / "many", "--num-proc", num_proc, "--batch-size", 50)
     assert code == 0, many_text
     _same_outputs(tmp_path / "one", tmp_path / "many")
@@ -136,31 +136,30 @@ def test_a_bad_row_in_a_later_range_fails_as_in_one_process(tmp_path: Path) -> N
 def test_plan_shards_only_where_it_applies(tmp_path: Path) -> None:
     path = _write(tmp_path / "train.jsonl", _rows(200))
     read, two = ReadOptions(), ZFilterSettings(num_proc=2)
-    ranges = sharded.plan_shards(str(path), read, two)
+    ranges = plan.plan_shards(str(path), read, two)
     assert ranges is not None and len(ranges) == 2
     data = path.read_bytes()
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data) and ranges[0][1] == ranges[1][0]
     assert data[ranges[1][0] - 1 : ranges[1][0]] == b"\n"  # cut at a line start
-    assert sharded.plan_shards(str(path), read, ZFilterSettings()) is None  # small: 1 process
-    assert sharded.plan_shards(str(path), read, ZFilterSettings(num_proc=1)) is None
-    assert sharded.plan_shards(str(path), ReadOptions(limit=10), two) is None
-    assert sharded.plan_shards(str(path), read, two, seed_data=str(path)) is None
+    assert plan.plan_shards(str(path), read, ZFilterSettings()) is None  # small: 1 process
+    assert plan.plan_shards(str(path), read, ZFilterSettings(num_proc=1)) is None
+    assert plan.plan_shards(str(path), ReadOptions(limit=10), two) is None
+    assert plan.plan_shards(str(path), read, two, seed_data=str(path)) is None
     assert (
-        sharded.plan_shards(str(path), read, ZFilterSettings(num_proc=2, hypo_only_model="m"))
-        is None
+        plan.plan_shards(str(path), read, ZFilterSettings(num_proc=2, hypo_only_model="m")) is None
     )
     premise_only = ZFilterSettings(num_proc=2, ngram_fields=["premise"])
-    assert sharded.plan_shards(str(path), read, premise_only) is None
+    assert plan.plan_shards(str(path), read, premise_only) is None
     no_hypo = ZFilterSettings(num_proc=2, ngram_fields=["premise"], features=["ngrams", "null"])
-    assert sharded.plan_shards(str(path), read, no_hypo) is not None
+    assert plan.plan_shards(str(path), read, no_hypo) is not None
     import gzip
 
     gz = tmp_path / "train.jsonl.gz"
     gz.write_bytes(gzip.compress(data))
-    assert sharded.plan_shards(str(gz), ReadOptions(format="jsonl"), two) is None
+    assert plan.plan_shards(str(gz), ReadOptions(format="jsonl"), two) is None
     csv = tmp_path / "train.csv"
     csv.write_text("premise,hypothesis,label\na,b,neutral\n")
-    assert sharded.plan_shards(str(csv), read, two) is None
+    assert plan.plan_shards(str(csv), read, two) is None
 
 
 def test_ranges_read_the_whole_file(tmp_path: Path) -> None:
@@ -171,7 +170,7 @@ def test_ranges_read_the_whole_file(tmp_path: Path) -> None:
     size = path.stat().st_size
     for n in (2, 3, 7):
         parts = []
-        for start, end in sharded._ranges(path, size, n):
+        for start, end in plan._ranges(path, size, n):
             parts.extend(Dataset(path).iter_range(start, end))
         assert parts == whole  # ids, texts, labels and meta (extra columns of line 1) alike
 
@@ -199,7 +198,7 @@ def test_a_worker_that_dies_is_one_clear_error(
     from zdebias.errors import ZdebiasError
 
     path = _write(tmp_path / "train.jsonl", _rows(200))
-    monkeypatch.setattr(sharded._Shard, "read_and_extract", lambda self, names: os._exit(3))
+    monkeypatch.setattr(shard.Shard, "read_and_extract", lambda self, names: os._exit(3))
     out = tmp_path / "out"
     result = runner.invoke(app, ["filter", str(path), "--out", str(out), "--num-proc", "2"])
     assert isinstance(result.exception, ZdebiasError)
@@ -222,15 +221,15 @@ def test_a_writer_process_writes_the_same_bytes(
     path = tmp_path / "train.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     read = ReadOptions(on_error="skip")
-    assert sharded.writer_size(str(path), read, ZFilterSettings()) is None  # small: no
-    monkeypatch.setattr(sharded, "WRITER_MIN_BYTES", 0)
-    assert sharded.writer_size(str(path), read, ZFilterSettings()) == path.stat().st_size
-    assert sharded.writer_size(str(path), read, ZFilterSettings(num_proc=1)) is None
-    assert sharded.writer_size(str(path), read, ZFilterSettings(), seed_data=str(path)) is None
-    assert sharded.writer_size(str(path), ReadOptions(limit=9), ZFilterSettings()) is None
+    assert plan.writer_size(str(path), read, ZFilterSettings()) is None  # small: no
+    monkeypatch.setattr(plan, "WRITER_MIN_BYTES", 0)
+    assert plan.writer_size(str(path), read, ZFilterSettings()) == path.stat().st_size
+    assert plan.writer_size(str(path), read, ZFilterSettings(num_proc=1)) is None
+    assert plan.writer_size(str(path), read, ZFilterSettings(), seed_data=str(path)) is None
+    assert plan.writer_size(str(path), ReadOptions(limit=9), ZFilterSettings()) is None
     used = []
-    real = sharded.filter_records
-    monkeypatch.setattr(sharded, "filter_records", lambda *a, **k: used.append(1) or real(*a, **k))
+    real = writer.filter_records
+    monkeypatch.setattr(writer, "filter_records", lambda *a, **k: used.append(1) or real(*a, **k))
     outs, texts = {}, {}
     for name, options in (("one", ["--num-proc", 1]), ("two", [])):
         caplog.clear()
@@ -258,7 +257,7 @@ def test_a_writer_process_ends_with_a_bad_row(
     rows = _rows(200)
     rows[150]["label"] = "maybe"
     path = _write(tmp_path / "train.jsonl", rows)
-    monkeypatch.setattr(sharded, "WRITER_MIN_BYTES", 0)
+    monkeypatch.setattr(plan, "WRITER_MIN_BYTES", 0)
     out = tmp_path / "out"
     result = runner.invoke(app, ["filter", str(path), "--out", str(out)])
     assert isinstance(result.exception, DataError)
@@ -268,7 +267,7 @@ def test_a_writer_process_ends_with_a_bad_row(
 
 def test_real_snli_with_a_writer_process(data_dir: Path, tmp_path: Path) -> None:
     path = data_dir / "snli_20k" / "train.jsonl"
-    assert sharded.writer_size(str(path), ReadOptions(), ZFilterSettings()) is not None
+    assert plan.writer_size(str(path), ReadOptions(), ZFilterSettings()) is not None
     assert _filter(path, tmp_path / "one", "--num-proc", 1)[0] == 0
     assert _filter(path, tmp_path / "two")[0] == 0
     _same_outputs(tmp_path / "one", tmp_path / "two")
@@ -283,7 +282,7 @@ def test_join_goes_on_through_user_space_where_the_kernel_stops(
     for i, part in enumerate(parts):
         part.write_bytes(bytes([65 + i]) * (1000 + i))
     expected = b"".join(p.read_bytes() for p in parts)
-    sharded._join(list(parts), tmp_path / "joined")
+    part_files._join(list(parts), tmp_path / "joined")
     assert (tmp_path / "joined").read_bytes() == expected
     for i, part in enumerate(parts):
         part.write_bytes(bytes([65 + i]) * (1000 + i))
@@ -297,7 +296,7 @@ def test_join_goes_on_through_user_space_where_the_kernel_stops(
         return real(src, dst, 300)  # a part of the first copy, then user space
 
     monkeypatch.setattr(os, "copy_file_range", some_then_fail)
-    sharded._join(list(parts), tmp_path / "joined2")
+    part_files._join(list(parts), tmp_path / "joined2")
     assert (tmp_path / "joined2").read_bytes() == expected
     assert len(calls) >= 2
 
@@ -309,17 +308,17 @@ def test_workers_that_read_their_range_again_to_write(
     its range again, chunk by chunk, to write: the same bytes."""
     path = _write(tmp_path / "train.jsonl", _rows(400))
     assert _filter(path, tmp_path / "one", "--num-proc", 1, "--batch-size", 50)[0] == 0
-    monkeypatch.setattr(sharded, "KEEP_ROWS", 60)
-    monkeypatch.setattr(sharded, "CHUNK_ROWS", 70)
-    real = sharded._Shard._write_records
+    monkeypatch.setattr(shard, "KEEP_ROWS", 60)
+    monkeypatch.setattr(shard, "CHUNK_ROWS", 70)
+    real = shard.Shard._write_records
     marks = tmp_path / "marks"
     marks.mkdir()
 
-    def marked(self: sharded._Shard, *args: object) -> None:
+    def marked(self: shard.Shard, *args: object) -> None:
         (marks / str(self.start)).write_text(str(self.records is None))  # in the worker
         real(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sharded._Shard, "_write_records", marked)
+    monkeypatch.setattr(shard.Shard, "_write_records", marked)
     code, text = _filter(path, tmp_path / "two", "--num-proc", 2, "--batch-size", 50)
     assert code == 0, text
     _same_outputs(tmp_path / "one", tmp_path / "two")

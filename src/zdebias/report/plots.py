@@ -294,3 +294,16 @@ def _plotly(
         template="plotly_white",
     )
     return fig
+
+
+def gardner_files(
+    m: Any, out: str | Path, *, z_c: float, min_n: int = 20, title: str | None = None
+) -> dict[str, Any]:
+    """Write the Gardner plot of the measurement ``m`` (a
+    :class:`~zdebias.stats.measure.Measurement`) as OUT.png and OUT.html (:func:`plot_paths`);
+    what ``zdebias stats --plot OUT`` reports of it: :func:`gardner_summary` and the paths."""
+    png, html = plot_paths(out)
+    arrays = (m.names, m.labels, m.z, m.n, m.p_hat)
+    gardner_plot(*arrays, z_c=z_c, png=png, html=html, min_n=min_n, title=title)
+    summary = gardner_summary(*arrays[1:], z_c=z_c, min_n=min_n)
+    return {**summary, "png": str(png), "html": str(html)}

@@ -9,11 +9,20 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
+from zdebias.data.options import ReadOptions
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
+from zdebias.errors import ConfigError
 from zdebias.features.settings import FeatureSettings
 from zdebias.pipeline.config import StageConfig
-from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
+from zdebias.pipeline.registry import (
+    DataInput,
+    Inputs,
+    OutputInput,
+    StageContext,
+    StageResult,
+    register_stage,
+)
 from zdebias.pipeline.stages._common import (
     SPLIT_OUTPUTS,
     OptModelRef,
@@ -26,6 +35,7 @@ from zdebias.pipeline.stages._common import (
     settings_for,
 )
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.source import FileInput, Teller
 
 # --------------------------------------------------------------------------- statistics
 
@@ -93,29 +103,22 @@ class FilterConfig(ZFilterSettings, StageConfig):
 
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
-    """Z (kept) and Z⁻ (rejected, each with the features that rejected it)."""
-    from zdebias.stats.measure import stats_of_kept
-    from zdebias.stats.zfilter import z_filter
+    """Z (kept) and Z⁻ (rejected, each with the features that rejected it), run the way
+    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`)."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.stats.operations import run_filter
 
     settings = feature_settings(ZFilterSettings, cfg, inputs, ctx)
-    records = with_model_predictions(inputs.records("input"), settings, ctx)
-    seed = inputs.records("seed_data") if "seed_data" in inputs else None
-    seed = with_model_predictions(seed, settings, ctx) if seed else seed
-    result = z_filter(
-        records,
-        settings,
-        seed_records=seed,
-        labels=_labels(ctx),
-        progress=ctx.progress,
-    )
-    result.summary["stats_of_kept"] = stats_of_kept(result.kept, settings, labels=_labels(ctx))
-    return _split_result(
-        ctx,
-        result.kept,
-        result.rejected,
-        result.summary,
+    source = _file_input(inputs, "input", ctx)
+    seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
+    hypo_only = apply_hypo_only_model
+    with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=ctx.progress) as w:
+        summary = w(ctx.out_dir, sources=False)  # the run's manifest says where they came from
+    return StageResult(
+        {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
+        rows_out={"kept": summary["n_kept"], "rejected": summary["n_rejected"]},
         metrics={
-            k: result.summary.get(k)
+            k: summary.get(k)
             for k in (
                 "n_kept",
                 "n_rejected",
@@ -125,6 +128,44 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
             )
         },
     )
+
+
+class _StageNotes(Teller):
+    """What reading a stage's input found, told as :meth:`Inputs.records` tells it: the rows
+    read counted (``label``), the rows a declared dataset (``declared``: its path) skipped and
+    the warnings about the records as notes of the run."""
+
+    def __init__(self, ctx: StageContext, label: str, declared: str | None) -> None:
+        self.ctx, self.label, self.declared = ctx, label, declared
+
+    def skipped(self, report: Any) -> None:
+        if self.declared is not None and (report.n_unlabelled or report.n_errors):
+            self.ctx.note(
+                f"{self.declared}: skipped {report.n_unlabelled} rows without a gold label and "
+                f"{report.n_errors} bad rows"
+            )
+        self.ctx.rows_in[self.label] = report.n_records
+
+    def warn(self, line: str) -> None:
+        self.ctx.note(line)
+
+
+def _file_input(inputs: Inputs, name: str, ctx: StageContext) -> FileInput:
+    """The dataset file of the reference setting ``name``, read as :meth:`Inputs.records`
+    reads it: a declared dataset with its reader options, an earlier stage's records as
+    JSONL; with the recipe's label set."""
+    value = inputs.get(name)
+    if isinstance(value, DataInput):
+        read, what, declared = value.spec, "recipe data", value.spec.path
+    elif isinstance(value, OutputInput) and value.kind == "records":
+        read, what, declared = ReadOptions(format="jsonl"), None, None
+    else:
+        raise ConfigError(f"stage {ctx.name!r}: {value} is not a dataset")
+    where = f"stage {ctx.name!r}, input {name!r}"
+    notes = _StageNotes(ctx, name, declared)
+    path = inputs.path(name)
+    assert path is not None
+    return FileInput(path, read, ctx.task, what, min_records=0, name=where, teller=notes)
 
 
 # --------------------------------------------------------------------------- dataset recipes

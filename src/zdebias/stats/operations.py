@@ -1,0 +1,214 @@
+"""The statistics operations on files, as ``zdebias stats``, ``filter`` and ``combine`` and the
+recipe stages run them: read the inputs (:mod:`zdebias.stats.source`), decide how to run, run,
+and write or publish the outputs; each returns its summary.
+
+- :func:`filter_file`: z-filter one file into ``kept.jsonl``, ``rejected.jsonl`` and
+  ``summary.json``, the way :func:`~zdebias.stats.plan.plan_filter` chooses
+  (:func:`run_filter`: the same, for a caller that writes into a folder of its own);
+- :func:`combine_files`: a dataset recipe of an original and a generated file;
+- :func:`measure_file`: the z-statistics report of one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zdebias.stats.plan import Filtered, FilterPlan, plan_filter
+from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.source import FileInput, HypoOnly, read_source
+
+if TYPE_CHECKING:
+    from zdebias.stats.measure import Measurement
+
+
+def filter_file(
+    source: FileInput,
+    out: str | Path,
+    settings: ZFilterSettings,
+    *,
+    seed: FileInput | None = None,
+    hypo_only: HypoOnly | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """z-filter ``source`` (GD-NLI Algorithm 1), conditionally on ``seed`` when given, and
+    publish the folder ``out`` whole: ``kept.jsonl``, ``rejected.jsonl``, ``summary.json``
+    (:func:`~zdebias.data.writers.publish_folder`; an existing ``out`` only with
+    ``overwrite``); the summary. ``hypo_only``: applies a trained hypothesis-only model
+    (:data:`~zdebias.stats.source.HypoOnly`)."""
+    from zdebias.data.writers import publish_folder
+
+    with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=progress) as write:
+        return publish_folder(out, write, overwrite=overwrite)
+
+
+@contextlib.contextmanager
+def run_filter(
+    source: FileInput,
+    settings: ZFilterSettings,
+    *,
+    seed: FileInput | None = None,
+    hypo_only: HypoOnly | None = None,
+    progress: bool = False,
+) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Read and z-filter ``source`` as :func:`~zdebias.stats.plan.plan_filter` chooses;
+    entered once the filter has run, it gives ``write(folder, *, sources=True)``, which
+    writes the three files into ``folder`` and returns the summary (``sources``: it names
+    the input files and holds their read reports, as ``zdebias filter``'s does)."""
+    seed_data = seed.path if seed is not None else None
+    plan = plan_filter(source.path, source.read, settings, seed_data=seed_data)
+    way: contextlib.AbstractContextManager[Callable[[Path], Filtered]]
+    if plan.way == "sharded":
+        from zdebias.stats.sharded import filter_sharded
+
+        way = filter_sharded(source, plan.ranges, settings, progress=progress)
+    elif plan.way == "writer":
+        from zdebias.stats.writer import filter_records
+
+        assert plan.size is not None
+        way = filter_records(source, plan.size, settings, progress=progress)
+    else:
+        way = _filter_one(source, seed, plan, settings, hypo_only, progress)
+    with way as write_outputs:
+
+        def write(folder: Path, *, sources: bool = True) -> dict[str, Any]:
+            from zdebias.data.writers import write_json
+
+            filtered = write_outputs(Path(folder))
+            summary = {**filtered.summary, "stats_of_kept": filtered.stats_of_kept}
+            if sources:
+                seed_report = filtered.seed_report
+                summary = {
+                    "path": source.path,
+                    "seed_data": seed_data,
+                    **summary,
+                    "read": filtered.report.summary(),
+                    "read_seed": seed_report.summary() if seed_report is not None else None,
+                }
+            write_json(summary, Path(folder) / "summary.json")
+            return summary
+
+        yield write
+
+
+@contextlib.contextmanager
+def _filter_one(
+    source: FileInput,
+    seed: FileInput | None,
+    plan: FilterPlan,
+    settings: ZFilterSettings,
+    hypo_only: HypoOnly | None,
+    progress: bool,
+) -> Iterator[Callable[[Path], Filtered]]:
+    """The one-process way: read, filter, and the kept rows' statistics, in this process."""
+    from zdebias.stats.kept import kept_summary_of
+    from zdebias.stats.measure import stats_of_kept
+    from zdebias.stats.zfilter import z_filter
+
+    records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
+    seed_records: list[Any] = []
+    seed_report = None
+    if seed is not None:
+        if seed.task is None:  # the input's label set, unless told otherwise
+            seed = dataclasses.replace(seed, task=report.task)
+        seed_records, seed_report = read_source(
+            seed, settings, hypo_only=hypo_only, progress=progress
+        )
+    labels = report.labels
+    result = z_filter(
+        records, settings, seed_records=seed_records, labels=labels, progress=progress
+    )
+    if plan.kept_from_matrix and result.arrays is not None:  # from the matrix it has
+        of_kept = kept_summary_of(result, records, settings)
+    else:  # features extracted again on the kept records
+        of_kept = stats_of_kept(result.kept, settings, labels=labels)
+
+    def write(folder: Path) -> Filtered:
+        from zdebias.data.writers import write_files
+
+        files = {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected}
+        write_files(folder, files, num_proc=plan.num_proc)
+        return Filtered(result.summary, of_kept, report, seed_report)
+
+    yield write
+
+
+def combine_files(
+    original: FileInput,
+    generated: FileInput,
+    out: str | Path,
+    settings: CombineSettings,
+    *,
+    hypo_only: HypoOnly | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The dataset recipe ``settings.recipe`` of ``original`` and ``generated`` (read with
+    the original's label set unless its own is given), published as the folder ``out``:
+    ``combined.jsonl``, ``rejected.jsonl``, ``summary.json``; the summary."""
+    from zdebias.data.writers import publish_files
+    from zdebias.features.parallel import resolve_num_proc
+    from zdebias.stats.recipes import combine
+
+    orig, orig_report = read_source(original, settings, hypo_only=hypo_only, progress=progress)
+    if generated.task is None:
+        generated = dataclasses.replace(generated, task=orig_report.task)
+    gen, gen_report = read_source(generated, settings, hypo_only=hypo_only, progress=progress)
+    shared = len({r.id for r in orig}.intersection(r.id for r in gen))
+    if shared:
+        original.teller.warn(
+            f"{original.path} and {generated.path} share {shared} ids; the output may repeat them"
+        )
+    result = combine(
+        settings.recipe,
+        orig,
+        gen,
+        ZFilterSettings.take(settings),
+        labels=orig_report.labels,
+        progress=progress,
+    )
+    summary = {
+        **result.summary,
+        "original": original.path,
+        "generated": generated.path,
+        "read_original": orig_report.summary(),
+        "read_generated": gen_report.summary(),
+    }
+    files = {"combined.jsonl": result.records, "rejected.jsonl": result.rejected}
+    publish_files(
+        out,
+        {**files, "summary.json": summary},
+        overwrite=overwrite,
+        num_proc=resolve_num_proc(settings.num_proc, len(result.records)),
+    )
+    return summary
+
+
+def measure_file(
+    source: FileInput,
+    settings: StatsSettings,
+    *,
+    hypo_only: HypoOnly | None = None,
+    progress: bool = False,
+) -> tuple[Measurement, dict[str, Any]]:
+    """The z-statistics of ``source`` (:func:`~zdebias.stats.measure.measure`) and the report
+    ``zdebias stats`` gives: the measurement's, with the input's path, the features used and
+    what the reader skipped."""
+    from zdebias.stats.measure import measure
+
+    records, read_report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
+    m = measure(records, settings, labels=read_report.labels, progress=progress)
+    report = {
+        "path": source.path,
+        **m.report,
+        "features": settings.features or "default",
+        "read": read_report.summary(),
+    }
+    return m, report
+
+
+__all__ = ["combine_files", "filter_file", "measure_file", "run_filter"]
