@@ -34,7 +34,8 @@ def run(
     """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
     from rich.console import Console
 
-    from zdebias.pipeline.config import dump_yaml, load_recipe
+    from zdebias.pipeline.config import dump_yaml
+    from zdebias.pipeline.loader import load_recipe
     from zdebias.pipeline.runner import Runner, run_dir_for
 
     # with --json, stdout carries only the final JSON; the progress text goes to stderr
@@ -132,7 +133,7 @@ def demo_data(
 @command
 def stages(cli: CliOptions) -> None:
     """List the stage kinds a recipe can use, with their outputs and settings."""
-    from zdebias.pipeline.registry import describe_stages
+    from zdebias.pipeline.catalogue import describe_stages
     from zdebias.report.text import stages_text
 
     kinds = describe_stages()

@@ -41,15 +41,9 @@ from zdebias.data.labels import get_task
 from zdebias.data.writers import atomic_open, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.models.trainer_settings import CHECKPOINT_POLICY
-from zdebias.pipeline.config import (
-    Recipe,
-    StageConfig,
-    Target,
-    dump_yaml,
-    field_refs,
-    iter_leaves,
-    resolve_reference,
-)
+from zdebias.pipeline.catalogue import get_stage
+from zdebias.pipeline.config import Recipe, StageConfig, dump_yaml, field_refs, iter_leaves
+from zdebias.pipeline.references import Target, resolve_reference
 from zdebias.pipeline.registry import (
     DataInput,
     ExternalInput,
@@ -57,7 +51,6 @@ from zdebias.pipeline.registry import (
     OutputInput,
     StageContext,
     StageResult,
-    get_stage,
     map_refs,
 )
 from zdebias.settings import Settings, setting
