@@ -36,7 +36,8 @@ def run(
 
     from zdebias.pipeline.config import dump_yaml
     from zdebias.pipeline.loader import load_recipe
-    from zdebias.pipeline.runner import Runner, run_dir_for
+    from zdebias.pipeline.run_folder import run_dir_for
+    from zdebias.pipeline.runner import Runner
 
     # with --json, stdout carries only the final JSON; the progress text goes to stderr
     console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)

@@ -18,7 +18,8 @@ from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
-from zdebias.pipeline.runner import MARKER, Runner, plan_recipe, run_recipe
+from zdebias.pipeline.run_folder import MARKER
+from zdebias.pipeline.runner import Runner, plan_recipe, run_recipe
 
 CALLS: list[str] = []
 #: shard index at which the "t-shards" stage raises KeyboardInterrupt (None: never)
