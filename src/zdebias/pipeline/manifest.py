@@ -69,6 +69,7 @@ class Manifest:
     """The manifest of one run folder: :attr:`data` in memory, :meth:`save` writes it."""
 
     def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
         self.path = run_dir / MANIFEST
         self.data: dict[str, Any] = {}
 
@@ -128,3 +129,9 @@ class Manifest:
             status=status, finished=self.data["finished"], seconds=seconds
         )
         self.save()
+
+    def brief(self) -> dict[str, Any]:
+        """The run in short, as ``zdebias run --json`` prints it: the run folder, its seconds
+        and each stage's entry (without settings)."""
+        stages = [{k: v for k, v in e.items() if k != "settings"} for e in self.data["stages"]]
+        return {"run_dir": str(self.run_dir), "seconds": self.data["seconds"], "stages": stages}

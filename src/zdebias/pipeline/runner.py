@@ -5,16 +5,20 @@ A rerun skips a stage whose done-marker holds the same hash and whose outputs ar
 that changed. A stage runs inside ``STAGE.partial/`` (:mod:`zdebias.pipeline.run_folder`);
 only when its function returns, its outputs are digested, the marker is written and the folder
 is renamed to ``STAGE/``, so no finished-looking stage is ever half written. An interrupted
-stage keeps its work folder: the next run hands it back to the stage (``ctx.resumed``) when
-the hash is unchanged, so resumable stages (sampling, written in shards) continue where they
-stopped. Every step is recorded in the manifest (:mod:`zdebias.pipeline.manifest`).
+stage (Ctrl-C, or SIGTERM while a run runs) keeps its work folder: the next run hands it back to
+the stage (``ctx.resumed``) when the hash is unchanged, so resumable stages (sampling, written
+in shards) continue where they stopped. Every step is recorded in the manifest
+(:mod:`zdebias.pipeline.manifest`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,7 @@ from zdebias.pipeline.run_folder import (
     locked,
     promote,
     read_json,
+    run_dir_for,
 )
 from zdebias.settings import Settings, setting
 
@@ -55,6 +60,24 @@ def _cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's stop) ends the run as Ctrl-C does: the stage is marked
+    interrupted and keeps its work folder. Only the main thread can take the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class RunSettings(Settings):
@@ -172,26 +195,33 @@ class Runner:
     # ------------------------------------------------------------------ running
 
     def run(self) -> dict[str, Any]:
-        """Run every stage that is not up to date; returns the manifest."""
-        check_run_dir(self.run_dir)
-        self._check_data()
-        t0 = time.time()
-        with locked(self.run_dir):
-            with atomic_open(self.run_dir / CONFIG) as fh:
-                fh.write(dump_yaml(self.recipe.to_dict()))
-            self.manifest.start(self.recipe, recipe_path=self.recipe_path, overrides=self.overrides)
-            n = len(self.recipe.stages)
-            status = "failed"
-            try:
-                for i, (name, cfg) in enumerate(self.recipe.stages.items(), start=1):
-                    self._run_stage(i, n, name, cfg)
-                status = "complete"
-            except KeyboardInterrupt:
-                status = "interrupted"
-                raise
-            finally:
-                self.manifest.finish(status, round(time.time() - t0, 2))
-                self.digests.save()
+        """Run every stage that is not up to date; returns the manifest.
+
+        SIGTERM interrupts the run as Ctrl-C does (``KeyboardInterrupt``, the stage's work
+        kept for the next run to resume).
+        """
+        with _sigterm_interrupts():
+            check_run_dir(self.run_dir)
+            self._check_data()
+            t0 = time.time()
+            with locked(self.run_dir):
+                with atomic_open(self.run_dir / CONFIG) as fh:
+                    fh.write(dump_yaml(self.recipe.to_dict()))
+                self.manifest.start(
+                    self.recipe, recipe_path=self.recipe_path, overrides=self.overrides
+                )
+                n = len(self.recipe.stages)
+                status = "failed"
+                try:
+                    for i, (name, cfg) in enumerate(self.recipe.stages.items(), start=1):
+                        self._run_stage(i, n, name, cfg)
+                    status = "complete"
+                except KeyboardInterrupt:
+                    status = "interrupted"
+                    raise
+                finally:
+                    self.manifest.finish(status, round(time.time() - t0, 2))
+                    self.digests.save()
         return self.manifest.data
 
     def _run_stage(self, i: int, n: int, name: str, cfg: StageConfig) -> None:
@@ -390,7 +420,10 @@ def run_recipe(
 ) -> dict[str, Any]:
     """Run a recipe in ``run_dir`` (resuming / skipping what is done); returns the manifest.
 
-    (:class:`Runner` takes the console and provenance options ``zdebias run`` uses.)
+    Ctrl-C or SIGTERM raise ``KeyboardInterrupt`` once the manifest says ``interrupted``; the
+    same call again resumes. (:class:`Runner` takes the console and provenance options
+    ``zdebias run`` uses; :func:`open_run` builds it from a recipe file and
+    :class:`RunSettings`.)
     """
     return Runner(recipe, run_dir, force=force, progress=progress).run()
 
@@ -400,3 +433,28 @@ def plan_recipe(
 ) -> list[dict[str, Any]]:
     """What :func:`run_recipe` would do in ``run_dir``, stage by stage."""
     return Runner(recipe, run_dir, force=force).plan()
+
+
+def open_run(
+    recipe_path: str,
+    overrides: Sequence[str],
+    settings: RunSettings,
+    *,
+    progress: bool = True,
+    console: Any = None,
+) -> Runner:
+    """The runner of a recipe file with ``key=value`` overrides, in the run folder
+    ``settings.out`` (else the recipe's ``out``, else ``runs/NAME``), redoing what
+    ``settings`` force; the file and overrides are kept in the manifest."""
+    from zdebias.pipeline.loader import load_recipe
+
+    recipe = load_recipe(recipe_path, overrides)
+    return Runner(
+        recipe,
+        run_dir_for(recipe, settings.out),
+        force=settings.forced,
+        progress=progress,
+        console=console,
+        recipe_path=recipe_path,
+        overrides=overrides,
+    )
