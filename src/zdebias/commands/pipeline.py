@@ -9,7 +9,7 @@ import typer
 
 from zdebias.commands._cli import check_output, emit
 from zdebias.pipeline.demo_data import DemoDataSettings
-from zdebias.pipeline.runner import RunSettings, open_run
+from zdebias.pipeline.settings import RunSettings
 from zdebias.report.text import interrupted_text, plan_text, stages_text
 from zdebias.settings_cli import CliOptions, command
 
@@ -29,6 +29,8 @@ def run(
 ) -> None:
     """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
     from rich.console import Console
+
+    from zdebias.pipeline.runner import open_run
 
     # with --json, stdout carries only the final JSON; the progress text goes to stderr
     console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)

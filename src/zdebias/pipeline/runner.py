@@ -50,7 +50,7 @@ from zdebias.pipeline.run_folder import (
     read_json,
     run_dir_for,
 )
-from zdebias.settings import Settings, setting
+from zdebias.pipeline.settings import RunSettings
 
 
 def _cpu_seconds() -> float:
@@ -78,25 +78,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class RunSettings(Settings):
-    """How ``zdebias run`` treats a recipe: where, what to redo, whether to report."""
-
-    out: str | None = setting(
-        None, "Run folder (default: the recipe's `out`, else runs/NAME).", short="-o"
-    )
-    dry_run: bool = setting(False, "Print the resolved recipe and what would run; run nothing.")
-    force: bool = setting(False, "Redo every stage, even those that are done.")
-    redo: list[str] = setting(
-        default_factory=list, help="Redo this stage (repeatable).", repeat=True
-    )
-    report: bool = setting(True, "Write RUN/report.html at the end.")
-
-    @property
-    def forced(self) -> bool | list[str]:
-        """What :class:`Runner` redoes: everything, or the named stages."""
-        return True if self.force else list(self.redo)
 
 
 class Runner:
