@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from test_pipeline_tiny import HERE, STAGES, fake_sampler, fake_sampler_env, tiny_recipe  # noqa: F401
 
-from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 
 #: files that record timings or the run folder's path: not compared byte for byte (the

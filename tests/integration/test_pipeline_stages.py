@@ -9,7 +9,7 @@ from pathlib import Path
 
 from zdebias.data.readers import read_records
 from zdebias.generation.format import GeneratorFormat
-from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 
 

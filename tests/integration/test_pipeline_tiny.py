@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from zdebias.generation import sample as sample_mod
-from zdebias.pipeline.config import recipe_from_dict
-from zdebias.pipeline.runner import MARKER, run_recipe
+from zdebias.pipeline.loader import recipe_from_dict
+from zdebias.pipeline.run_folder import MARKER
+from zdebias.pipeline.runner import run_recipe
 
 HERE = Path(__file__).resolve().parent
 FEATURES = ["ngrams", "lex-overlap", "null"]

@@ -108,7 +108,7 @@ def test_recipe_workers_setting_runs_processes_and_merges(
     tmp_path: Path,
     repeating: None,
 ) -> None:
-    from zdebias.pipeline.config import recipe_from_dict
+    from zdebias.pipeline.loader import recipe_from_dict
     from zdebias.pipeline.runner import run_recipe
 
     sample_generator(

@@ -16,8 +16,9 @@ import pytest
 import typer.main
 
 from zdebias.cli import app
+from zdebias.pipeline.catalogue import get_stage
 from zdebias.pipeline.config import Ref, StageConfig
-from zdebias.pipeline.registry import STAGES, get_stage
+from zdebias.pipeline.registry import STAGES
 from zdebias.settings import Settings, cli_meta
 
 

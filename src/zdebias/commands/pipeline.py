@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from zdebias.commands._cli import check_output, emit
 from zdebias.pipeline.demo_data import DemoDataSettings
-from zdebias.pipeline.runner import RunSettings
+from zdebias.pipeline.settings import RunSettings
+from zdebias.report.text import interrupted_text, plan_text, stages_text
 from zdebias.settings_cli import CliOptions, command
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 @command
@@ -34,52 +30,27 @@ def run(
     """Run a recipe: skip finished stages, redo changed ones, resume an interrupted run."""
     from rich.console import Console
 
-    from zdebias.pipeline.config import dump_yaml, load_recipe
-    from zdebias.pipeline.runner import Runner, run_dir_for
+    from zdebias.pipeline.runner import open_run
 
     # with --json, stdout carries only the final JSON; the progress text goes to stderr
     console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)
-    recipe_obj = load_recipe(recipe, overrides or [])
-    run_dir = run_dir_for(recipe_obj, settings.out)
-    runner = Runner(
-        recipe_obj,
-        run_dir,
-        force=settings.forced,
-        progress=cli.progress,
-        console=console,
-        recipe_path=recipe,
-        overrides=overrides or [],
-    )
+    runner = open_run(recipe, overrides or [], settings, progress=cli.progress, console=console)
     if settings.dry_run:
-        typer.echo(f"# recipe {recipe} → run folder {run_dir}")
-        typer.echo(dump_yaml(recipe_obj.to_dict()).rstrip())
-        typer.echo("# plan")
-        for row in runner.plan():
-            typer.echo(f"#   {row['name']:<24} {row['stage']:<26} {row['action']}")
+        typer.echo(plan_text(recipe, runner.run_dir, runner.recipe.to_dict(), runner.plan()))
         return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    console.print(f"[bold]zdebias run[/bold] {recipe} → {runner.run_dir}")
     try:
-        console.print(f"[bold]zdebias run[/bold] {recipe} → {run_dir}")
-        manifest = runner.run()
+        manifest = runner.run()  # SIGTERM interrupts it as Ctrl-C does
     except KeyboardInterrupt:
-        sys.stderr.write(
-            f"interrupted; finished stages are kept in {run_dir}. Run the same command again "
-            "to resume.\n"
-        )
+        sys.stderr.write(interrupted_text(runner.run_dir))
         raise SystemExit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     console.print(f"[green]done[/green] in {manifest['seconds']:.1f} s")
     if settings.report:
-        from zdebias.report.html import write_report
-        from zdebias.report.summary import print_run_summary
+        from zdebias.report.summary import finish_run_report
 
-        path = write_report(run_dir)
-        print_run_summary(console, run_dir)
-        console.print(f"report: {path}")
+        console.print(f"report: {finish_run_report(console, runner.run_dir)}")
     if cli.json_out:
-        stages = [{k: v for k, v in e.items() if k != "settings"} for e in manifest["stages"]]
-        emit({"run_dir": str(run_dir), "seconds": manifest["seconds"], "stages": stages}, cli)
+        emit(runner.manifest.brief(), cli)
 
 
 @command
@@ -132,8 +103,7 @@ def demo_data(
 @command
 def stages(cli: CliOptions) -> None:
     """List the stage kinds a recipe can use, with their outputs and settings."""
-    from zdebias.pipeline.registry import describe_stages
-    from zdebias.report.text import stages_text
+    from zdebias.pipeline.catalogue import describe_stages
 
     kinds = describe_stages()
     emit(kinds, cli, lambda: stages_text(kinds))

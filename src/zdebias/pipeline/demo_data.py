@@ -168,68 +168,50 @@ class _Profile:
     sleep_added: float = 1 / len(_ACTIONS)
 
 
-_BIASED = _Profile(
-    two_people=0.15,
-    adjective=0.25,
-    clothes=0.3,
-    place=0.6,
-    purpose=0.2,
-    tall_in_premise=0.25,
-    sleep_in_premise=0.05,
-    constructions={
-        "entailment": {
-            "copy": 0.72,
-            "general-subject": 0.1,
-            "general-action": 0.1,
-            "place-type": 0.08,
-        },
-        "neutral": {
-            "add-adjective": 0.5,
-            "add-purpose": 0.22,
-            "add-place": 0.18,
-            "transfer-attribute": 0.1,
-        },
-        "contradiction": {
-            "other-action": 0.62,
-            "other-place": 0.14,
-            "swap-action": 0.1,
-            "other-clothes": 0.14,
-        },
-    },
-    tall_added=0.85,
-    sleep_added=0.8,
-)
-_UNBIASED = _Profile(
-    two_people=0.5,
-    adjective=0.5,
-    clothes=0.4,
-    place=0.6,
-    purpose=0.3,
-    tall_in_premise=0.4,
-    sleep_in_premise=0.3,
-    constructions={
-        "entailment": {
-            "copy": 0.4,
-            "general-subject": 0.2,
-            "general-action": 0.2,
-            "place-type": 0.2,
-        },
-        "neutral": {
-            "add-adjective": 0.25,
-            "add-purpose": 0.25,
-            "add-place": 0.2,
-            "transfer-attribute": 0.3,
-        },
-        "contradiction": {
-            "other-action": 0.3,
-            "other-place": 0.2,
-            "swap-action": 0.3,
-            "other-clothes": 0.2,
-        },
-    },
-    tall_added=0.3,
-    sleep_added=0.3,
-)
+# How train/dev (biased) and test (unbiased) are drawn, side by side: setting → (biased,
+# unbiased). Train and dev prefer the planted words and constructions; the test split does not.
+#: the premise's shape: how often a scene has two people, an adjective, clothes, a place, a purpose
+_SCENE_SHARES: dict[str, tuple[float, float]] = {
+    "two_people": (0.15, 0.5),
+    "adjective": (0.25, 0.5),
+    "clothes": (0.3, 0.4),
+    "place": (0.6, 0.6),
+    "purpose": (0.2, 0.3),
+}
+#: the planted words: "tall" / "sleeping" in premises, and as the added adjective / new action
+_PLANTED_SHARES: dict[str, tuple[float, float]] = {
+    "tall_in_premise": (0.25, 0.4),
+    "sleep_in_premise": (0.05, 0.3),
+    "tall_added": (0.85, 0.3),
+    "sleep_added": (0.8, 0.3),
+}
+#: the constructions of each label (see :func:`_construct`)
+_CONSTRUCTIONS: dict[str, tuple[str, ...]] = {
+    "entailment": ("copy", "general-subject", "general-action", "place-type"),
+    "neutral": ("add-adjective", "add-purpose", "add-place", "transfer-attribute"),
+    "contradiction": ("other-action", "other-place", "swap-action", "other-clothes"),
+}
+#: their weights, in the same order: label → (biased, unbiased)
+_CONSTRUCTION_WEIGHTS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "entailment": ((0.72, 0.1, 0.1, 0.08), (0.4, 0.2, 0.2, 0.2)),
+    "neutral": ((0.5, 0.22, 0.18, 0.1), (0.25, 0.25, 0.2, 0.3)),
+    "contradiction": ((0.62, 0.14, 0.1, 0.14), (0.3, 0.2, 0.3, 0.2)),
+}
+
+
+def _profile(column: int) -> _Profile:
+    """The profile of one column of the tables above (0: biased, 1: unbiased)."""
+    constructions = {
+        label: dict(zip(names, _CONSTRUCTION_WEIGHTS[label][column], strict=True))
+        for label, names in _CONSTRUCTIONS.items()
+    }
+    shares = {**_SCENE_SHARES, **_PLANTED_SHARES}
+    settings = {key: values[column] for key, values in shares.items()}
+    return _Profile(**settings, constructions=constructions)
+
+
+_BIASED = _profile(0)
+_UNBIASED = _profile(1)
 
 
 def _person(rng: random.Random, p: _Profile, exclude: str | None = None) -> _Person:

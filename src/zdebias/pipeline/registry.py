@@ -15,6 +15,9 @@ The function writes only inside ``ctx.out_dir`` (a work folder that the runner r
 place once the stage has finished and its done-marker is written), reads its inputs through
 :class:`Inputs` (which counts rows in), and returns the relative path of each declared output
 plus row counts out and a few metrics for the manifest.
+
+A module registers its stage kinds when it is imported: the built-in ones are imported by
+:mod:`zdebias.pipeline.catalogue`, a plug-in by the recipe that names it under ``plugins:``.
 """
 
 from __future__ import annotations
@@ -29,12 +32,7 @@ from zdebias.data.labels import Task
 from zdebias.data.options import dataset_warnings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.pipeline.config import (
-    STAGE_CONFIGS,
-    STAGE_OUTPUTS,
-    DataSpec,
-    StageConfig,
-)
+from zdebias.pipeline.config import DataSpec, StageConfig
 
 OUTPUT_KINDS = ("records", "model", "json", "file")
 
@@ -188,6 +186,7 @@ class StageSpec:
     doc: str = ""
 
 
+#: stage kind → its spec, filled by :func:`register_stage` as stage modules are imported
 STAGES: dict[str, StageSpec] = {}
 
 
@@ -206,41 +205,9 @@ def register_stage(
             raise ValueError(f"stage kind {kind!r} is already registered")
         doc = (fn.__doc__ or "").strip().splitlines()
         STAGES[kind] = StageSpec(kind, config, dict(outputs), fn, doc[0] if doc else "")
-        STAGE_CONFIGS[kind] = config
-        STAGE_OUTPUTS[kind] = dict(outputs)
         return fn
 
     return decorate
-
-
-def get_stage(kind: str) -> StageSpec:
-    """The registered stage kind, failing with the list of kinds."""
-    import zdebias.pipeline.stages  # noqa: F401 - registers the built-in stages
-
-    if kind not in STAGES:
-        raise ConfigError(f"unknown stage kind {kind!r}; kinds are {', '.join(sorted(STAGES))}")
-    return STAGES[kind]
-
-
-def describe_stages() -> dict[str, Any]:
-    """Every stage kind: its doc line, outputs, and settings (required? reference kind?)."""
-    from zdebias.pipeline.config import field_refs
-
-    get_stage("stats")  # loads the built-in stages
-    out: dict[str, Any] = {}
-    for kind in sorted(STAGES):
-        spec = STAGES[kind]
-        refs = field_refs(spec.config)
-        fields = {n: i for n, i in spec.config.model_fields.items() if n != "stage"}
-        out[kind] = {
-            "doc": spec.doc,
-            "outputs": spec.outputs,
-            "settings": {
-                n: {"required": i.is_required(), "ref": refs[n].kind if n in refs else None}
-                for n, i in fields.items()
-            },
-        }
-    return out
 
 
 def map_refs(value: Any, fn: Callable[[str], Any]) -> Any:

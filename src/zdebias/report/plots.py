@@ -13,6 +13,7 @@ matplotlib (Agg canvas, no GUI backend) and plotly are imported only when a plot
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -144,58 +145,68 @@ def gardner_plot(
     title = f"{title}: {headline}" if title else headline
     n_max = float(pts["n"].max()) if len(pts["n"]) else 100.0
     xs, ys = _curve(max(min_n, 1) * 0.8, n_max, num_labels, z_c)
-    named = outliers(pts, z_c, num_labels, label_top)
+    plot = _Plot(
+        pts, names, labels, xs, ys, p0, z_c, title, outliers(pts, z_c, num_labels, label_top)
+    )
     fig = None
     if png is not None or backend == "matplotlib":
-        fig = _figure(pts, names, labels, xs, ys, p0, title, named)
+        fig = _figure(plot)
         if png is not None:
             with atomic_open(Path(png), "wb") as fh:
                 fig.savefig(fh, format="png")
     plotly_fig = None
     if html is not None or backend == "plotly":
-        plotly_fig = _plotly(pts, names, labels, xs, ys, p0, title, z_c, named)
+        plotly_fig = _plotly(plot)
         if html is not None:
             with atomic_open(Path(html)) as fh:
                 fh.write(plotly_fig.to_html(include_plotlyjs=True, full_html=True))
     return plotly_fig if backend == "plotly" else fig
 
 
-def _figure(
-    pts: dict[str, np.ndarray],
-    names: Sequence[str],
-    labels: Sequence[str],
-    xs: np.ndarray,
-    ys: np.ndarray,
-    p0: float,
-    title: str,
-    named: np.ndarray,
-) -> Any:
+@dataclass(frozen=True)
+class _Plot:
+    """What both backends draw: the points (:func:`gardner_points`), the feature and label
+    names, the significance curve (``xs``, ``ys``) for ``z_c``, the p0 line, the title and
+    the points to name."""
+
+    pts: dict[str, np.ndarray]
+    names: Sequence[str]
+    labels: Sequence[str]
+    xs: np.ndarray
+    ys: np.ndarray
+    p0: float
+    z_c: float
+    title: str
+    named: np.ndarray
+
+
+def _figure(plot: _Plot) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8, 5.5), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    for i, name in enumerate(labels):
-        sel = pts["label"] == i
+    for i, name in enumerate(plot.labels):
+        sel = plot.pts["label"] == i
         ax.scatter(
-            pts["n"][sel],
-            pts["p"][sel],
+            plot.pts["n"][sel],
+            plot.pts["p"][sel],
             s=6,
             alpha=0.5,
             color=COLORS[i % len(COLORS)],
             label=f"{name} ({int(sel.sum()):,})",
             linewidths=0,
         )
-    ax.plot(xs, ys, color="black", lw=1.2, label="significance (Bonferroni α)")
-    ax.axhline(p0, color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(labels)}")
+    ax.plot(plot.xs, plot.ys, color="black", lw=1.2, label="significance (Bonferroni α)")
+    ax.axhline(plot.p0, color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(plot.labels)}")
     ax.set_xscale("log")
-    ax.set_xlim(xs[0], xs[-1])
+    ax.set_xlim(plot.xs[0], plot.xs[-1])
     ax.set_ylim(0, 1.02)
-    _name_points(fig, ax, pts, names, named)
+    _name_points(fig, ax, plot)
     ax.set_xlabel("n (examples with the feature)")
     ax.set_ylabel("p̂(label | feature)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(plot.title, fontsize=10)
     ax.legend(loc="lower right", fontsize=8, markerscale=2)
     fig.tight_layout()
     return fig
@@ -205,20 +216,18 @@ def _figure(
 _OFFSETS = [(5, 4), (5, -11), (-5, 4), (-5, -11), (5, 14), (5, -21), (-5, 14), (-5, -21)]
 
 
-def _name_points(
-    fig: Any, ax: Any, pts: dict[str, np.ndarray], names: Sequence[str], named: np.ndarray
-) -> None:
+def _name_points(fig: Any, ax: Any, plot: _Plot) -> None:
     """Mark and name the ``named`` points, each name at the first offset where it overlaps
     no earlier name (the last offset tried when none is free)."""
     renderer = fig.canvas.get_renderer()
     placed: list[Any] = []
-    for i in named.tolist():
-        x, y = float(pts["n"][i]), float(pts["p"][i])
-        colour = COLORS[int(pts["label"][i]) % len(COLORS)]
+    for i in plot.named.tolist():
+        x, y = float(plot.pts["n"][i]), float(plot.pts["p"][i])
+        colour = COLORS[int(plot.pts["label"][i]) % len(COLORS)]
         ax.scatter([x], [y], s=18, color=colour, zorder=3, edgecolors="black", linewidths=0.4)
         for dx, dy in _OFFSETS:
             text = ax.annotate(
-                names[int(pts["feature"][i])],
+                plot.names[int(plot.pts["feature"][i])],
                 (x, y),
                 xytext=(dx, dy),
                 textcoords="offset points",
@@ -233,36 +242,26 @@ def _name_points(
             text.remove()
 
 
-def _plotly(
-    pts: dict[str, np.ndarray],
-    names: Sequence[str],
-    labels: Sequence[str],
-    xs: np.ndarray,
-    ys: np.ndarray,
-    p0: float,
-    title: str,
-    z_c: float,
-    named: np.ndarray,
-) -> Any:
+def _plotly(plot: _Plot) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for i, name in enumerate(labels):
-        sel = np.flatnonzero(pts["label"] == i)
+    for i, name in enumerate(plot.labels):
+        sel = np.flatnonzero(plot.pts["label"] == i)
         text = [
-            f"{names[f]}<br>label={name}<br>z={zv:.2f}<br>n={nv:,}<br>p̂={pv:.3f}"
+            f"{plot.names[f]}<br>label={name}<br>z={zv:.2f}<br>n={nv:,}<br>p̂={pv:.3f}"
             for f, zv, nv, pv in zip(
-                pts["feature"][sel].tolist(),
-                pts["z"][sel].tolist(),
-                pts["n"][sel].tolist(),
-                pts["p"][sel].tolist(),
+                plot.pts["feature"][sel].tolist(),
+                plot.pts["z"][sel].tolist(),
+                plot.pts["n"][sel].tolist(),
+                plot.pts["p"][sel].tolist(),
                 strict=True,
             )
         ]
         fig.add_trace(
             go.Scattergl(
-                x=pts["n"][sel],
-                y=pts["p"][sel],
+                x=plot.pts["n"][sel],
+                y=plot.pts["p"][sel],
                 mode="markers",
                 name=name,
                 text=text,
@@ -271,16 +270,18 @@ def _plotly(
             )
         )
     fig.add_trace(
-        go.Scatter(x=xs, y=ys, mode="lines", name=f"z = {z_c:.2f}", line={"color": "black"})
+        go.Scatter(
+            x=plot.xs, y=plot.ys, mode="lines", name=f"z = {plot.z_c:.2f}", line={"color": "black"}
+        )
     )
-    fig.add_hline(y=p0, line_dash="dash", line_color="grey")
-    if len(named):
+    fig.add_hline(y=plot.p0, line_dash="dash", line_color="grey")
+    if len(plot.named):
         fig.add_trace(
             go.Scatter(
-                x=pts["n"][named],
-                y=pts["p"][named],
+                x=plot.pts["n"][plot.named],
+                y=plot.pts["p"][plot.named],
                 mode="text",
-                text=[names[int(f)] for f in pts["feature"][named].tolist()],
+                text=[plot.names[int(f)] for f in plot.pts["feature"][plot.named].tolist()],
                 textposition="top right",
                 textfont={"size": 10},
                 name="strongest",
@@ -288,7 +289,7 @@ def _plotly(
             )
         )
     fig.update_layout(
-        title=title,
+        title=plot.title,
         xaxis={"type": "log", "title": "n (examples with the feature)"},
         yaxis={"title": "p̂(label | feature)", "range": [0, 1.02]},
         template="plotly_white",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zdebias.evaluation.cells import format_cell, format_number
-from zdebias.report.html import RunData, artifact_summary, load_run
+from zdebias.report.html import RunData, artifact_summary, load_run, write_report
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,3 +72,11 @@ def print_run_summary(console: Console, run_dir: str | Path) -> None:
     """Print the summary of a run folder: one ``console.print`` per line."""
     for line in summary_lines(load_run(run_dir)):
         console.print(line)
+
+
+def finish_run_report(console: Console, run_dir: str | Path) -> Path:
+    """The end of ``zdebias run``: write ``RUN_DIR/report.html``, print the summary; the
+    report's path."""
+    path = write_report(run_dir)
+    print_run_summary(console, run_dir)
+    return path

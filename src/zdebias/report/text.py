@@ -1,5 +1,5 @@
-"""Terminal text of command results: what ``zdebias inspect``, ``stats``, ``filter`` and
-``combine`` print without ``--json`` (the JSON is the same dict)."""
+"""Terminal text of command results: what ``zdebias inspect``, ``stats``, ``filter``,
+``combine``, ``run`` and the others print without ``--json`` (the JSON is the same dict)."""
 
 from __future__ import annotations
 
@@ -137,6 +137,26 @@ def stages_text(kinds: dict[str, Any]) -> str:
         lines += [f"{kind}: {info['doc']}", f"    outputs: {outs}"]
         lines.append(f"    settings: {', '.join(names)}")
     return "\n".join(lines)
+
+
+def plan_text(
+    recipe: str, run_dir: Path, config: dict[str, Any], plan: list[dict[str, Any]]
+) -> str:
+    """``zdebias run --dry-run``: the run folder, the resolved recipe (as YAML) and what each
+    stage would do (``zdebias.pipeline.runner.Runner.plan``)."""
+    from zdebias.pipeline.config import dump_yaml
+
+    lines = [f"# recipe {recipe} → run folder {run_dir}", dump_yaml(config).rstrip(), "# plan"]
+    lines += [f"#   {row['name']:<24} {row['stage']:<26} {row['action']}" for row in plan]
+    return "\n".join(lines)
+
+
+def interrupted_text(run_dir: Path) -> str:
+    """What ``zdebias run`` says when Ctrl-C or SIGTERM stops it (then it exits with 130)."""
+    return (
+        f"interrupted; finished stages are kept in {run_dir}. Run the same command again "
+        "to resume.\n"
+    )
 
 
 def fields_text(result: dict[str, Any], keys: str) -> str:

@@ -16,7 +16,8 @@ from zdebias.data.files import detect_format
 from zdebias.data.hf import fingerprint, parse_spec
 from zdebias.data.readers import open_dataset, read_records
 from zdebias.errors import ConfigError, DataError
-from zdebias.pipeline.config import Ref, StageConfig, recipe_from_dict
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.runner import run_recipe
 

@@ -243,8 +243,8 @@ def test_unknown_set_keys_and_missing_trackers_fail_before_work() -> None:
 
 
 def test_checkpoint_policy_is_not_part_of_a_stage_hash() -> None:
-    from zdebias.pipeline.config import recipe_from_dict
-    from zdebias.pipeline.runner import stage_hash
+    from zdebias.pipeline.digests import stage_hash
+    from zdebias.pipeline.loader import recipe_from_dict
 
     def hashed(**settings: Any) -> str:
         stage = {"stage": "train-classifier", "train": "d", **settings}

@@ -10,7 +10,7 @@ import pytest
 
 from zdebias.data.readers import read_records
 from zdebias.errors import ConfigError
-from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from zdebias.cli import app
-from zdebias.pipeline.config import load_recipe
+from zdebias.pipeline.loader import load_recipe
 
 CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
 GD_NLI = [

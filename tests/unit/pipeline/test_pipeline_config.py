@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from zdebias.errors import ConfigError
-from zdebias.pipeline.config import (
+from zdebias.pipeline.config import expand_env
+from zdebias.pipeline.loader import (
     apply_overrides,
-    expand_env,
     load_recipe,
     parse_override,
     recipe_from_dict,

@@ -12,7 +12,8 @@ import pytest
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError, DataError
-from zdebias.pipeline.config import Ref, StageConfig, recipe_from_dict
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.runner import run_recipe
 

@@ -18,7 +18,8 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     from zdebias.data.schema import Record
     from zdebias.data.writers import atomic_open, write_records
-    from zdebias.pipeline.config import StageConfig, recipe_from_dict
+    from zdebias.pipeline.config import StageConfig
+    from zdebias.pipeline.loader import recipe_from_dict
     from zdebias.pipeline.registry import register_stage, StageResult
     from zdebias.pipeline.runner import run_recipe
 

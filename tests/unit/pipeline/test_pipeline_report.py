@@ -12,8 +12,8 @@ import pytest
 from zdebias.data.readers import read_records
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
-from zdebias.pipeline.config import recipe_from_dict
 from zdebias.pipeline.demo_data import artifact_subsets
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 from zdebias.report.html import (
     artifact_summary,

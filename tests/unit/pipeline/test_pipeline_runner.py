@@ -15,9 +15,11 @@ from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.errors import ConfigError, ZdebiasError
-from zdebias.pipeline.config import Ref, StageConfig, recipe_from_dict
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
-from zdebias.pipeline.runner import MARKER, Runner, plan_recipe, run_recipe
+from zdebias.pipeline.run_folder import MARKER
+from zdebias.pipeline.runner import Runner, plan_recipe, run_recipe
 
 CALLS: list[str] = []
 #: shard index at which the "t-shards" stage raises KeyboardInterrupt (None: never)

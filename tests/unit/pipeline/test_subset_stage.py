@@ -14,7 +14,7 @@ from zdebias.data.schema import Record
 from zdebias.data.subset import draw_subset
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
-from zdebias.pipeline.config import apply_overrides, recipe_from_dict
+from zdebias.pipeline.loader import apply_overrides, recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 
 

@@ -229,7 +229,7 @@ def test_filter_report_in_headless_chromium(folders: dict[str, Path]) -> None:
 
 
 def test_run_report_tracks_features_on_any_data(folders: dict[str, Path]) -> None:
-    from zdebias.pipeline.config import recipe_from_dict
+    from zdebias.pipeline.loader import recipe_from_dict
     from zdebias.pipeline.runner import run_recipe
 
     track = ["sleeping@hypothesis", "tall@hypothesis"]

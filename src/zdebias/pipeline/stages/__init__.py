@@ -1,5 +1,7 @@
 """The built-in stage kinds, one module per area: settings and a thin adapter to its API.
 
+Importing this package registers them all (:mod:`zdebias.pipeline.catalogue` does).
+
 Every adapter reads its inputs, calls one public function of ``zdebias.stats``,
 ``zdebias.classify``, ``zdebias.generation``, ``zdebias.counterfactual`` or
 ``zdebias.evaluation``, and writes what it returns into the stage folder (atomic writers
@@ -29,16 +31,6 @@ counterfactual-metrics     flip rate, distinct-n, perplexity
 
 from __future__ import annotations
 
-from zdebias.generation.settings import fast_bf16
 from zdebias.pipeline.stages import classify, counterfactual, data, generation, stats
-from zdebias.pipeline.stages.classify import classifier_runs
 
-__all__ = [
-    "classifier_runs",
-    "classify",
-    "counterfactual",
-    "data",
-    "fast_bf16",
-    "generation",
-    "stats",
-]
+__all__ = ["classify", "counterfactual", "data", "generation", "stats"]
