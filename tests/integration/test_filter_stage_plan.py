@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from zdebias.pipeline.config import recipe_from_dict
+from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 from zdebias.stats import operations, plan
 
