@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -107,24 +108,8 @@ def learned_mixin(
     return _reduce(per_example, mask)
 
 
-def learned_mixin_h(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    bias_probs: torch.Tensor,
-    gate_logits: torch.Tensor,
-    entropy_weight: float = 0.03,
-) -> torch.Tensor:
-    """Learned-Mixin+H: :func:`learned_mixin` with the entropy penalty on (default weight 0.03)."""
-    return learned_mixin(
-        logits,
-        labels,
-        mask,
-        bias_probs=bias_probs,
-        gate_logits=gate_logits,
-        entropy_weight=entropy_weight,
-    )
+#: Learned-Mixin+H: :func:`learned_mixin` with the entropy penalty on (weight 0.03 unless given).
+learned_mixin_h: LossFn = partial(learned_mixin, entropy_weight=0.03)
 
 
 def confidence_regularization(

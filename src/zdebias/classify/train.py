@@ -47,22 +47,15 @@ from zdebias.classify.settings import (
 )
 from zdebias.data.labels import Task, get_task, infer_task, label_ids
 from zdebias.data.schema import Record
-from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for, write_json, write_records
+from zdebias.data.writers import check_out_dir, write_json, write_records
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.hypothesis_only import DEFAULT_FOLDS
-from zdebias.models.checkpoints import (
-    Checkpointing,
-    check_extra,
-    fingerprint,
-    make_arguments,
-    model_identity,
-    records_digest,
-    tensorboard_logs,
-)
+from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
 from zdebias.models.distributed import barrier, is_main_process, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
+from zdebias.models.training_run import TrainingRun
 from zdebias.settings import DEFAULT_SEED
 
 #: Name of the per-run metrics file written into every classifier folder.
@@ -377,23 +370,15 @@ def _train(
     train_ids = label_ids(train, labels, "training")
     dev_ids = label_ids(dev, labels, "dev") if dev else None
 
-    bias_probs = teacher_probs = None
-    if "bias_probs" in needs:
-        bias_probs = aligned_probs(
-            s.bias_model,  # type: ignore[arg-type]
-            train,
-            labels,
-            what="bias model",
-            progress=progress,
-        )
-    if "teacher_probs" in needs:
-        teacher_probs = aligned_probs(
-            s.teacher_model,  # type: ignore[arg-type]
-            train,
-            labels,
-            what="teacher model",
-            progress=progress,
-        )
+    # what the loss reads beside the logits, computed once over the training set
+    extras: dict[str, np.ndarray | None] = dict.fromkeys(_EXTRA_COLUMNS)
+    sources = {
+        "bias_probs": ("bias model", s.bias_model),
+        "teacher_probs": ("teacher model", s.teacher_model),
+    }
+    for key, (what, ref) in sources.items():
+        if key in needs and ref is not None:  # checked above: a loss's model is given
+            extras[key] = aligned_probs(ref, train, labels, what=what, progress=progress)
 
     set_seed(s.seed)
     source = resolve_model(s.model)
@@ -427,7 +412,7 @@ def _train(
         kind,
         train_ids,
         s.max_length,
-        {"bias_probs": bias_probs, "teacher_probs": teacher_probs},
+        extras,
         with_hypothesis=joint,
     )
     dev_ds = None
@@ -445,15 +430,8 @@ def _train(
             "rate never reaches its peak (lower --warmup-steps for short runs)\n"
         )
     evaluate = dev_ds is not None
-    run_id = fingerprint(
-        s.run_identity(),
-        records_digest(train),
-        records_digest(dev or []),
-        [model_identity(m) for m in (s.model, s.bias_model, s.teacher_model) if m],
-        the_task.name,
-    )
-    checkpoints = Checkpointing(out, s, run_id)
-    work = work_dir_for(out)
+    models = [model_identity(m) for m in (s.model, s.bias_model, s.teacher_model) if m]
+    identity = (records_digest(train), records_digest(dev or []), models, the_task.name)
     base = dict(
         loss=s.loss,
         poe_beta=s.beta,
@@ -487,38 +465,31 @@ def _train(
         # the bias head / mixin gate run outside the DDP-wrapped forward: DDP must not look
         # for unused parameters (it would count theirs twice); every parameter gets a gradient
         base["ddp_find_unused_parameters"] = False
-    args = make_arguments(
-        ClassifierTrainingArguments,
-        {**base, **checkpoints.arguments(), **s.tracking_arguments(), **s.extra},
-    )
     best = BestEpochCallback(s.patience)
-    checkpoints.states["early_stopping"] = best
 
     def accuracy(pred: Any) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
         return {"accuracy": float((np.argmax(logits, axis=-1) == pred.label_ids).mean())}
 
-    trainer = ClassifierTrainer(
-        model=net,
-        args=args,
-        data_collator=_Collator(tokenizer),
-        train_dataset=train_ds,
-        eval_dataset=dev_ds,
-        processing_class=tokenizer,
-        compute_metrics=accuracy,
-        callbacks=[best, checkpoints],
-    )
-    if not progress:
-        trainer.remove_callback(PrinterCallback)
-    try:
-        resume = checkpoints.resume_point()
-        checkpoints.restore(resume)
-        result = trainer.train(resume_from_checkpoint=resume)
+    with TrainingRun(out, s, *identity) as run:
+        args = run.arguments(ClassifierTrainingArguments, base)
+        trainer = ClassifierTrainer(
+            model=net,
+            args=args,
+            data_collator=_Collator(tokenizer),
+            train_dataset=train_ds,
+            eval_dataset=dev_ds,
+            processing_class=tokenizer,
+            compute_metrics=accuracy,
+            callbacks=[best, run.checkpoints],
+        )
+        if not progress:
+            trainer.remove_callback(PrinterCallback)
+        result = trainer.train(resume_from_checkpoint=run.resume(early_stopping=best))
         best.restore_best(net)
         for attr in (GATE_ATTR, BIAS_HEAD_ATTR):
             if hasattr(net, attr):
                 delattr(net, attr)
-        staged = work / "model"
         info = {
             "input": kind,
             "task": the_task.name,
@@ -572,22 +543,17 @@ def _train(
                 "dev_accuracy": best.best_accuracy,
             },
             "stopped_early": best.stopped_early,
-            "resumed_from_step": checkpoints.resumed_from,
+            "resumed_from_step": run.resumed_from,
             "wall_time_s": round(time.time() - started, 3),
         }
-        if trainer.is_world_process_zero():  # several processes: the main one publishes
-            net.save_pretrained(staged)
-            tokenizer.save_pretrained(staged)
-            write_json(info, staged / CLASSIFIER_INFO)
-            write_json(metrics, staged / METRICS_FILE)
-            if s.report_to == "tensorboard":
-                tensorboard_logs(checkpoints.root, staged)
-            publish_dir(staged, out, overwrite=overwrite)
-            checkpoints.finish()
-        barrier()  # the others return once OUT is whole
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        checkpoints.abandon()
+
+        def save(folder: Path) -> None:
+            net.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            write_json(info, folder / CLASSIFIER_INFO)
+            write_json(metrics, folder / METRICS_FILE)
+
+        run.publish(trainer, save, overwrite=overwrite)
     return metrics
 
 
@@ -610,9 +576,9 @@ def cross_fit_predictions(
     out_file: str | Path,
     settings: ClassifierSettings | None = None,
     *,
+    progress: bool = True,
     task: str | Task | None = None,
     folds_dir: str | Path | None = None,
-    progress: bool = True,
     **overrides: Any,
 ) -> list[Record]:
     """Out-of-fold hypothesis-only predictions for every record (SPEC §2 ``hypo-only-pred``).

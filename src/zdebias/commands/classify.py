@@ -1,17 +1,18 @@
 """``train-classifier``, ``predict``, ``confidence-filter``, ``evaluate``, ``compare``.
 
-Options are generated from the settings of ``zdebias.classify.settings``; torch,
-transformers and scipy are imported inside the commands, never at module level.
+Options are generated from the settings of ``zdebias.classify.settings``; each command is one
+call of :class:`zdebias.classify.files.Files` (``compare``: ``compare_files``), which imports
+torch, transformers and scipy only when it runs.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from zdebias.classify.files import Files, markdown_path
 from zdebias.classify.settings import (
     ClassifierSettings,
     CompareSettings,
@@ -19,58 +20,42 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
+from zdebias.commands._cli import check_output, emit, require, stdout_to_stderr
 from zdebias.data.options import ReadOptions
 from zdebias.report.text import train_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 
-log = logging.getLogger("zdebias")
 MarkdownOpt = Annotated[
     Path | None, typer.Option("--markdown", help="Markdown tables (evaluate: default OUT.md).")
 ]
+TrainSet = Annotated[str, typer.Option("--train", help="Training set (any supported input).")]
+DevSet = Annotated[
+    str | None, typer.Option("--dev", help="Dev set: picks the best epoch, early stopping.")
+]
+MethodName = Annotated[
+    str | None, typer.Option("--name", help="Method name for tables (default: model).")
+]
 
 
-def _skipped(report: Any) -> dict[str, int]:
-    return {"unlabelled": report.n_unlabelled, "errors": report.n_errors}
+def _files(read: ReadOptions, cli: CliOptions) -> Files:
+    """The operations on files, with the command's reader settings and output policy."""
+    return Files(read, progress=cli.progress, overwrite=cli.overwrite)
 
 
 @command
 def train_classifier_cmd(
-    train: Annotated[str, typer.Option("--train", help="Training set (any supported input).")],
+    train: TrainSet,
     out: Annotated[Path, typer.Option("--out", help="Folder for the trained classifier.")],
     settings: ClassifierSettings,
     read: ReadOptions,
     cli: CliOptions,
-    dev: Annotated[
-        str | None, typer.Option("--dev", help="Dev set: picks the best epoch, early stopping.")
-    ] = None,
+    dev: DevSet = None,
 ) -> None:
     """Fine-tune a classifier (plain, hypothesis-only, PoE, Learned-Mixin, conf-reg)."""
     settings.check()
     check_output(out, cli)
-    records, report = read_input(train, read, what="training")
-    dev_records = read_input(dev, read, what="dev")[0] if dev is not None else None
-    from zdebias.classify.train import train_classifier
-
-    task = read.task or report.task
     with stdout_to_stderr():  # HF's log lines: stdout carries only the result
-        metrics = train_classifier(
-            records,
-            dev_records,
-            out,
-            settings,
-            task=task,
-            progress=cli.progress,
-            overwrite=cli.overwrite,
-        )
-    summary: dict[str, Any] = {
-        "out": str(out),
-        **{k: metrics[k] for k in ("n_train", "n_dev", "steps", "best")},
-        "train_samples_per_second": round(metrics["train_samples_per_second"], 2),
-        "skipped": _skipped(report),
-    }
-    if "cross_fit" in metrics:
-        summary["cross_fit"] = metrics["cross_fit"]
+        summary = _files(read, cli).train_classifier(train, dev, out, settings)
     emit(summary, cli, lambda: train_text(summary))
 
 
@@ -85,15 +70,10 @@ def predict_cmd(
 ) -> None:
     """Write each record with meta.pred and meta.probs (probability per label)."""
     check_output(out, cli)
-    records, report = read_input(require(input, "INPUT"), read, what="input")
-    from zdebias.data.writers import write_records
-    from zdebias.evaluation.suites import predict_records
-
-    predicted, info = predict_records(model, records, settings, progress=cli.progress)
-    n = write_records(predicted, out)
-    summary = {"out": str(out), "n": n, **info, "skipped": _skipped(report)}
+    path = require(input, "INPUT")
+    summary = _files(read, cli).predict(model, path, out, settings)
     acc = "-" if summary["accuracy"] is None else f"{summary['accuracy']:.4f}"
-    emit(summary, cli, f"predicted {n:,} records, accuracy {acc}\nwrote {out}")
+    emit(summary, cli, f"predicted {summary['n']:,} records, accuracy {acc}\nwrote {out}")
 
 
 @command(renamed={"--data": "input", "--model": "classifier"})
@@ -115,18 +95,9 @@ def confidence_filter_cmd(
     path = require(input, "INPUT", "--data")
     model = require(classifier, "--classifier", "--model")
     check_output(out, cli, published=True)
-    records, report = read_input(path, read, what="input")
-    from zdebias.classify.confidence import confidence_filter
-    from zdebias.data.writers import publish_files
-
-    kept, rejected, summary = confidence_filter(records, model, settings, progress=cli.progress)
-    summary.update(model=model, input=report.summary())
-    files = {"kept.jsonl": kept, "rejected.jsonl": rejected, "summary.json": summary}
-    paths = publish_files(out, files, overwrite=cli.overwrite)
-    result = {k: v for k, v in summary.items() if k != "input"}
-    result["files"] = {name.split(".")[0]: str(p) for name, p in paths.items()}
-    text = f"kept {len(kept):,} of {len(records):,} (p(label) > {settings.threshold})\nwrote {out}"
-    emit(result, cli, text)
+    result = _files(read, cli).confidence_filter(path, model, out, settings)
+    kept, n = result["n_kept"], result["n_input"]
+    emit(result, cli, f"kept {kept:,} of {n:,} (p(label) > {settings.threshold})\nwrote {out}")
 
 
 @command(exclude=("columns", "label_map", "limit"))
@@ -143,9 +114,7 @@ def evaluate_cmd(
     settings: EvaluateSettings,
     read: ReadOptions,
     cli: CliOptions,
-    name: Annotated[
-        str | None, typer.Option("--name", help="Method name for tables (default: model).")
-    ] = None,
+    name: MethodName = None,
     markdown: MarkdownOpt = None,
     predictions: Annotated[
         Path | None,
@@ -153,34 +122,14 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Accuracy of one or more runs on evaluation suites; mean ± std over runs."""
-    from zdebias.data.writers import publish_folder, write_together
-    from zdebias.evaluation.suites import evaluate_models, parse_suite
-    from zdebias.evaluation.tables import render_markdown
-
-    md_path = markdown or out.with_suffix(".md")
+    md_path = markdown_path(out, markdown)
     for path in (out, md_path):
         check_output(path, cli)
     if predictions is not None:
         check_output(predictions, cli, published=True)
-    options = dict(format=read.format, task=read.task, split=read.split, on_error=read.on_error)
-    suites = [parse_suite(s, **options) for s in suite]
-
-    def run(folder: Path | None) -> dict[str, Any]:
-        return evaluate_models(
-            models, suites, settings, name=name, progress=cli.progress, predictions_dir=folder
-        )
-
-    doc = (
-        run(None)
-        if predictions is None
-        else publish_folder(predictions, run, overwrite=cli.overwrite)
+    doc, text = _files(read, cli).evaluate(
+        models, suite, out, settings, name=name, markdown=md_path, predictions=predictions
     )
-    for info in doc["suites"]:
-        skipped = (info["path"], info["n_skipped_unlabelled"], info["n_skipped_errors"])
-        if skipped[1] + skipped[2]:
-            log.warning("%s: skipped %d unlabelled and %d bad rows", *skipped)
-    text = render_markdown(doc, average=settings.average)
-    write_together({out: doc, md_path: text})
     emit(doc, cli, f"{text}\nwrote {out} and {md_path}")
 
 

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from zdebias.classify.files import read_logged
 from zdebias.counterfactual.settings import MetricsSettings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import tokenize
-
-log = logging.getLogger("zdebias")
 
 _WS = re.compile(r"\S+")
 
@@ -299,16 +297,6 @@ def counterfactual_metrics(
     return result
 
 
-def _read_logged(path: str | Path) -> list[Record]:
-    """The records of ``path``; skipped rows are logged as warnings."""
-    from zdebias.data.options import ReadOptions, skip_message
-
-    records, report = ReadOptions().read(str(path))
-    for line in skip_message(report):
-        log.warning("%s", line)
-    return records
-
-
 def read_counterfactuals(path: str | Path) -> list[Record]:
     """The records to score: a ``generate`` output folder's kept.jsonl and rejected.jsonl
     (when present), or one file. Skipped rows are logged as warnings."""
@@ -316,7 +304,7 @@ def read_counterfactuals(path: str | Path) -> list[Record]:
     if path.is_dir() and not (path / "kept.jsonl").exists():
         raise ConfigError(f"{path}: not a `generate` output folder (no kept.jsonl)")
     files = [path / "kept.jsonl", path / "rejected.jsonl"] if path.is_dir() else [path]
-    return [r for f in files if f.exists() for r in _read_logged(f)]
+    return [r for f in files if f.exists() for r in read_logged(str(f))[0]]
 
 
 def metrics_report(
@@ -326,12 +314,13 @@ def metrics_report(
     rationales: str | Path | None = None,
     human: str | Path | None = None,
     *,
+    out: str | Path | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """``zdebias counterfactual metrics``: :func:`counterfactual_metrics` of
     ``counterfactuals`` (a ``generate`` folder or a file; the flip rate by ``classifier``, a
     classifier folder, when given) plus ``n_kept``, and/or the :func:`rationale_agreement` of
-    ``rationales`` with the ``human`` highlights."""
+    ``rationales`` with the ``human`` highlights; also written to ``out`` when given."""
     if counterfactuals is None and rationales is None:
         raise ConfigError("give INPUT (counterfactuals) and/or --rationales with --human")
     if (rationales is None) != (human is None):
@@ -348,6 +337,10 @@ def metrics_report(
         result["n_kept"] = sum(1 for r in records if "rejected_by" not in r.meta)
         result["input"] = counterfactuals
     if rationales is not None and human is not None:
-        agreement = rationale_agreement(_read_logged(rationales), read_human_rationales(human))
-        result.update(agreement)
+        predicted = read_logged(str(rationales))[0]
+        result.update(rationale_agreement(predicted, read_human_rationales(human)))
+    if out is not None:
+        from zdebias.data.writers import write_json
+
+        write_json(result, out)
     return result

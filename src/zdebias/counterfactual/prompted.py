@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from zdebias.counterfactual.rationales import record_spans
-from zdebias.counterfactual.select import post_select, target_labels
+from zdebias.counterfactual.select import counterfactual_record, screen, target_labels
 from zdebias.counterfactual.settings import PromptCounterfactualSettings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
@@ -169,9 +169,9 @@ def prompt_counterfactuals(
     records: Sequence[Record],
     settings: PromptCounterfactualSettings | None = None,
     *,
+    progress: bool = False,
     client: ClientSettings | None = None,
     path: str | None = None,
-    progress: bool = False,
     **overrides: Any,
 ) -> tuple[list[Record], list[Record], dict[str, Any]]:
     """Counterfactuals by prompting ``model``: ``(kept, rejected, summary)``.
@@ -236,24 +236,12 @@ def prompt_counterfactuals(
         usage["prompt_tokens"] += ans.prompt_tokens or 0
         usage["completion_tokens"] += ans.completion_tokens or 0
         meta = {
-            "type": "counterfactual",
-            "source_id": r.id,
-            "original_label": r.label,
-            "target_label": req.target,
             "spans": cfg.spans,
             "rationale_words": req.words,
             "backend": cfg.backend,
             "generator": model,
-            "sample": j,
         }
-        base = Record(
-            id=f"{r.id}:cf:{req.target}:{j}",
-            label=req.target,
-            premise=r.premise,
-            hypothesis=r.hypothesis,
-            text=r.text,
-            meta=meta,
-        )
+        base = counterfactual_record(r, req.target, j, meta)
         order[base.id] = i
         if ans.error is not None:
             usage["failed_requests"] += 1
@@ -276,37 +264,20 @@ def prompt_counterfactuals(
         if parsed
         else np.zeros((0, len(labels)))
     )
-    candidates: list[Record] = []
-    cand_probs: list[np.ndarray] = []
-    seen: set[tuple[Any, ...]] = set()
-    for new, p in zip(parsed, probs, strict=True):
-        info = {
-            "classifier_label": labels[int(np.argmax(p))],
-            "classifier_probs": {lab: round(float(v), 6) for lab, v in zip(labels, p, strict=True)},
-        }
-        key = (new.meta["source_id"], new.label, new.premise, new.hypothesis, new.text)
+
+    def unchanged(new: Record) -> Record | None:
         if new.meta["edit_distance"] == 0:
-            rejected.append(
-                _reject(new.replace(meta={**new.meta, **info}), "unchanged", "repeats the original")
-            )
-        elif key in seen:
-            rejected.append(
-                _reject(new.replace(meta={**new.meta, **info}), "duplicate", "an earlier answer")
-            )
-        else:
-            seen.add(key)
-            candidates.append(new)
-            cand_probs.append(p)
-    kept, rej = post_select(
-        candidates,
-        np.array(cand_probs).reshape(-1, len(labels)),
-        labels,
-        min_prob=cfg.min_prob,
+            return _reject(new, "unchanged", "repeats the original")
+        return None
+
+    kept, rej = screen(
+        parsed, probs, labels, flaw=unchanged, duplicate="an earlier answer", min_prob=cfg.min_prob
     )
+    candidates = kept + [x for x in rej if x.meta["rejected_by"] == "classifier"]
     rejected.extend(rej)
     rejected.sort(key=lambda x: order[x.id])
     distances = [x.meta["edit_distance"] for x in candidates]
-    flips = sum(x.meta["classifier_label"] == x.label for x in kept + rej)
+    flips = sum(x.meta["classifier_label"] == x.label for x in candidates)
     summary = {
         "generator": model,
         "backend": cfg.backend,

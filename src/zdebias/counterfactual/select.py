@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -284,11 +284,7 @@ def post_select(
     for record, p in zip(candidates, probs, strict=True):
         pred = int(np.argmax(p))
         target = labels.index(record.label)
-        meta = {
-            **record.meta,
-            "classifier_label": labels[pred],
-            "classifier_probs": {lab: round(float(v), 6) for lab, v in zip(labels, p, strict=True)},
-        }
+        meta = {**record.meta, **classifier_info(p, labels)}
         if pred != target:
             meta["rejected_by"] = "classifier"
             meta["reason"] = (
@@ -303,6 +299,67 @@ def post_select(
         else:
             kept.append(record.replace(meta=meta))
     return kept, rejected
+
+
+def classifier_info(probs: np.ndarray, labels: Sequence[str]) -> dict[str, Any]:
+    """``meta.classifier_label`` and ``meta.classifier_probs`` of a record the classifier gave
+    the distribution ``probs`` (in ``labels`` order)."""
+    return {
+        "classifier_label": labels[int(np.argmax(probs))],
+        "classifier_probs": {lab: round(float(v), 6) for lab, v in zip(labels, probs, strict=True)},
+    }
+
+
+def screen(
+    records: Sequence[Record],
+    probs: np.ndarray,
+    labels: Sequence[str],
+    *,
+    flaw: Callable[[Record], Record | None],
+    duplicate: str,
+    min_prob: float = 0.0,
+) -> tuple[list[Record], list[Record]]:
+    """Post-selection of parsed counterfactuals (``probs[i]``: the classifier's distribution
+    for ``records[i]``, in ``labels`` order): ``(kept, rejected)``.
+
+    Each record, its meta given the classifier's label and probabilities, is rejected if
+    ``flaw`` returns it rejected, or (reason ``duplicate``) if it repeats an earlier one of
+    the same source and target; the others go through :func:`post_select`.
+    """
+    candidates: list[Record] = []
+    candidate_probs: list[np.ndarray] = []
+    rejected: list[Record] = []
+    seen: set[tuple[Any, ...]] = set()
+    for record, p in zip(records, probs, strict=True):
+        judged = record.replace(meta={**record.meta, **classifier_info(p, labels)})
+        key = (record.meta["source_id"], record.label, *_key(record))
+        flawed = flaw(judged)
+        if flawed is not None:
+            rejected.append(flawed)
+        elif key in seen:
+            rejected.append(_reject(judged, "duplicate", duplicate))
+        else:
+            seen.add(key)
+            candidates.append(record)
+            candidate_probs.append(p)
+    array = np.array(candidate_probs).reshape(-1, len(labels))
+    kept, not_target = post_select(candidates, array, labels, min_prob=min_prob)
+    return kept, rejected + not_target
+
+
+def counterfactual_record(source: Record, target: str, sample: int, meta: dict[str, Any]) -> Record:
+    """Counterfactual ``sample`` of ``source`` for the ``target`` label, its texts still the
+    source's (to be edited): id ``SOURCE:cf:TARGET:SAMPLE``; ``meta`` between what it is
+    (type, source id, original and target label) and the sample number."""
+    head = {"type": "counterfactual", "source_id": source.id, "original_label": source.label}
+    return Record(
+        id=f"{source.id}:cf:{target}:{sample}",
+        label=target,
+        premise=source.premise,
+        hypothesis=source.hypothesis,
+        text=source.text,
+        meta={**head, "target_label": target, **meta, "sample": sample},
+    )
 
 
 def _reject(record: Record, code: str, reason: str) -> Record:
@@ -414,24 +471,9 @@ def generate_counterfactuals(
             else ["truncated: a span lies beyond max_source_length"] * n
         )
         for j, out in enumerate(outs):
-            meta = {
-                "type": "counterfactual",
-                "source_id": record.id,
-                "original_label": record.label,
-                "target_label": target,
-                "spans": spans,
-                "span_offsets": {k: [list(s) for s in v] for k, v in sp.items()},
-                "original_fillers": orig_fillers,
-                "sample": j,
-            }
-            base = Record(
-                id=f"{record.id}:cf:{target}:{j}",
-                label=target,
-                premise=record.premise,
-                hypothesis=record.hypothesis,
-                text=record.text,
-                meta=meta,
-            )
+            offsets = {k: [list(s) for s in v] for k, v in sp.items()}
+            meta = {"spans": spans, "span_offsets": offsets, "original_fillers": orig_fillers}
+            base = counterfactual_record(record, target, j, meta)
             if isinstance(out, str):
                 code = "truncated" if ids is None else "malformed"
                 rejected.append(_reject(base, code, out))
@@ -443,63 +485,24 @@ def generate_counterfactuals(
         if parsed
         else np.zeros((0, len(classifier.labels)))
     )
-    selectable: list[Record] = []
-    selectable_probs: list[np.ndarray] = []
-    seen: set[tuple[Any, ...]] = set()
     originals = {r.id: _key(r) for r in records}
     sources = {r.id: r for r in records}
-    for record, p in zip(parsed, probs, strict=True):
-        meta = record.meta
-        key = (meta["source_id"], record.label, *_key(record))
-        fields_now = [v for v in _key(record) if v is not None]
-        pred = classifier.labels[int(np.argmax(p))]
-        info = {
-            "classifier_label": pred,
-            "classifier_probs": {
-                lab: round(float(v), 6) for lab, v in zip(classifier.labels, p, strict=True)
-            },
-        }
-        if any(not v.strip() for v in fields_now):
+
+    def flaw(record: Record) -> Record | None:
+        source_id = record.meta["source_id"]
+        if any(not v.strip() for v in _key(record) if v is not None):
             # an empty field is no record: keep the source's texts, as for truncated and
             # malformed outputs (the fillers are in meta), so the file reads back
-            src = sources[meta["source_id"]]
-            rejected.append(
-                _reject(
-                    record.replace(
-                        premise=src.premise,
-                        hypothesis=src.hypothesis,
-                        text=src.text,
-                        meta={**meta, **info},
-                    ),
-                    "empty",
-                    "a rebuilt field is empty",
-                )
-            )
-        elif _key(record) == originals[meta["source_id"]]:
-            rejected.append(
-                _reject(
-                    record.replace(meta={**meta, **info}),
-                    "unchanged",
-                    "the fillers reproduce the original text",
-                )
-            )
-        elif key in seen:
-            rejected.append(
-                _reject(
-                    record.replace(meta={**meta, **info}),
-                    "duplicate",
-                    "same counterfactual as an earlier sample",
-                )
-            )
-        else:
-            seen.add(key)
-            selectable.append(record)
-            selectable_probs.append(p)
-    kept, rej = post_select(
-        selectable,
-        np.array(selectable_probs).reshape(-1, len(classifier.labels)),
-        classifier.labels,
-        min_prob=cfg.min_prob,
+            src = sources[source_id]
+            restored = record.replace(premise=src.premise, hypothesis=src.hypothesis, text=src.text)
+            return _reject(restored, "empty", "a rebuilt field is empty")
+        if _key(record) == originals[source_id]:
+            return _reject(record, "unchanged", "the fillers reproduce the original text")
+        return None
+
+    duplicate = "same counterfactual as an earlier sample"
+    kept, rej = screen(
+        parsed, probs, classifier.labels, flaw=flaw, duplicate=duplicate, min_prob=cfg.min_prob
     )
     rejected.extend(rej)
     order = {f"{r.id}:cf:{t}:{j}": i for i, (r, _, t, _, _) in enumerate(jobs) for j in range(n)}

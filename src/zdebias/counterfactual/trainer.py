@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,19 +27,12 @@ from zdebias.counterfactual.model import INFO_FILE, is_infiller, load_base_infil
 from zdebias.counterfactual.rationales import record_spans
 from zdebias.counterfactual.settings import InfillSettings
 from zdebias.data.schema import Record
-from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for
+from zdebias.data.writers import check_out_dir
 from zdebias.errors import ConfigError, DataError, ZdebiasError
-from zdebias.models.checkpoints import (
-    Checkpointing,
-    check_extra,
-    fingerprint,
-    make_arguments,
-    model_identity,
-    records_digest,
-    tensorboard_logs,
-)
-from zdebias.models.distributed import barrier, world_size
+from zdebias.models.checkpoints import check_extra, model_identity, records_digest
+from zdebias.models.distributed import world_size
 from zdebias.models.early_stopping import EarlyStopping
+from zdebias.models.training_run import TrainingRun
 
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
 DEFAULT_ALPHA = {True: 1.0, False: 0.3}
@@ -211,8 +203,7 @@ def train_infiller(
     if dev is not None and dev_spans is not None:
         dev_feats, dev_skipped = encode_records(tok, arch_, dev, dev_spans, labels, **encode)
     has_dev = bool(dev_feats)
-    run_id = fingerprint(
-        cfg.run_identity(),
+    identity = (
         records_digest(records),
         list(spans),
         records_digest(dev or []),
@@ -220,36 +211,31 @@ def train_infiller(
         model_identity(cfg.model),
         list(labels),
     )
-    checkpoints = Checkpointing(out, cfg, run_id)
-    work = work_dir_for(out)
-    try:
-        base = dict(
-            alpha=alpha,
-            infill_arch=arch_,
-            num_train_epochs=cfg.epochs,
-            per_device_train_batch_size=batch_size,
-            per_device_eval_batch_size=batch_size,
-            learning_rate=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
-            adam_beta2=0.98,
-            lr_scheduler_type="constant",
-            seed=seed,
-            remove_unused_columns=False,
-            label_names=["labels"],
-            # --batch-size is per process: a step takes batch_size × processes examples
-            logging_steps=max(1, min(50, math.ceil(len(feats) / (batch_size * world_size())))),
-            eval_strategy="epoch" if has_dev else "no",
-            prediction_loss_only=True,
-            disable_tqdm=not progress,
-            dataloader_num_workers=0,
-            dataloader_pin_memory=False,
-            # without a GPU: use_cpu, else HF does not see a CPU `torchrun` as distributed
-            use_cpu=not torch.cuda.is_available(),
-        )
-        args = make_arguments(
-            InfillTrainingArguments,
-            {**base, **checkpoints.arguments(), **cfg.tracking_arguments(), **cfg.extra},
-        )
+    base = dict(
+        alpha=alpha,
+        infill_arch=arch_,
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=batch_size,
+        learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        adam_beta2=0.98,
+        lr_scheduler_type="constant",
+        seed=seed,
+        remove_unused_columns=False,
+        label_names=["labels"],
+        # --batch-size is per process: a step takes batch_size × processes examples
+        logging_steps=max(1, min(50, math.ceil(len(feats) / (batch_size * world_size())))),
+        eval_strategy="epoch" if has_dev else "no",
+        prediction_loss_only=True,
+        disable_tqdm=not progress,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+        # without a GPU: use_cpu, else HF does not see a CPU `torchrun` as distributed
+        use_cpu=not torch.cuda.is_available(),
+    )
+    with TrainingRun(out, cfg, *identity) as run:
+        args = run.arguments(InfillTrainingArguments, base)
         stopper = EarlyStopping("eval_loss", greater_is_better=False, patience=cfg.patience)
         before = {n: p.detach().clone() for n, p in list(model.named_parameters())[:4]}
         trainer = InfillTrainer(
@@ -259,11 +245,9 @@ def train_infiller(
             eval_dataset=dev_feats or None,
             data_collator=InfillCollator(tok.pad_token_id),
             processing_class=tok,
-            callbacks=[stopper, checkpoints] if has_dev else [checkpoints],
+            callbacks=[stopper, run.checkpoints] if has_dev else [run.checkpoints],
         )
-        checkpoints.states.update(trainer=trainer, early_stopping=stopper)
-        resume = checkpoints.resume_point()
-        checkpoints.restore(resume)
+        resume = run.resume(trainer=trainer, early_stopping=stopper)
         result = trainer.train(resume_from_checkpoint=resume)
         stopper.restore_best(trainer.model)
         eval_loss = trainer.evaluate()["eval_loss"] if has_dev else None
@@ -303,23 +287,15 @@ def train_infiller(
             "train_loss": round(float(result.training_loss), 6),
             "eval_loss": None if eval_loss is None else round(float(eval_loss), 6),
             "parameters_changed": changed,
-            "resumed_from_step": checkpoints.resumed_from,
+            "resumed_from_step": run.resumed_from,
             "history": [h for h in history if h],
         }
-        if trainer.is_world_process_zero():  # several processes: the main one publishes
-            if cfg.report_to == "tensorboard":
-                tensorboard_logs(checkpoints.root, work)
-            trainer.model.save_pretrained(work)
-            tok.save_pretrained(work)
-            write_json(info, work / INFO_FILE)
-            write_json(summary, work / "train_summary.json")
-            publish_dir(work, out, overwrite=overwrite)
-            checkpoints.finish()
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-        barrier()  # the others return once OUT is whole
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        checkpoints.abandon()
-        raise
+
+        def save(folder: Path) -> None:
+            trainer.model.save_pretrained(folder)
+            tok.save_pretrained(folder)
+            write_json(info, folder / INFO_FILE)
+            write_json(summary, folder / "train_summary.json")
+
+        run.publish(trainer, save, overwrite=overwrite)
     return summary

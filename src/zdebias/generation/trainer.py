@@ -22,9 +22,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
-import shutil
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +34,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from zdebias.data.labels import Task, get_task
 from zdebias.data.schema import Record
-from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for, write_json
+from zdebias.data.writers import check_out_dir, publish_dir, write_json
 from zdebias.errors import ConfigError
 from zdebias.generation.format import (
     EncodedExample,
@@ -47,17 +45,10 @@ from zdebias.generation.format import (
 from zdebias.generation.losses import IGNORE_INDEX, get_loss
 from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
-from zdebias.models.checkpoints import (
-    Checkpointing,
-    check_extra,
-    fingerprint,
-    make_arguments,
-    model_identity,
-    records_digest,
-    tensorboard_logs,
-)
+from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import barrier, sum_over_processes, world_size
+from zdebias.models.distributed import sum_over_processes, world_size
+from zdebias.models.training_run import TrainingRun
 
 TRAIN_SUMMARY = "train_summary.json"
 
@@ -256,11 +247,11 @@ class _CollatorEpoch(TrainerCallback):
 # --------------------------------------------------------------------------- high-level API
 
 
-def _make_args(overrides: dict[str, Any]) -> GeneratorTrainingArguments:
+def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTrainingArguments:
     if not torch.cuda.is_available():
         # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
-    return make_arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
+    return run.arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
 
 
 def _encode_all(
@@ -344,24 +335,14 @@ def train_generator(
         raise ConfigError("no training records")
     out = Path(out_dir)
     _check_out(out)
-    tmp = work_dir_for(out)
-    checkpoints: Checkpointing | None = None
-    try:
-        run_id = fingerprint(
-            cfg.run_identity(),
-            records_digest(records),
-            records_digest(negatives),
-            model_identity(model),
-            None if task is None else get_task(task).name,
-        )
-        checkpoints = Checkpointing(out, cfg, run_id)
-        args = _make_args(
-            {
-                **cfg.training_arguments(progress=progress),
-                **checkpoints.arguments(),
-                **cfg.tracking_arguments(),
-            }
-        )
+    identity = (
+        records_digest(records),
+        records_digest(negatives),
+        model_identity(model),
+        None if task is None else get_task(task).name,
+    )
+    with TrainingRun(out, cfg, *identity) as run:
+        args = _make_args(run, cfg.training_arguments(progress=progress))
         set_seed(args.seed)
         path = resolve_model(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -404,11 +385,9 @@ def train_generator(
             args=args,
             train_dataset=ListDataset(items),
             data_collator=collator,
-            callbacks=[checkpoints, _CollatorEpoch(collator)],
+            callbacks=[run.checkpoints, _CollatorEpoch(collator)],
         )
-        checkpoints.states["trainer"] = trainer
-        resume = checkpoints.resume_point()
-        checkpoints.restore(resume)
+        resume = run.resume(trainer=trainer)
         tokens_before = trainer.tokens_seen  # a resumed run's rate counts this start only
         start = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume)
@@ -431,7 +410,7 @@ def train_generator(
             "train_tokens": tokens[1],
             "train_tokens_per_s": round(tokens[0] / max(seconds, 1e-9), 1),
             "processes": world_size(),
-            "resumed_from_step": checkpoints.resumed_from,
+            "resumed_from_step": run.resumed_from,
             "settings": {
                 k: getattr(args, k)
                 for k in (
@@ -478,30 +457,20 @@ def train_generator(
         }
         sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
         if sharded:  # FSDP / ZeRO-3: every process gives its shard, the main one writes
-            trainer.save_model(str(tmp))
-        if trainer.is_world_process_zero():  # several processes: the main one publishes
-            if cfg.report_to == "tensorboard":
-                tensorboard_logs(checkpoints.root, tmp)
+            trainer.save_model(str(run.work))
+
+        def save(folder: Path) -> None:
             if sharded:
-                (tmp / "training_args.bin").unlink(missing_ok=True)
+                (folder / "training_args.bin").unlink(missing_ok=True)
             else:
-                lm.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            fmt.save(tmp)
-            write_json(summary, tmp / TRAIN_SUMMARY)
-            _publish(tmp, out)
-            checkpoints.finish()
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-        barrier()  # the others return once OUT is whole
-        summary["out"] = str(out)
-        return summary
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-        if checkpoints is not None:
-            checkpoints.abandon()
-        raise
+                lm.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            fmt.save(folder)
+            write_json(summary, folder / TRAIN_SUMMARY)
+
+        run.publish(trainer, save, publish=_publish)
+    summary["out"] = str(out)
+    return summary
 
 
 #: the z-filter summary keys a debiased generator's summary reports

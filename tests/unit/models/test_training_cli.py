@@ -16,12 +16,13 @@ from typer.testing import CliRunner
 from zdebias.cli import app
 from zdebias.errors import ConfigError
 
-#: each trainer module's ``make_arguments`` (patched to catch the arguments, then stop)
+#: where each trainer's ``make_arguments`` is called, the training run they share (patched to
+#: catch the arguments, then stop)
 MODULES = {
-    "train-classifier": "zdebias.classify.train",
-    "train-generator": "zdebias.generation.trainer",
-    "debias-generator": "zdebias.generation.trainer",
-    "counterfactual train": "zdebias.counterfactual.trainer",
+    "train-classifier": "zdebias.models.training_run",
+    "train-generator": "zdebias.models.training_run",
+    "debias-generator": "zdebias.models.training_run",
+    "counterfactual train": "zdebias.models.training_run",
 }
 
 

@@ -6,6 +6,8 @@ references (classifier, infiller, base model, LM; input / train / dev records).
 
 from __future__ import annotations
 
+from typing import Any
+
 from zdebias.counterfactual.settings import (
     InfillSettings,
     MetricsSettings,
@@ -13,6 +15,7 @@ from zdebias.counterfactual.settings import (
     RationaleSettings,
     SelectSettings,
 )
+from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
 from zdebias.generation.settings import ClientSettings
 from zdebias.pipeline.config import StageConfig
@@ -37,6 +40,20 @@ def _load_classifier(inputs: Inputs, ref: str | None) -> object:
     from zdebias.classify.predict import load_classifier
 
     return load_classifier(inputs.path("classifier") or ref)
+
+
+def _counterfactuals(
+    ctx: StageContext,
+    kept: list[Record],
+    rejected: list[Record],
+    summary: dict[str, Any],
+    *metrics: str,
+) -> StageResult:
+    """Write a counterfactual stage's files (``counterfactuals.jsonl``, ``rejected.jsonl``,
+    ``summary.json``); its result reports ``metrics``, keys of the summary."""
+    return _split_result(
+        ctx, kept, rejected, summary, data="counterfactuals.jsonl", metrics=_pick(summary, *metrics)
+    )
 
 
 class RationalesConfig(RationaleSettings, StageConfig):
@@ -128,14 +145,7 @@ def counterfactual_generate_stage(
             {"original": src.to_dict() if src else None, "counterfactual": _examples([r], 1)[0]}
         )
     write_json({"counterfactuals": examples}, ctx.out_dir / "examples.json")
-    return _split_result(
-        ctx,
-        kept,
-        rejected,
-        summary,
-        data="counterfactuals.jsonl",
-        metrics=_pick(summary, "flip_rate", "keep_rate", "n_outputs"),
-    )
+    return _counterfactuals(ctx, kept, rejected, summary, "flip_rate", "keep_rate", "n_outputs")
 
 
 class CounterfactualPromptConfig(PromptCounterfactualSettings, ClientSettings, StageConfig):
@@ -148,9 +158,7 @@ class CounterfactualPromptConfig(PromptCounterfactualSettings, ClientSettings, S
 
 
 @register_stage("counterfactual-prompt", config=CounterfactualPromptConfig, outputs=SPLIT_OUTPUTS)
-def counterfactual_prompt_stage(
-    cfg: CounterfactualPromptConfig, inputs: Inputs, ctx: StageContext
-) -> StageResult:
+def prompt_stage(cfg: CounterfactualPromptConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Ask an instruction model for counterfactuals; keep those the classifier agrees with."""
     from zdebias.counterfactual.prompted import prompt_counterfactuals
 
@@ -162,14 +170,8 @@ def counterfactual_prompt_stage(
         client=ClientSettings.take(cfg),
         progress=ctx.progress,
     )
-    return _split_result(
-        ctx,
-        kept,
-        rejected,
-        summary,
-        data="counterfactuals.jsonl",
-        metrics=_pick(summary, "flip_rate", "n_kept", "n_outputs", "mean_edit_distance", "usage"),
-    )
+    metrics = ("flip_rate", "n_kept", "n_outputs", "mean_edit_distance", "usage")
+    return _counterfactuals(ctx, kept, rejected, summary, *metrics)
 
 
 class CounterfactualMetricsConfig(MetricsSettings, StageConfig):
