@@ -7,7 +7,6 @@ references; the stage's seed is the recipe's unless the stage sets its own.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import (
@@ -110,7 +109,8 @@ class SampleConfig(SampleSettings, PromptSettings, StageConfig):
 def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Sample the generator; an interrupted stage continues from its last shard."""
     from zdebias.data.readers import read_records
-    from zdebias.generation.sample import MERGED, PROMPTED_BACKENDS, SUMMARY, sample_generator
+    from zdebias.generation.sample import sample_generator
+    from zdebias.generation.store import MERGED, STATE, SUMMARY
 
     if not cfg.merge:
         raise ConfigError(f"stage {ctx.name!r}: merge: false; the stage's output is {MERGED}")
@@ -119,26 +119,16 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             f"stage {ctx.name!r}: worker: {cfg.worker} samples one part; a stage runs them "
             "all with workers: N"
         )
-    state = ctx.out_dir / "state.json"
+    state = ctx.out_dir / STATE
     before = json.loads(state.read_text())["n_written"] if ctx.resumed and state.exists() else 0
-    prompted: dict[str, Any] = {}
-    if cfg.backend in PROMPTED_BACKENDS:
-        prompted = {
-            "prompt": PromptSettings.take(cfg),
-            "premises": inputs.records("premises"),
-            "examples": inputs.records("examples") if "examples" in inputs else None,
-        }
-    elif "premises" in inputs or "examples" in inputs:
-        raise ConfigError(
-            f"stage {ctx.name!r}: premises/examples are for backend openai or local, "
-            f"not {cfg.backend!r}"
-        )
     summary = sample_generator(
         inputs.path("generator") or cfg.generator,
         ctx.out_dir,
         settings_for(SampleSettings, cfg, ctx),
+        prompt=PromptSettings.take(cfg),
+        premises=inputs.records("premises") if "premises" in inputs else None,
+        examples=inputs.records("examples") if "examples" in inputs else None,
         progress=ctx.progress,
-        **prompted,
     )
     if not summary.get("complete"):
         raise ConfigError(f"stage {ctx.name!r}: sampling stopped before {cfg.n} samples")
