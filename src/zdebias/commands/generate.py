@@ -76,29 +76,17 @@ def debias_generator_cmd(
     train: TrainOpt = None,
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
-    from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.generation.debias import zfilter_and_debias
     from zdebias.generation.format import GeneratorFormat
-    from zdebias.generation.trainer import debias_generator, zfilter_info
-    from zdebias.stats.zfilter import z_filter
 
     if not GeneratorFormat.is_generator(generator):
         raise ConfigError(
             f"{generator}: not a generator folder; train one with `zdebias train-generator`"
         )
     check_output(out, cli)
-    records, _ = _train_set(train, read)
-    picked = apply_hypo_only_model(settings.pick(records), zfilter, None, progress=cli.progress)
-    result = z_filter(picked, zfilter, progress=cli.progress)
+    rows, _ = _train_set(train, read)
     with stdout_to_stderr():
-        summary = debias_generator(
-            generator,
-            result.kept,
-            result.rejected,
-            out,
-            settings,
-            progress=cli.progress,
-            extra_info={"z_filter": zfilter_info(result)},
-        )
+        summary = zfilter_and_debias(generator, rows, out, settings, zfilter, progress=cli.progress)
     _emit_train(summary, cli)
 
 
