@@ -7,6 +7,7 @@ references; the stage's seed is the recipe's unless the stage sets its own.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import (
@@ -27,8 +28,6 @@ from zdebias.pipeline.stages._common import (
     settings_for,
 )
 
-_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
-
 # --------------------------------------------------------------------------- generator
 
 
@@ -37,6 +36,23 @@ class TrainGeneratorConfig(GeneratorSettings, StageConfig):
 
     model: ModelRef
     train: RecordsRef
+
+
+class DebiasGeneratorConfig(DebiasSettings, StageConfig):
+    """G*: L_MLE on Z(D0) + α·masked L_UL on Z⁻(D0) (GD-NLI §4.1), from a filter stage."""
+
+    generator: ModelRef
+    kept: RecordsRef
+    rejected: RecordsRef
+
+
+_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
+
+
+def _model_result(ctx: StageContext, summary: dict[str, Any], *shown: str) -> StageResult:
+    """A training stage's output ``model``: its metrics, and a note when it resumed."""
+    _note_resumed(ctx, summary)
+    return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, *shown))
 
 
 @register_stage("train-generator", config=TrainGeneratorConfig, outputs={"model": "model"})
@@ -54,16 +70,7 @@ def train_generator_stage(
         task=ctx.task,
         progress=ctx.progress,
     )
-    _note_resumed(ctx, summary)
-    return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, "n_dropped_too_long"))
-
-
-class DebiasGeneratorConfig(DebiasSettings, StageConfig):
-    """G*: L_MLE on Z(D0) + α·masked L_UL on Z⁻(D0) (GD-NLI §4.1), from a filter stage."""
-
-    generator: ModelRef
-    kept: RecordsRef
-    rejected: RecordsRef
+    return _model_result(ctx, summary, "n_dropped_too_long")
 
 
 @register_stage("debias-generator", config=DebiasGeneratorConfig, outputs={"model": "model"})
@@ -85,11 +92,7 @@ def debias_generator_stage(
         )
     except ConfigError as err:
         raise ConfigError(f"stage {ctx.name!r}: {err}") from None
-    _note_resumed(ctx, summary)
-    return StageResult(
-        {"model": "model"},
-        metrics=_pick(summary, *_TRAINED, "n_negatives", "n_dropped_too_long"),
-    )
+    return _model_result(ctx, summary, "n_negatives", "n_dropped_too_long")
 
 
 class SampleConfig(SampleSettings, PromptSettings, StageConfig):
