@@ -152,7 +152,7 @@ def sample_merge_cmd(
     from zdebias.generation.workers import merge_samples
 
     summary = merge_samples(folder)
-    emit(summary, cli, lambda: merged_text(summary))
+    emit(summary, cli, merged_text(summary))
 
 
 def register(app: typer.Typer) -> None:
