@@ -86,7 +86,7 @@ def _matmul_flops(dtype: Any, size: int = 1024, tries: int = 5) -> float:
 def _timed_backend(new: bool, log: dict[str, Any]) -> type:
     """The HF backend, timed into ``log``: its decoding loop (``new``) or ``model.generate``
     one round at a time (the sampler before the loop)."""
-    from zdebias.generation.sample import HFBackend
+    from zdebias.generation.trained import HFBackend
 
     class Timed(HFBackend):
         def __init__(self, *a: Any, **kw: Any) -> None:
@@ -118,14 +118,15 @@ def _timed_backend(new: bool, log: dict[str, Any]) -> type:
 
 
 def _sample_once(gen: Path, out: Path, new: bool, args: argparse.Namespace) -> dict[str, Any]:
-    from zdebias.generation import sample as sample_mod
+    from zdebias.generation import trained as trained_mod
+    from zdebias.generation.sample import sample_generator
 
     log: dict[str, Any] = {"generate_seconds": 0.0, "tokens": 0, "row_steps": 0}
     log["rounds_decoded"] = 0
-    saved = sample_mod.BACKENDS["hf"]
-    sample_mod.BACKENDS["hf"] = _timed_backend(new, log)
+    saved = trained_mod.BACKENDS["hf"]
+    trained_mod.BACKENDS["hf"] = _timed_backend(new, log)
     try:
-        summary = sample_mod.sample_generator(
+        summary = sample_generator(
             gen,
             out,
             n=args.n,
@@ -138,7 +139,7 @@ def _sample_once(gen: Path, out: Path, new: bool, args: argparse.Namespace) -> d
             progress=False,
         )
     finally:
-        sample_mod.BACKENDS["hf"] = saved
+        trained_mod.BACKENDS["hf"] = saved
     seconds = summary["seconds"]
     return {
         "samples": summary["n_written"],

@@ -69,11 +69,11 @@ def main() -> None:
 
     import transformers
 
-    from zdebias.generation import sample as sample_mod
+    from zdebias.generation import trained as trained_mod
     from zdebias.generation.sample import sample_generator
 
     transformers.logging.set_verbosity_error()
-    sample_mod.BACKENDS["hf"] = SleepBackend  # type: ignore[assignment]
+    trained_mod.BACKENDS["hf"] = SleepBackend  # type: ignore[assignment]
     options = {"batch_size": BATCH, "shard_size": 64, "progress": False}
     times: dict[int, list[float]] = {1: [], **{w: [] for w in args.workers}}
     extra: dict[int, list[int]] = {w: [] for w in args.workers}

@@ -15,7 +15,7 @@ sequences of median ~33 tokens (SNLI under a GPT-2-style BPE: median 25, 95th pe
 2. ``zdebias``: our code on the device. The random model is saved as a generator folder (label
    tokens added), :func:`zdebias.generation.trainer.train_generator` trains it 20 steps at batch
    24 with λ = 0.5 in bf16 on 960 synthetic pairs (``train_tokens_per_s``), then the sampler's
-   HF backend (:class:`zdebias.generation.sample.HFBackend`, bf16) generates and parses batches
+   HF backend (:class:`zdebias.generation.trained.HFBackend`, bf16) generates and parses batches
    of 256 (a random model never writes EOS, so every sequence runs to the 40-token limit and
    is counted malformed: a worst case), and the same rounds through ``model.generate``
    (``sample_hf_generate``). With vLLM installed, its backend is timed too.
@@ -159,7 +159,9 @@ def zdebias_path(
     from transformers import GPT2LMHeadModel
 
     from zdebias.generation.format import add_format_tokens, parse_output
-    from zdebias.generation.sample import HFBackend, SampleSettings, VllmBackend, round_seed
+    from zdebias.generation.rounds import round_seed
+    from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend, VllmBackend
     from zdebias.generation.trainer import train_generator
     from zdebias.models.tiny import tiny_tokenizer
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zdebias.generation import sample as sample_mod
+from zdebias.generation import trained as trained_mod
 from zdebias.generation.format import GeneratorFormat
 from zdebias.pipeline.demo_data import make_demo_corpus
 
@@ -41,4 +41,4 @@ class FakeBackend:
 
 
 if os.environ.get("ZD_FAKE_SAMPLER") == "1":
-    sample_mod.BACKENDS["hf"] = FakeBackend  # type: ignore[assignment]
+    trained_mod.BACKENDS["hf"] = FakeBackend  # type: ignore[assignment]

@@ -9,7 +9,8 @@ import pytest
 
 from zdebias.data.readers import read_records
 from zdebias.generation.format import sample_key
-from zdebias.generation.sample import read_samples, sample_generator
+from zdebias.generation.sample import sample_generator
+from zdebias.generation.store import read_samples
 from zdebias.generation.trainer import train_generator
 
 LABELS = {"entailment", "neutral", "contradiction"}

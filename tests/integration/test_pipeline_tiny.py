@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from zdebias.generation import sample as sample_mod
+from zdebias.generation import trained as trained_mod
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.run_folder import MARKER
 from zdebias.pipeline.runner import run_recipe
@@ -128,7 +128,7 @@ def fake_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(HERE))
     import pipeline_fake_sampler
 
-    monkeypatch.setitem(sample_mod.BACKENDS, "hf", pipeline_fake_sampler.FakeBackend)
+    monkeypatch.setitem(trained_mod.BACKENDS, "hf", pipeline_fake_sampler.FakeBackend)
     monkeypatch.setenv("ZD_FAKE_SAMPLE_SLEEP", "0")
 
 

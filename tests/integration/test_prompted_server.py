@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from zdebias.classify.confidence import confidence_filter
 from zdebias.cli import app
 from zdebias.data.readers import read_records
-from zdebias.generation.sample import read_samples
+from zdebias.generation.store import read_samples
 from zdebias.models.resolve import resolve_model
 from zdebias.stats.recipes import seq_z
 

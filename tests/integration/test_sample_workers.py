@@ -18,8 +18,9 @@ from test_pipeline_tiny import _wait_for_shard, fake_sampler, fake_sampler_env  
 
 from cli_main import run_main
 from zdebias.errors import ConfigError
-from zdebias.generation import sample as sample_mod
-from zdebias.generation.sample import read_samples, sample_generator
+from zdebias.generation import trained as trained_mod
+from zdebias.generation.sample import sample_generator
+from zdebias.generation.store import read_samples
 from zdebias.generation.workers import merge_samples
 
 N, BATCH, SHARD = 60, 8, 8
@@ -35,7 +36,7 @@ ZDEBIAS = [
 def repeating(fake_sampler: None, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     import workers_fake_sampler
 
-    monkeypatch.setitem(sample_mod.BACKENDS, "hf", workers_fake_sampler.RepeatingBackend)
+    monkeypatch.setitem(trained_mod.BACKENDS, "hf", workers_fake_sampler.RepeatingBackend)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import os
 
 from pipeline_fake_sampler import FakeBackend
 
-from zdebias.generation import sample as sample_mod
+from zdebias.generation import trained as trained_mod
 
 POOL = 5
 
@@ -21,4 +21,4 @@ class RepeatingBackend(FakeBackend):
 
 
 if os.environ.get("ZD_FAKE_SAMPLER") == "1":
-    sample_mod.BACKENDS["hf"] = RepeatingBackend  # type: ignore[assignment]
+    trained_mod.BACKENDS["hf"] = RepeatingBackend  # type: ignore[assignment]

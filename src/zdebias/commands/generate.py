@@ -6,7 +6,6 @@ also the z-filter's). torch and transformers are imported inside the commands on
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -21,7 +20,7 @@ from zdebias.generation.settings import (
     PromptSettings,
     SampleSettings,
 )
-from zdebias.report.text import generator_text, sample_text
+from zdebias.report.text import generator_text, merged_text, sample_text, worker_text
 from zdebias.settings_cli import CliOptions, command
 
 OutOpt = Annotated[str, typer.Option("--out", help="Output folder.")]
@@ -77,29 +76,17 @@ def debias_generator_cmd(
     train: TrainOpt = None,
 ) -> None:
     """z-filter the data, then fine-tune the generator: L_MLE(Z) + α·masked L_UL(Z⁻)."""
-    from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.generation.debias import zfilter_and_debias
     from zdebias.generation.format import GeneratorFormat
-    from zdebias.generation.trainer import debias_generator, zfilter_info
-    from zdebias.stats.zfilter import z_filter
 
     if not GeneratorFormat.is_generator(generator):
         raise ConfigError(
             f"{generator}: not a generator folder; train one with `zdebias train-generator`"
         )
     check_output(out, cli)
-    records, _ = _train_set(train, read)
-    picked = apply_hypo_only_model(settings.pick(records), zfilter, None, progress=cli.progress)
-    result = z_filter(picked, zfilter, progress=cli.progress)
+    rows, _ = _train_set(train, read)
     with stdout_to_stderr():
-        summary = debias_generator(
-            generator,
-            result.kept,
-            result.rejected,
-            out,
-            settings,
-            progress=cli.progress,
-            extra_info={"z_filter": zfilter_info(result)},
-        )
+        summary = zfilter_and_debias(generator, rows, out, settings, zfilter, progress=cli.progress)
     _emit_train(summary, cli)
 
 
@@ -136,69 +123,23 @@ def sample_cmd(
     """Sample N unique (premise, label, hypothesis) records into resumable shards.
 
     On several machines or GPUs: `--worker I/N` each, then `zdebias sample merge OUT`."""
-    from zdebias.generation.sample import PROMPTED_BACKENDS, STATE, sample_generator, start_over
-    from zdebias.generation.workers import worker_folder
+    from zdebias.generation.sample import sample_generator
 
-    prompted = settings.backend in PROMPTED_BACKENDS
-    if not prompted and (premises or examples):
-        raise ConfigError(
-            f"--premises/--examples: only --backend openai or local prompts; "
-            f"--backend is {settings.backend}"
-        )
-    if prompted and not premises:
-        raise ConfigError(f"--backend {settings.backend} needs --premises PATH")
-    worker = settings.worker_index()
-    if worker is not None or settings.workers > 1:
-        _check_workers_out(Path(out), cli)
-    elif cli.overwrite or not (Path(out) / STATE).is_file():  # a sampling run here is resumed
-        check_output(out, cli)
-    rows = pool = None
-    if prompted:
-        rows, _ = read_input(require(premises, "--premises"), read, what="premise")
-        pool = read_input(examples, read, what="example")[0] if examples else None
-    if cli.overwrite:  # a worker replaces only its own folder
-        start_over(worker_folder(Path(out), *worker) if worker is not None else out)
-    kwargs: dict[str, Any] = {"prompt": prompt, "premises": rows, "examples": pool}
     with stdout_to_stderr():
         summary = sample_generator(
-            generator, out, settings, progress=cli.progress, **(kwargs if prompted else {})
+            generator,
+            out,
+            settings,
+            prompt=prompt,
+            premises=premises,
+            examples=examples,
+            read=read,
+            overwrite=cli.overwrite,
+            check_out=lambda: check_output(out, cli),
+            progress=cli.progress,
         )
     emit(
-        summary, cli, lambda: _worker_text(summary) if "worker" in summary else sample_text(summary)
-    )
-
-
-def _check_workers_out(out: Path, cli: CliOptions) -> None:
-    """The folder of a --worker / --workers run holds worker folders and the merged files
-    only (each worker resumes its own folder)."""
-    from zdebias.generation.workers import MERGED, SUMMARY, is_worker_folder
-
-    if not out.is_dir():
-        check_output(out, cli)  # a file, a symlink, an input ...
-        return
-    others = [
-        p.name
-        for p in out.iterdir()
-        if not (is_worker_folder(p) or p.name in (MERGED, SUMMARY) or p.name.startswith("."))
-    ]
-    if others:
-        raise ConfigError(
-            f"{out}: holds other files than worker folders ({', '.join(sorted(others)[:3])}); "
-            "choose another --out"
-        )
-
-
-def _worker_text(s: dict[str, Any]) -> str:
-    state = "finished" if s["complete"] else "stopped (rerun the same command to resume)"
-    then = (
-        f"the merge is ready: zdebias sample merge {Path(s['out']).parent}"
-        if s["ready_to_merge"]
-        else "still to run: worker " + ", ".join(map(str, s["pending_workers"]))
-    )
-    return (
-        f"worker {s['worker']}: {s['n_written']:,} samples in {s['out']} (share "
-        f"{s['share']:,}), {state}; the rounds all workers have done give "
-        f"{s['prefix_unique']:,}/{s['n_requested']:,} unique samples; {then}"
+        summary, cli, lambda: worker_text(summary) if "worker" in summary else sample_text(summary)
     )
 
 
@@ -211,16 +152,7 @@ def sample_merge_cmd(
     from zdebias.generation.workers import merge_samples
 
     summary = merge_samples(folder)
-    emit(
-        summary,
-        cli,
-        lambda: (
-            sample_text(summary)
-            + f"\n{summary['workers']} workers; {summary['n_cross_worker_duplicates']:,} "
-            f"duplicates across workers; rounds 0-{summary['rounds'] - 1} of "
-            f"{summary['rounds_sampled']:,} sampled"
-        ),
-    )
+    emit(summary, cli, merged_text(summary))
 
 
 def register(app: typer.Typer) -> None:

@@ -33,7 +33,7 @@ from zdebias.counterfactual.settings import PromptCounterfactualSettings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.generation.prompted import LABEL_ASKS, PROMPT_BACKENDS, parse_answer, request_seed
-from zdebias.generation.sample import round_seed
+from zdebias.generation.rounds import round_seed
 from zdebias.generation.settings import ClientSettings, SampleSettings
 
 SYSTEM = (

@@ -8,7 +8,7 @@ label whose share of ``n`` is written is no longer asked for), then builds a few
 ``avoid_biased`` the label's most biased hypothesis n-grams in ``examples`` (top z, SPEC §3)
 listed as words to avoid. The answer is parsed strictly (:func:`parse_answer`): a failed
 request, an empty, malformed, cut-off, label-echoing or premise-copying answer is dropped and
-counted by reason; duplicates are dropped as in :mod:`zdebias.generation.sample`, whose
+counted by reason; duplicates are dropped as in :mod:`zdebias.generation.rounds`, whose
 shards, ``state.json``, resume and summary this backend shares. Each request's token usage,
 attempts and time go to ``requests-NNNNN.jsonl`` and add up in the summary's ``usage``.
 
@@ -46,16 +46,9 @@ from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.generation.format import ParsedSample, sample_key
-from zdebias.generation.sample import (
-    Candidate,
-    RoundOutput,
-    clean_leftovers,
-    label_quota,
-    load_state,
-    run_rounds,
-    seen_from_shards,
-)
+from zdebias.generation.rounds import Candidate, RoundOutput, label_quota, round_seed, run_rounds
 from zdebias.generation.settings import ClientSettings, PromptSettings, SampleSettings
+from zdebias.generation.store import open_run
 
 log = logging.getLogger("zdebias")
 
@@ -554,16 +547,12 @@ def sample_prompted(
     cfg: SampleSettings,
     prompt: PromptSettings,
     *,
-    premises: Sequence[Record] | None,
+    premises: Sequence[Record],
     examples: Sequence[Record] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Prompted sampling into ``out_dir`` (what ``sample_generator`` runs for ``backend``
-    ``openai`` / ``local``); see the module doc. Returns the sampling summary."""
-    if not premises:
-        raise ConfigError(
-            f"--backend {cfg.backend} needs premises: --premises PATH (any supported input)"
-        )
+    """Prompted sampling of ``premises`` into ``out_dir`` (what ``sample_generator`` runs for
+    ``backend`` ``openai`` / ``local``); see the module doc. Returns the sampling summary."""
     pool = list(examples) if examples is not None else list(premises)
     task = infer_task(pool)
     if not task.pair or any(r.premise is None for r in premises):
@@ -577,19 +566,16 @@ def sample_prompted(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run = {**cfg.run_settings(), **prompt.run_settings(), "prompt_version": PROMPT_VERSION}
-    state = load_state(
+    folder = open_run(
         out,
         cfg,
         _fingerprint(cfg.backend, model, unique, pool),
         model,
         run=run,
         reasons=PARSE_REASONS,
+        most=cfg.n,
     )
-    if state["n_written"] > cfg.n:
-        raise ConfigError(
-            f"{out}: already holds {state['n_written']} samples, more than "
-            f"--n {cfg.n}; use another --out"
-        )
+    state = folder.state
     state.update(
         backend=cfg.backend,
         model=model,
@@ -601,8 +587,6 @@ def sample_prompted(
             "avoid": avoid if prompt.avoid_biased else {},
         },
     )
-    clean_leftovers(out, state)
-    seen = seen_from_shards(out, state)
     planner = RequestPlanner(unique, pool, labels, cfg, prompt, avoid)
     engine: Any = None
     if state["n_written"] < cfg.n:
@@ -611,8 +595,6 @@ def sample_prompted(
             log.info("avoiding per label: %s", json.dumps(avoid))
 
     def produce(round_index: int, need: dict[str, int] | None) -> RoundOutput:
-        from zdebias.generation.sample import round_seed
-
         requests = planner.plan(round_index, need)
         answers = engine.run(requests, round_seed(cfg.seed, round_index))
         failed = [a.error for a in answers if a.error and not a.error.startswith("bad_response")]
@@ -673,9 +655,7 @@ def sample_prompted(
 
     try:
         return run_rounds(
-            out,
-            state,
-            seen,
+            folder,
             cfg,
             produce,
             make_record,

@@ -1,7 +1,7 @@
 """Sampling on many workers: ``zdebias sample --worker I/N``, ``--workers N``, ``sample merge``.
 
 Worker I of N samples the rounds r with r % N == I of a one-process run (the same round
-seeds, :func:`~zdebias.generation.sample.round_seed`) into its own folder
+seeds, :func:`~zdebias.generation.rounds.round_seed`) into its own folder
 ``OUT/worker-I-of-N/``, with its own ``state.json``, shards and resume; workers never write the
 same file, and a lock file stops two processes from running the same worker. A worker drops
 malformed outputs and repeats of its *own* earlier samples, and keeps whole rounds (no cut at n).
@@ -42,12 +42,17 @@ from zdebias.data.writers import atomic_open, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.generation.format import sample_key
 from zdebias.generation.settings import SampleSettings
+from zdebias.generation.store import MERGED, STATE, SUMMARY, key_hash, read_state
+from zdebias.generation.trained import (
+    BACKENDS,
+    HFBackend,
+    TrainedGenerator,
+    VllmBackend,
+    sample_trained,
+)
 
 log = logging.getLogger("zdebias")
 
-STATE = "state.json"
-SUMMARY = "summary.json"
-MERGED = "samples.jsonl"
 LOCK = ".worker.lock"
 _FOLDER = re.compile(r"^worker-(\d+)-of-(\d+)$")
 #: the estimated last round is this much past the prefix's yield, so workers overshoot a bit
@@ -81,15 +86,6 @@ def worker_share(n: int, workers: int) -> int:
     return -(-n // workers)
 
 
-def _read_state(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
-    except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
-
-
 class _Stream:
     """One worker's samples in round order: the rows of the shards its state lists, read
     lazily (listed shards are never rewritten), continuing as new shards are listed."""
@@ -104,7 +100,7 @@ class _Stream:
         self._head: tuple[int, dict[str, Any]] | None = None
 
     def reload(self) -> None:
-        self.state = _read_state(self.folder / STATE)
+        self.state = read_state(self.folder / STATE)
 
     @property
     def frontier(self) -> int:
@@ -153,8 +149,6 @@ class _Stream:
 
 
 def _key(row: dict[str, Any]) -> int:
-    from zdebias.generation.sample import _key_hash
-
     record = Record(
         id=row["id"],
         label=row["label"],
@@ -162,7 +156,7 @@ def _key(row: dict[str, Any]) -> int:
         hypothesis=row.get("hypothesis"),
         text=row.get("text"),
     )
-    return _key_hash(sample_key(record))
+    return key_hash(sample_key(record))
 
 
 class PrefixView:
@@ -260,7 +254,7 @@ POLL_SECONDS = 0.5
 
 class WorkerGoal:
     """When worker ``index`` of ``workers`` stops (see the module doc); used by
-    :func:`~zdebias.generation.sample.run_rounds`, which checks :meth:`finished` each round
+    :func:`~zdebias.generation.rounds.run_rounds`, which checks :meth:`finished` each round
     (the view is re-read only after a new shard) and flushes when :meth:`may_stop`."""
 
     def __init__(self, out: Path, index: int, workers: int, n: int) -> None:
@@ -329,11 +323,48 @@ def worker_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def check_workers_folder(out: Path) -> None:
+    """Refuse the folder of a --worker / --workers run when it holds other files than worker
+    folders and the merged files (each worker resumes its own folder)."""
+    others = [
+        p.name
+        for p in out.iterdir()
+        if not (is_worker_folder(p) or p.name in (MERGED, SUMMARY) or p.name.startswith("."))
+    ]
+    if others:
+        raise ConfigError(
+            f"{out}: holds other files than worker folders ({', '.join(sorted(others)[:3])}); "
+            "choose another --out"
+        )
+
+
+def sample_worker(
+    gen: TrainedGenerator, out_dir: str | Path, cfg: SampleSettings, *, progress: bool
+) -> dict[str, Any]:
+    """Be worker ``cfg.worker`` (I/N) of the run in ``out_dir``: sample its rounds into
+    ``OUT/worker-I-of-N/`` while holding that folder's lock; returns the worker's summary
+    (what the merge still needs in ``pending_workers``, ``ready_to_merge``)."""
+    out = Path(out_dir)
+    worker = cfg.worker_index()
+    if worker is None:
+        raise ConfigError("sample_worker needs worker I/N")
+    if (out / STATE).exists():
+        raise ConfigError(f"{out}: holds a one-process sampling run; use another --out")
+    if (found := find_workers(out)) and found != worker[1]:
+        raise ConfigError(
+            f"{out}: holds the workers of a run on {found}, not {worker[1]}; use another --out"
+        )
+    folder = worker_folder(out, *worker)
+    with worker_lock(folder):
+        goal = WorkerGoal(out, worker[0], worker[1], cfg.n)
+        return sample_trained(gen, folder, cfg, goal=goal, progress=progress)
+
+
 # --------------------------------------------------------------------------- merge
 
 
 def _worker_states(out: Path, workers: int) -> list[dict[str, Any] | None]:
-    states = [_read_state(worker_folder(out, i, workers) / STATE) for i in range(workers)]
+    states = [read_state(worker_folder(out, i, workers) / STATE) for i in range(workers)]
     started = [(i, s) for i, s in enumerate(states) if s is not None]
     if not started:
         raise ConfigError(f"{out}: no worker has written a shard yet; nothing to merge")
@@ -524,11 +555,9 @@ def _worker_main(
     WAIT_FOR_PEERS = True
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus
-    from zdebias.generation import sample as sample_mod
-
-    sample_mod.BACKENDS.update(backends)
+    BACKENDS.update(backends)
     try:
-        sample_mod.sample_generator(generator, out, settings, progress=False)
+        sample_worker(TrainedGenerator.load(generator, settings), out, settings, progress=False)
     except ZdebiasError as err:
         sys.stderr.write(f"error: worker {settings.worker}: {err}\n")
         sys.exit(2)
@@ -547,8 +576,6 @@ def run_workers(
     import multiprocessing
     from multiprocessing.connection import wait as mp_wait
 
-    from zdebias.generation import sample as sample_mod
-
     out = Path(out_dir)
     workers = cfg.workers
     if (found := find_workers(out)) and found != workers:
@@ -560,8 +587,8 @@ def run_workers(
     out.mkdir(parents=True, exist_ok=True)
     per = cfg.tensor_parallel_size if cfg.backend == "vllm" else 1
     gpus = _gpu_sets(workers, per) if cfg.device is None else [None] * workers
-    builtin = {"hf": sample_mod.HFBackend, "vllm": sample_mod.VllmBackend}
-    extra = {k: v for k, v in sample_mod.BACKENDS.items() if builtin.get(k) is not v}
+    builtin = {"hf": HFBackend, "vllm": VllmBackend}
+    extra = {k: v for k, v in BACKENDS.items() if builtin.get(k) is not v}
     ctx = multiprocessing.get_context("spawn")
     last: list[int] | None = None
     while True:
@@ -614,10 +641,12 @@ def run_workers(
 __all__ = [
     "PrefixView",
     "WorkerGoal",
+    "check_workers_folder",
     "find_workers",
     "is_worker_folder",
     "merge_samples",
     "run_workers",
+    "sample_worker",
     "worker_folder",
     "worker_lock",
     "worker_share",

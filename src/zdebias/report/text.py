@@ -201,14 +201,40 @@ def sample_text(s: dict[str, Any]) -> str:
     return text
 
 
+def worker_text(s: dict[str, Any]) -> str:
+    """``sample --worker I/N``: the worker's samples, and what the merge still needs."""
+    state = "finished" if s["complete"] else "stopped (rerun the same command to resume)"
+    then = (
+        f"the merge is ready: zdebias sample merge {Path(s['out']).parent}"
+        if s["ready_to_merge"]
+        else "still to run: worker " + ", ".join(map(str, s["pending_workers"]))
+    )
+    return (
+        f"worker {s['worker']}: {s['n_written']:,} samples in {s['out']} (share "
+        f"{s['share']:,}), {state}; the rounds all workers have done give "
+        f"{s['prefix_unique']:,}/{s['n_requested']:,} unique samples; {then}"
+    )
+
+
+def merged_text(s: dict[str, Any]) -> str:
+    """``sample merge``: :func:`sample_text` and what the workers added up to."""
+    return (
+        sample_text(s) + f"\n{s['workers']} workers; {s['n_cross_worker_duplicates']:,} "
+        f"duplicates across workers; rounds 0-{s['rounds'] - 1} of "
+        f"{s['rounds_sampled']:,} sampled"
+    )
+
+
 __all__ = [
     "combine_text",
     "fields_text",
     "filter_text",
     "generator_text",
     "inspect_text",
+    "merged_text",
     "sample_text",
     "stages_text",
     "stats_text",
     "train_text",
+    "worker_text",
 ]

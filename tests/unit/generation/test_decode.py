@@ -130,8 +130,8 @@ def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from zdebias.generation.format import add_format_tokens
-    from zdebias.generation.sample import HFBackend
     from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend
 
     folder = tiny_model("gpt2")
     tok = AutoTokenizer.from_pretrained(folder)
@@ -177,7 +177,8 @@ class _GroupingEngine:
 
 @pytest.mark.parametrize(("stride", "first"), [(1, 0), (3, 2)])
 def test_round_batches_are_aligned_to_the_run(stride: int, first: int) -> None:
-    from zdebias.generation.sample import RoundBatches, round_seed
+    from zdebias.generation.rounds import round_seed
+    from zdebias.generation.trained import RoundBatches
 
     # batch 32: 4 rounds per decoding batch; worker 2 of 3 (stride 3) has rounds 2, 5, 8, ...
     rounds = [first + j * stride for j in range(10)]

@@ -17,7 +17,8 @@ from zdebias.cli import app
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.generation.prompted import api_url, biased_words, parse_answer, request_seed
-from zdebias.generation.sample import read_samples, sample_generator
+from zdebias.generation.sample import sample_generator
+from zdebias.generation.store import read_samples
 
 LABELS = ("entailment", "neutral", "contradiction")
 HYPS = {

@@ -9,9 +9,12 @@ from typing import Any, ClassVar
 import pytest
 
 from zdebias.errors import ConfigError, ZdebiasError
-from zdebias.generation import sample as sample_mod
+from zdebias.generation import rounds as rounds_mod
+from zdebias.generation import trained as trained_mod
 from zdebias.generation.format import GeneratorFormat, sample_key
-from zdebias.generation.sample import read_samples, round_seed, sample_generator
+from zdebias.generation.rounds import round_seed
+from zdebias.generation.sample import sample_generator
+from zdebias.generation.store import read_samples
 
 
 @pytest.fixture
@@ -56,7 +59,7 @@ class FakeBackend:
 
 @pytest.fixture
 def fake_backend(monkeypatch: pytest.MonkeyPatch) -> type[FakeBackend]:
-    monkeypatch.setitem(sample_mod.BACKENDS, "hf", FakeBackend)
+    monkeypatch.setitem(trained_mod.BACKENDS, "hf", FakeBackend)
     FakeBackend.calls = []
     return FakeBackend
 
@@ -129,7 +132,7 @@ def test_stop_and_resume_equals_uninterrupted(
 def test_crash_between_shard_and_state_loses_nothing(
     untrained_generator: Path, tmp_path: Path, fake_backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_write = sample_mod.write_json
+    real_write = rounds_mod.write_json
     writes = {"n": 0}
 
     def dying_write(obj: Any, path: Path) -> Path:
@@ -139,11 +142,11 @@ def test_crash_between_shard_and_state_loses_nothing(
                 raise KeyboardInterrupt
         return real_write(obj, path)
 
-    monkeypatch.setattr(sample_mod, "write_json", dying_write)
+    monkeypatch.setattr(rounds_mod, "write_json", dying_write)
     with pytest.raises(KeyboardInterrupt):
         _run(untrained_generator, tmp_path / "s")
     assert (tmp_path / "s" / "shard-00001.jsonl").exists()  # written, but not in the state
-    monkeypatch.setattr(sample_mod, "write_json", real_write)
+    monkeypatch.setattr(rounds_mod, "write_json", real_write)
     fake_backend.calls = []
     summary = _run(untrained_generator, tmp_path / "s")
     assert fake_backend.calls == [2, 3]

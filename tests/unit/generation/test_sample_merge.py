@@ -16,10 +16,13 @@ import pytest
 
 from cli_main import run_main
 from zdebias.errors import ConfigError
-from zdebias.generation import sample as sample_mod
+from zdebias.generation import trained as trained_mod
 from zdebias.generation.format import GeneratorFormat
-from zdebias.generation.sample import read_samples, round_seed, sample_generator, vllm_engine_args
+from zdebias.generation.rounds import round_seed
+from zdebias.generation.sample import sample_generator
 from zdebias.generation.settings import SampleSettings
+from zdebias.generation.store import read_samples
+from zdebias.generation.trained import vllm_engine_args
 from zdebias.generation.workers import merge_samples, worker_lock
 
 ONE_PROCESS = [
@@ -72,7 +75,7 @@ class FakeBackend:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeBackend]:
-    monkeypatch.setitem(sample_mod.BACKENDS, "hf", FakeBackend)
+    monkeypatch.setitem(trained_mod.BACKENDS, "hf", FakeBackend)
     FakeBackend.calls = []
     return FakeBackend
 

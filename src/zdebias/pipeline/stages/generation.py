@@ -28,8 +28,6 @@ from zdebias.pipeline.stages._common import (
     settings_for,
 )
 
-_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
-
 # --------------------------------------------------------------------------- generator
 
 
@@ -38,6 +36,23 @@ class TrainGeneratorConfig(GeneratorSettings, StageConfig):
 
     model: ModelRef
     train: RecordsRef
+
+
+class DebiasGeneratorConfig(DebiasSettings, StageConfig):
+    """G*: L_MLE on Z(D0) + α·masked L_UL on Z⁻(D0) (GD-NLI §4.1), from a filter stage."""
+
+    generator: ModelRef
+    kept: RecordsRef
+    rejected: RecordsRef
+
+
+_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
+
+
+def _model_result(ctx: StageContext, summary: dict[str, Any], *shown: str) -> StageResult:
+    """A training stage's output ``model``: its metrics, and a note when it resumed."""
+    _note_resumed(ctx, summary)
+    return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, *shown))
 
 
 @register_stage("train-generator", config=TrainGeneratorConfig, outputs={"model": "model"})
@@ -55,16 +70,7 @@ def train_generator_stage(
         task=ctx.task,
         progress=ctx.progress,
     )
-    _note_resumed(ctx, summary)
-    return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, "n_dropped_too_long"))
-
-
-class DebiasGeneratorConfig(DebiasSettings, StageConfig):
-    """G*: L_MLE on Z(D0) + α·masked L_UL on Z⁻(D0) (GD-NLI §4.1), from a filter stage."""
-
-    generator: ModelRef
-    kept: RecordsRef
-    rejected: RecordsRef
+    return _model_result(ctx, summary, "n_dropped_too_long")
 
 
 @register_stage("debias-generator", config=DebiasGeneratorConfig, outputs={"model": "model"})
@@ -86,11 +92,7 @@ def debias_generator_stage(
         )
     except ConfigError as err:
         raise ConfigError(f"stage {ctx.name!r}: {err}") from None
-    _note_resumed(ctx, summary)
-    return StageResult(
-        {"model": "model"},
-        metrics=_pick(summary, *_TRAINED, "n_negatives", "n_dropped_too_long"),
-    )
+    return _model_result(ctx, summary, "n_negatives", "n_dropped_too_long")
 
 
 class SampleConfig(SampleSettings, PromptSettings, StageConfig):
@@ -110,7 +112,8 @@ class SampleConfig(SampleSettings, PromptSettings, StageConfig):
 def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Sample the generator; an interrupted stage continues from its last shard."""
     from zdebias.data.readers import read_records
-    from zdebias.generation.sample import MERGED, PROMPTED_BACKENDS, SUMMARY, sample_generator
+    from zdebias.generation.sample import sample_generator
+    from zdebias.generation.store import MERGED, STATE, SUMMARY
 
     if not cfg.merge:
         raise ConfigError(f"stage {ctx.name!r}: merge: false; the stage's output is {MERGED}")
@@ -119,26 +122,16 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             f"stage {ctx.name!r}: worker: {cfg.worker} samples one part; a stage runs them "
             "all with workers: N"
         )
-    state = ctx.out_dir / "state.json"
+    state = ctx.out_dir / STATE
     before = json.loads(state.read_text())["n_written"] if ctx.resumed and state.exists() else 0
-    prompted: dict[str, Any] = {}
-    if cfg.backend in PROMPTED_BACKENDS:
-        prompted = {
-            "prompt": PromptSettings.take(cfg),
-            "premises": inputs.records("premises"),
-            "examples": inputs.records("examples") if "examples" in inputs else None,
-        }
-    elif "premises" in inputs or "examples" in inputs:
-        raise ConfigError(
-            f"stage {ctx.name!r}: premises/examples are for backend openai or local, "
-            f"not {cfg.backend!r}"
-        )
     summary = sample_generator(
         inputs.path("generator") or cfg.generator,
         ctx.out_dir,
         settings_for(SampleSettings, cfg, ctx),
+        prompt=PromptSettings.take(cfg),
+        premises=inputs.records("premises") if "premises" in inputs else None,
+        examples=inputs.records("examples") if "examples" in inputs else None,
         progress=ctx.progress,
-        **prompted,
     )
     if not summary.get("complete"):
         raise ConfigError(f"stage {ctx.name!r}: sampling stopped before {cfg.n} samples")
