@@ -202,6 +202,29 @@ def test_no_import_cycles() -> None:
     assert not fixed, f"fixed, remove from KNOWN_CYCLES: {fixed}"
 
 
+def _loads(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The zdebias modules an import statement needs loaded: :func:`_targets`, and for
+    ``from pkg import name`` the package ``pkg`` itself too (its ``__init__`` runs first)."""
+    yield from _targets(module, node)
+    if isinstance(node, ast.ImportFrom):
+        base = _resolve(module, node)
+        if base in MODULES and _is_package(base):
+            yield base
+
+
+def test_no_import_cycles_even_through_lazy_imports() -> None:
+    """No circle either when imports inside functions count (issue 31): a lazy import that
+    closes a circle only hides it. Plug-ins register from the package that loads them."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module in MODULES:
+        for node, _ in _imports(module):
+            graph[module].update(t for t in _loads(module, node) if t != module)
+    found = _cycles(graph)
+    assert not found, "import cycles (lazy imports included):\n" + "\n".join(
+        "  " + " -> ".join(c) for c in found
+    )
+
+
 def test_cycle_finder_and_resolver() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
     assert _cycles({"a": {"b"}, "b": set()}) == []
@@ -209,6 +232,9 @@ def test_cycle_finder_and_resolver() -> None:
     assert isinstance(node, ast.ImportFrom)
     assert list(_targets("zdebias.stats.zfilter", node)) == ["zdebias.data.labels"]
     assert _component("zdebias.stats.zfilter") == "stats" and _component("zdebias") == "__init__"
+    package = ast.parse("from zdebias.data import hf").body[0]
+    assert isinstance(package, ast.ImportFrom)
+    assert list(_loads("zdebias.data.readers", package)) == ["zdebias.data.hf", "zdebias.data"]
 
 
 @pytest.mark.parametrize("package", sorted(LAYERS))
