@@ -20,7 +20,7 @@ N_EXAMPLES = 12
 SPLIT_OUTPUTS = {"data": "records", "rejected": "records", "summary": "json"}
 
 
-def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]]:
+def examples_of(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]]:
     out = []
     for r in records[:n]:
         row = r.to_dict()
@@ -43,11 +43,11 @@ def _examples(records: list[Record], n: int = N_EXAMPLES) -> list[dict[str, Any]
     return out
 
 
-def _write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> None:
-    write_json({"examples": _examples(records), **extra}, ctx.out_dir / "examples.json")
+def write_examples(ctx: StageContext, records: list[Record], **extra: Any) -> None:
+    write_json({"examples": examples_of(records), **extra}, ctx.out_dir / "examples.json")
 
 
-def _split_result(
+def split_result(
     ctx: StageContext,
     kept: list[Record],
     rejected: list[Record],
@@ -68,11 +68,11 @@ def _split_result(
     )
 
 
-def _labels(ctx: StageContext) -> list[str]:
+def task_labels(ctx: StageContext) -> list[str]:
     return list(ctx.task.labels)
 
 
-def _count_types(records: list[Record]) -> dict[str, int]:
+def count_types(records: list[Record]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in records:
         kind = str(r.meta.get("type", "original"))
@@ -80,14 +80,14 @@ def _count_types(records: list[Record]) -> dict[str, int]:
     return out
 
 
-def _note_resumed(ctx: StageContext, summary: dict[str, Any], what: str = "") -> None:
+def note_resumed(ctx: StageContext, summary: dict[str, Any], what: str = "") -> None:
     """Say in the run's notes that training went on from a checkpoint of a cut run."""
     step = summary.get("resumed_from_step")
     if step is not None:
         ctx.note(f"resumed training {what}from its checkpoint at step {step}")
 
 
-def _pick(summary: dict[str, Any], *keys: str) -> dict[str, Any]:
+def pick_keys(summary: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: summary[k] for k in keys if k in summary}
 
 

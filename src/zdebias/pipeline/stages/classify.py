@@ -27,11 +27,11 @@ from zdebias.pipeline.stages._common import (
     OptModelRef,
     OptRecordsRef,
     RecordsRef,
-    _note_resumed,
-    _pick,
-    _split_result,
-    _write_examples,
+    note_resumed,
+    pick_keys,
     settings_for,
+    split_result,
+    write_examples,
 )
 
 # --------------------------------------------------------------------------- classifiers
@@ -58,8 +58,10 @@ def confidence_filter_stage(
         settings_for(ConfidenceSettings, cfg, ctx),
         progress=ctx.progress,
     )
-    _write_examples(ctx, kept)
-    return _split_result(ctx, kept, rejected, summary, metrics=_pick(summary, "tau", "kept_share"))
+    write_examples(ctx, kept)
+    return split_result(
+        ctx, kept, rejected, summary, metrics=pick_keys(summary, "tau", "kept_share")
+    )
 
 
 class TrainClassifierConfig(ClassifierSettings, StageConfig):
@@ -110,12 +112,12 @@ def train_classifier_stage(
                 progress=ctx.progress,
                 overwrite=True,
             )
-            _note_resumed(ctx, metrics, f"{folder} ")
+            note_resumed(ctx, metrics, f"{folder} ")
         runs.append(
             {
                 "seed": seed,
                 "folder": folder,
-                **_pick(metrics, "steps", "train_loss", "best", "wall_time_s"),
+                **pick_keys(metrics, "steps", "train_loss", "best", "wall_time_s"),
             }
         )
     write_json({"runs": runs}, ctx.out_dir / "runs.json")

@@ -27,12 +27,12 @@ from zdebias.pipeline.stages._common import (
     OptModelRef,
     OptRecordsRef,
     RecordsRef,
-    _examples,
-    _labels,
-    _note_resumed,
-    _pick,
-    _split_result,
+    examples_of,
+    note_resumed,
+    pick_keys,
     settings_for,
+    split_result,
+    task_labels,
 )
 
 
@@ -51,8 +51,13 @@ def _counterfactuals(
 ) -> StageResult:
     """Write a counterfactual stage's files (``counterfactuals.jsonl``, ``rejected.jsonl``,
     ``summary.json``); its result reports ``metrics``, keys of the summary."""
-    return _split_result(
-        ctx, kept, rejected, summary, data="counterfactuals.jsonl", metrics=_pick(summary, *metrics)
+    return split_result(
+        ctx,
+        kept,
+        rejected,
+        summary,
+        data="counterfactuals.jsonl",
+        metrics=pick_keys(summary, *metrics),
     )
 
 
@@ -105,12 +110,12 @@ def infiller_stage(cfg: InfillerConfig, inputs: Inputs, ctx: StageContext) -> St
         inputs.records("train"),
         ctx.out_dir / "model",
         InfillSettings.take(cfg, seed=ctx.seed, model=str(model)),
-        labels=_labels(ctx),
+        labels=task_labels(ctx),
         dev=inputs.records("dev") if "dev" in inputs else None,
         progress=ctx.progress,
     )
-    _note_resumed(ctx, summary)
-    return StageResult({"model": "model"}, metrics=_pick(summary, "n_train", "n_skipped"))
+    note_resumed(ctx, summary)
+    return StageResult({"model": "model"}, metrics=pick_keys(summary, "n_train", "n_skipped"))
 
 
 class CounterfactualGenerateConfig(SelectSettings, StageConfig):
@@ -142,7 +147,7 @@ def counterfactual_generate_stage(
     for r in kept[:N_EXAMPLES]:
         src = originals.get(str(r.meta.get("source_id")))
         examples.append(
-            {"original": src.to_dict() if src else None, "counterfactual": _examples([r], 1)[0]}
+            {"original": src.to_dict() if src else None, "counterfactual": examples_of([r], 1)[0]}
         )
     write_json({"counterfactuals": examples}, ctx.out_dir / "examples.json")
     return _counterfactuals(ctx, kept, rejected, summary, "flip_rate", "keep_rate", "n_outputs")

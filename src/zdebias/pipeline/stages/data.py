@@ -21,7 +21,7 @@ from zdebias.pipeline.registry import (
 from zdebias.pipeline.stages._common import (
     OptRecordsRef,
     RecordsRef,
-    _count_types,
+    count_types,
     settings_for,
 )
 
@@ -86,7 +86,7 @@ def concat_stage(cfg: ConcatConfig, inputs: Inputs, ctx: StageContext) -> StageR
             records.append(r)
     write_records(records, ctx.out_dir / "data.jsonl")
     return StageResult(
-        {"data": "data.jsonl"}, rows_out={"total": len(records), **_count_types(records)}
+        {"data": "data.jsonl"}, rows_out={"total": len(records), **count_types(records)}
     )
 
 

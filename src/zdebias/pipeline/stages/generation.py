@@ -22,10 +22,10 @@ from zdebias.pipeline.stages._common import (
     ModelRef,
     OptRecordsRef,
     RecordsRef,
-    _note_resumed,
-    _pick,
-    _write_examples,
+    note_resumed,
+    pick_keys,
     settings_for,
+    write_examples,
 )
 
 # --------------------------------------------------------------------------- generator
@@ -51,8 +51,8 @@ _TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
 
 def _model_result(ctx: StageContext, summary: dict[str, Any], *shown: str) -> StageResult:
     """A training stage's output ``model``: its metrics, and a note when it resumed."""
-    _note_resumed(ctx, summary)
-    return StageResult({"model": "model"}, metrics=_pick(summary, *_TRAINED, *shown))
+    note_resumed(ctx, summary)
+    return StageResult({"model": "model"}, metrics=pick_keys(summary, *_TRAINED, *shown))
 
 
 @register_stage("train-generator", config=TrainGeneratorConfig, outputs={"model": "model"})
@@ -138,11 +138,11 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
     if before:
         ctx.note(f"resumed sampling: {before} of {cfg.n} samples were already written")
     records = read_records(ctx.out_dir / MERGED, format="jsonl", task=ctx.task)
-    _write_examples(ctx, records)
+    write_examples(ctx, records)
     return StageResult(
         {"data": MERGED, "summary": SUMMARY},
         rows_out={"samples": len(records)},
-        metrics=_pick(
+        metrics=pick_keys(
             summary,
             "n_generated",
             "n_malformed",

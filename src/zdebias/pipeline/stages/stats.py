@@ -28,11 +28,11 @@ from zdebias.pipeline.stages._common import (
     OptModelRef,
     OptRecordsRef,
     RecordsRef,
-    _count_types,
-    _labels,
-    _split_result,
-    _write_examples,
+    count_types,
     settings_for,
+    split_result,
+    task_labels,
+    write_examples,
 )
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
 from zdebias.stats.source import FileInput, Teller
@@ -59,7 +59,7 @@ def with_model_predictions(records: list[Record], cfg: FeatureSettings, ctx: Sta
     resolved by :func:`feature_settings`)."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
 
-    return apply_hypo_only_model(records, cfg, _labels(ctx), progress=ctx.progress)
+    return apply_hypo_only_model(records, cfg, task_labels(ctx), progress=ctx.progress)
 
 
 class StatsConfig(StatsSettings, StageConfig):
@@ -76,7 +76,7 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 
     settings = feature_settings(StatsSettings, cfg, inputs, ctx)
     records = with_model_predictions(inputs.records("input"), settings, ctx)
-    m = measure(records, settings, labels=_labels(ctx))
+    m = measure(records, settings, labels=task_labels(ctx))
     report = m.report
     report["gardner"] = m.gardner_points(cfg.min_n)
     write_json(report, ctx.out_dir / "stats.json")
@@ -190,13 +190,13 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
         with_model_predictions(inputs.records("original"), settings, ctx),
         with_model_predictions(inputs.records("generated"), settings, ctx),
         settings,
-        labels=_labels(ctx),
+        labels=task_labels(ctx),
         progress=ctx.progress,
     )
     records = result.records
-    kinds = _count_types(records)
-    _write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
-    return _split_result(
+    kinds = count_types(records)
+    write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
+    return split_result(
         ctx,
         records,
         result.rejected,
