@@ -50,7 +50,7 @@ def _labels(ctx: FeatureContext) -> tuple[str, ...]:
     return ctx.labels
 
 
-def _meta_predictions(ctx: FeatureContext, labels: tuple[str, ...]) -> np.ndarray:
+def meta_predictions(ctx: FeatureContext, labels: tuple[str, ...]) -> np.ndarray:
     """Label index from ``meta["hypo_only_pred"]`` per record, -1 where absent."""
     out = np.full(len(ctx.records), -1, dtype=np.int64)
     for i, record in enumerate(ctx.records):
@@ -280,7 +280,7 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     labels = _labels(ctx)
     # given by whoever holds the records when ctx has none (the sharded z-filter's workers)
     given = ctx.cache.get(META_PREDICTIONS)
-    preds = given.copy() if given is not None else _meta_predictions(ctx, labels)
+    preds = given.copy() if given is not None else meta_predictions(ctx, labels)
     todo = np.flatnonzero(preds < 0)
     if len(todo) and ctx.settings.get("hypo_only_model"):
         raise ConfigError(

@@ -136,7 +136,8 @@ def distinct_ngram_block(
     return distinct, inverse if inverse is not None else ctx.tokens(field_name).inverse
 
 
-def _ngram_range(value: Any) -> tuple[int, int]:
+def parse_ngram_range(value: Any) -> tuple[int, int]:
+    """``(min, max)`` n-gram lengths from a pair or a ``"1-2"`` string, checked."""
     if isinstance(value, str):
         lo, _, hi = value.partition("-")
         value = (lo, hi or lo)
@@ -180,7 +181,7 @@ def _ngrams(ctx: FeatureContext, orders: Sequence[int]) -> NgramBlocks:
 @register_feature("ngrams", batch=True, settings=("ngram_range", "ngram_fields"))
 def ngrams(ctx: FeatureContext) -> NgramBlocks:
     """Unigrams and bigrams (ngram_range) of premise and hypothesis, or of text."""
-    lo, hi = _ngram_range(ctx.settings.get("ngram_range", DEFAULT_NGRAM_RANGE))
+    lo, hi = parse_ngram_range(ctx.settings.get("ngram_range", DEFAULT_NGRAM_RANGE))
     return _ngrams(ctx, range(lo, hi + 1))
 
 

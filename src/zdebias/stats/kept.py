@@ -53,7 +53,7 @@ def matrix_describes_kept(settings: ZFilterSettings) -> bool:
 def _hypothesis_ngrams_in_matrix(settings: ZFilterSettings) -> bool:
     """Whether the matrix holds the hypothesis unigrams and bigrams that the hypothesis-only
     feature reads, when it is used (:func:`_kept_matrix` refits it from them)."""
-    from zdebias.features.ngrams import _ngram_range
+    from zdebias.features.ngrams import parse_ngram_range
 
     names = settings.features
     if names is not None and "hypo-only" not in names:
@@ -61,7 +61,7 @@ def _hypothesis_ngrams_in_matrix(settings: ZFilterSettings) -> bool:
     fields = settings.ngram_fields
     if fields is not None and "hypothesis" not in fields:
         return False
-    lo, hi = _ngram_range(settings.ngram_range or (1, 2))
+    lo, hi = parse_ngram_range(settings.ngram_range or (1, 2))
     ngrams = names is None or "ngrams" in names
     return (ngrams and lo <= 1 and hi >= 2) or (
         names is not None and {"unigrams", "bigrams"} <= set(names)
@@ -89,12 +89,12 @@ def input_rows(fm: Any, records: Sequence[Record], labels: Sequence[str]) -> Inp
     """:class:`InputRows` of ``records`` (at least one), whose feature matrix is ``fm``."""
     from zdebias.data.labels import label_ids
     from zdebias.features.context import FeatureContext, factorize_strings
-    from zdebias.features.hypothesis_only import _meta_predictions
+    from zdebias.features.hypothesis_only import meta_predictions
 
     labels = tuple(labels)
     pair = records[0].is_pair
     if pair:
-        preds = _meta_predictions(FeatureContext(records, {}), labels)
+        preds = meta_predictions(FeatureContext(records, {}), labels)
         hypotheses = factorize_strings([r.hypothesis for r in records])[0]
     else:
         preds = np.full(len(records), -1, dtype=np.int64)

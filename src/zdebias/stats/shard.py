@@ -134,7 +134,7 @@ class Shard:
         from zdebias.data.labels import label_ids
         from zdebias.features.catalogue import feature_specs
         from zdebias.features.context import FeatureContext
-        from zdebias.features.hypothesis_only import _meta_predictions
+        from zdebias.features.hypothesis_only import meta_predictions
         from zdebias.features.parallel import chunk_blocks, chunkable
 
         specs = feature_specs(feature_names, pair=chunk[0].is_pair, settings=settings)
@@ -148,7 +148,7 @@ class Shard:
         )
         y = label_ids(chunk, self.labels)
         if any(s.name == "hypo-only" for s in specs):
-            preds = _meta_predictions(FeatureContext(chunk, settings), self.labels)
+            preds = meta_predictions(FeatureContext(chunk, settings), self.labels)
         else:
             preds = np.full(len(chunk), -1, dtype=np.int64)
         return result, y, preds
