@@ -49,7 +49,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -113,7 +113,8 @@ def remove_stale_temps(folder: str | Path, *, again: bool = False) -> list[str]:
     return removed
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (read by setting it and putting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -603,7 +604,7 @@ def publish_folder(out: str | Path, build: Callable[[Path], T], *, overwrite: bo
         result = build(work)
         files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
         write_json({"files": files}, work / OUTPUT_MARKER)
-        os.chmod(work, 0o777 & ~_umask())
+        os.chmod(work, 0o777 & ~current_umask())
         publish_dir(work, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

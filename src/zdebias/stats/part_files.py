@@ -46,7 +46,7 @@ def join_parts(work: Path, n_parts: int) -> None:
 def _join(parts: list[Path], path: Path) -> None:
     """Append the other parts to the first (in the kernel where it can) and give it ``path``,
     with the permissions :func:`~zdebias.data.writers.atomic_open` gives a file."""
-    from zdebias.data.writers import _umask
+    from zdebias.data.writers import current_umask
 
     # unbuffered, so that a copy through user space goes on where the kernel's stopped; not
     # "ab": copy_file_range refuses a file opened to append
@@ -68,7 +68,7 @@ def _join(parts: list[Path], path: Path) -> None:
                     raise RuntimeError(f"{part} could not be copied whole")
             part.unlink()
         os.fsync(out.fileno())
-    os.chmod(parts[0], 0o666 & ~_umask())
+    os.chmod(parts[0], 0o666 & ~current_umask())
     os.replace(parts[0], path)
 
 

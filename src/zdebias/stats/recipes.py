@@ -24,15 +24,15 @@ from typing import Any
 import numpy as np
 
 from zdebias.data.labels import infer_task
+from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import RECIPE_NAMES, ZFilterSettings
 from zdebias.stats.zfilter import (
     SUMMARY_TOP,
     FilterArrays,
-    _tag_rejected,
     filter_options,
-    gc_paused,
+    rejected_records,
     z_filter_matrix,
 )
 from zdebias.stats.zstats import label_counts, label_ids, top_table, z_from_counts
@@ -116,7 +116,7 @@ class _Combined:
         with gc_paused():
             records = [self.records[i] for i in kept_rows.tolist()]
             for _, arrays, _ in stages:
-                rejected.extend(_tag_rejected(self.records, arrays, self.fm.names))
+                rejected.extend(rejected_records(self.records, arrays, self.fm.names))
         n_orig = len(self.original)
         is_orig = kept_rows < n_orig
         top_out = self._top(kept_rows)

@@ -35,7 +35,7 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, ZFilterSettings
 from zdebias.stats.zstats import (
-    _check,
+    checked_inputs,
     label_counts,
     label_ids,
     top_k,
@@ -207,7 +207,7 @@ def z_filter_matrix(
         raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
     if top_k < 0:
         raise ConfigError(f"top_k must be at least 0, not {top_k}")
-    m = _check(matrix, label_ids, num_labels)
+    m = checked_inputs(matrix, label_ids, num_labels)
     y = np.asarray(label_ids, dtype=np.int64)
     n_rows, n_feat = m.shape
     seed = np.zeros(0, np.int64) if seed_rows is None else np.asarray(seed_rows, np.int64)
@@ -443,7 +443,7 @@ def summarize_filter(
     }
 
 
-def _tag_rejected(
+def rejected_records(
     records: Sequence[Record],
     arrays: FilterArrays,
     names: Sequence[str],
@@ -668,7 +668,7 @@ def z_filter(
     )
     with gc_paused():
         accepted = [everything[i] for i in arrays.accepted.tolist()]
-        rejected = _tag_rejected(everything, arrays, fm.names, fm.keys)
+        rejected = rejected_records(everything, arrays, fm.names, fm.keys)
     summary = filter_summary(
         fm, y, labels, arrays, cfg, n_seed=len(seed), given_matrix=feature_matrix is not None
     )

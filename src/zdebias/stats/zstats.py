@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from zdebias.data.schema import Record
 
 
-def _check(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:
+def checked_inputs(matrix: sp.spmatrix, labels: np.ndarray, num_labels: int) -> sp.csr_matrix:
     import scipy.sparse as sp
 
     m = sp.csr_matrix(matrix) if not sp.isspmatrix_csr(matrix) else matrix
@@ -59,7 +59,7 @@ LABEL_COUNT_BLOCK = 1 << 22
 def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) -> np.ndarray:
     """``counts[f, l]`` = number of examples with feature f (non-zero) and label l. ``[F, L]``."""
 
-    m = _check(matrix, label_ids, num_labels)
+    m = checked_inputs(matrix, label_ids, num_labels)
     # Presence only: the stored values are never read. One code per entry, feature * L +
     # label of its row, counted in blocks of rows (the codes of all entries at once would
     # take 8 bytes per entry: gigabytes for millions of rows).
