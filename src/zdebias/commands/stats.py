@@ -76,15 +76,11 @@ def filter_command(
 
     path = require(input, "INPUT")
     check_output(out, cli, published=True)
-    seed = None
-    if seed_data:  # read with the input's label set, its own columns
-        seed_read = ReadOptions(task=read.task, on_error=read.on_error)
-        seed = FileInput(seed_data, seed_read, what="seed", min_records=1)
     summary = filter_file(
         FileInput(path, read),
         out,
         settings,
-        seed=seed,
+        seed=FileInput.seed_of(seed_data, read) if seed_data else None,
         hypo_only=apply_hypo_only_model,
         overwrite=cli.overwrite,
         progress=cli.progress,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from zdebias.data.labels import Task
+from zdebias.data.mapping import ReadReport
 from zdebias.data.options import dataset_warnings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
@@ -100,12 +101,18 @@ Resolved = DataInput | OutputInput | ExternalInput
 def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> list[Record]:
     """Read a declared dataset, telling the context what the reader skipped."""
     records, rep = spec.read(spec.path, task=task, what="recipe data")
-    if ctx is not None and (rep.n_unlabelled or rep.n_errors):
-        ctx.note(
-            f"{spec.path}: skipped {rep.n_unlabelled} rows without a gold label and "
-            f"{rep.n_errors} bad rows"
-        )
+    if ctx is not None:
+        note_skipped(ctx, spec.path, rep)
     return records
+
+
+def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
+    """Note in the run what reading the declared dataset ``path`` skipped, if anything."""
+    if report.n_unlabelled or report.n_errors:
+        ctx.note(
+            f"{path}: skipped {report.n_unlabelled} rows without a gold label and "
+            f"{report.n_errors} bad rows"
+        )
 
 
 class Inputs:

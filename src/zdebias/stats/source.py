@@ -58,6 +58,13 @@ class FileInput:
     name: str | None = None
     teller: Teller = field(default_factory=Teller)
 
+    @classmethod
+    def seed_of(cls, path: str, read: ReadOptions) -> FileInput:
+        """The seed dataset of conditional z-filtering, for an input read with ``read``: its
+        label set and error policy, the seed's own columns; one record is enough."""
+        seed_read = ReadOptions(task=read.task, on_error=read.on_error)
+        return cls(path, seed_read, what="seed", min_records=1)
+
     @property
     def shown(self) -> str:
         """How warnings name the input."""

@@ -21,6 +21,7 @@ from zdebias.pipeline.registry import (
     OutputInput,
     StageContext,
     StageResult,
+    note_skipped,
     register_stage,
 )
 from zdebias.pipeline.stages._common import (
@@ -139,11 +140,8 @@ class _StageNotes(Teller):
         self.ctx, self.label, self.declared = ctx, label, declared
 
     def skipped(self, report: Any) -> None:
-        if self.declared is not None and (report.n_unlabelled or report.n_errors):
-            self.ctx.note(
-                f"{self.declared}: skipped {report.n_unlabelled} rows without a gold label and "
-                f"{report.n_errors} bad rows"
-            )
+        if self.declared is not None:
+            note_skipped(self.ctx, self.declared, report)
         self.ctx.rows_in[self.label] = report.n_records
 
     def warn(self, line: str) -> None:
