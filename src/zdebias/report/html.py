@@ -38,8 +38,8 @@ from markupsafe import Markup
 from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
+from zdebias.pipeline.run_folder import MANIFEST
 
-MANIFEST = "manifest.json"
 REPORT = "report.html"
 #: The page layout, in ``zdebias/resources``; this module computes what it shows.
 TEMPLATE = "report.html.j2"

@@ -29,6 +29,7 @@ from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
+from zdebias.pipeline.run_folder import MANIFEST
 
 REPORT = "report.html"
 TEMPLATE = "results.html.j2"
@@ -50,7 +51,7 @@ def result_kind(path: str | Path) -> Kind:
     file; a :class:`ConfigError` naming the accepted inputs otherwise."""
     p = Path(path)
     if p.is_dir():
-        if (p / "manifest.json").is_file():
+        if (p / MANIFEST).is_file():
             return "run"
         for kind, files in _FOLDERS.items():
             if all((p / f).is_file() for f in files):
