@@ -1,9 +1,9 @@
 """The classifier and evaluation operations on files, as the commands run them.
 
 :class:`Files` holds what every operation on files shares: the reader settings of its inputs
-(a skipped row is always told, :func:`read_logged`), whether it may replace an earlier output,
-progress bars. Each method reads its inputs, runs the operation on records
-(:func:`~zdebias.classify.train.train_classifier`,
+(a skipped row is always told: :func:`~zdebias.data.options.read_logged`), whether it may
+replace an earlier output, progress bars. Each method reads its inputs, runs the operation on
+records (:func:`~zdebias.classify.train.train_classifier`,
 :func:`~zdebias.classify.confidence.confidence_filter`,
 :func:`~zdebias.evaluation.suites.predict_records`,
 :func:`~zdebias.evaluation.suites.evaluate_models`), writes its outputs and returns what the
@@ -30,24 +30,13 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.data.options import ReadOptions, skip_message
+from zdebias.data.options import ReadOptions, read_logged
 from zdebias.data.schema import Record
 
 if TYPE_CHECKING:
     from zdebias.data import ReadReport
 
 log = logging.getLogger("zdebias")
-
-
-def read_logged(
-    path: str | Path, read: ReadOptions | None = None, *, what: str | None = None
-) -> tuple[list[Record], ReadReport]:
-    """The records of ``path`` read with ``read`` (``what``, e.g. "training": fail when no
-    labelled record is left) and the reader's report; what it skipped is logged as warnings."""
-    records, report = (read or ReadOptions()).read(path, what=what)
-    for line in skip_message(report):
-        log.warning("%s", line)
-    return records, report
 
 
 def markdown_path(out: str | Path, markdown: str | Path | None = None) -> Path:
@@ -74,8 +63,8 @@ class Files:
     def records(
         self, path: str, what: str | None = None, read: ReadOptions | None = None
     ) -> tuple[list[Record], ReadReport]:
-        """The records of ``path`` (:func:`read_logged`, with ``read`` or these files'
-        reader settings) and the reader's report."""
+        """The records of ``path`` (:func:`~zdebias.data.options.read_logged`, with ``read``
+        or these files' reader settings) and the reader's report."""
         return read_logged(path, read or self.read, what=what)
 
     def publish_partition(
@@ -195,4 +184,4 @@ class Files:
         return doc, text
 
 
-__all__ = ["Files", "markdown_path", "read_logged"]
+__all__ = ["Files", "markdown_path"]

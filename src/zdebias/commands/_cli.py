@@ -94,21 +94,6 @@ def _given_paths(out: str | Path) -> list[str]:
     return paths
 
 
-def read_input(path: str, read: Any, **options: Any) -> tuple[list[Any], Any]:
-    """``read.read(path, **options)`` (a :class:`ReadOptions`), telling what it skipped."""
-    records, report = read.read(path, **options)
-    report_skips(report)
-    return records, report
-
-
-def report_skips(report: Any) -> None:
-    """Tell the user (stderr, via logging) what a read skipped: nothing is dropped silently."""
-    from zdebias.data.options import skip_message
-
-    for line in skip_message(report):
-        log.warning("%s", line)
-
-
 def emit(result: Any, cli: CliOptions, text: Callable[[], str] | str | None = None) -> None:
     """Print the result: JSON on stdout with ``--json``, else the human-readable text.
     Under a launcher (``torchrun``, ``accelerate launch``) only the main process prints."""
@@ -128,8 +113,6 @@ def emit(result: Any, cli: CliOptions, text: Callable[[], str] | str | None = No
 __all__ = [
     "check_output",
     "emit",
-    "read_input",
-    "report_skips",
     "require",
     "stdout_to_stderr",
 ]

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from zdebias.commands._cli import check_output, emit, log, read_input, require
-from zdebias.data.options import ReadOptions
+from zdebias.commands._cli import check_output, emit, log, require
+from zdebias.data.options import ReadOptions, read_logged
 from zdebias.settings_cli import CliOptions, InputArg, command
 
 
@@ -52,7 +52,7 @@ def convert(
     conversion = Conversion(out, to)
     path = require(input, "INPUT")
     check_output(out, cli, published=conversion.folder)
-    records, report = read_input(path, read, what="input")
+    records, report = read_logged(path, read, what="input")
     n = conversion.write(records, report.labels, overwrite=cli.overwrite)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
     emit(result, cli, f"wrote {n:,} records to {out}")

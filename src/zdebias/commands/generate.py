@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from zdebias.commands._cli import check_output, emit, read_input, require, stdout_to_stderr
-from zdebias.data.options import ReadOptions
+from zdebias.commands._cli import check_output, emit, require, stdout_to_stderr
+from zdebias.data.options import ReadOptions, read_logged
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import (
     DebiasSettings,
@@ -31,7 +31,7 @@ TrainOpt = Annotated[
 
 
 def _train_set(train: str | None, read: ReadOptions) -> tuple[list[Any], str]:
-    records, report = read_input(require(train, "--train", "--data"), read, what="training")
+    records, report = read_logged(require(train, "--train", "--data"), read, what="training")
     return records, report.task
 
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from zdebias.classify.files import read_logged
 from zdebias.counterfactual.settings import MetricsSettings
+from zdebias.data.options import read_logged
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import tokenize

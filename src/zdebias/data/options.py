@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.settings import Settings, setting
+
+log = logging.getLogger("zdebias")
 
 
 class ReadOptions(Settings):
@@ -181,11 +184,30 @@ def skip_message(report: ReadReport) -> list[str]:
     return lines
 
 
+def log_skips(report: ReadReport) -> None:
+    """Tell the user (stderr, via logging) what a read skipped: nothing is dropped silently."""
+    for line in skip_message(report):
+        log.warning("%s", line)
+
+
+def read_logged(
+    path: str | Path, read: ReadOptions | None = None, *, task: Any = None, what: str | None = None
+) -> tuple[list[Record], ReadReport]:
+    """The records of ``path`` read with ``read`` (:meth:`ReadOptions.read`; ``what``, e.g.
+    "training": fail when no labelled record is left) and the reader's report; what it
+    skipped is logged (:func:`log_skips`)."""
+    records, report = (read or ReadOptions()).read(path, task=task, what=what)
+    log_skips(report)
+    return records, report
+
+
 __all__ = [
     "ReadOptions",
     "dataset_warnings",
     "label_and_id_warnings",
+    "log_skips",
     "no_records_error",
     "parse_mapping",
+    "read_logged",
     "skip_message",
 ]

@@ -21,7 +21,6 @@ raising ``n`` extends the run.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,6 @@ from zdebias.generation.store import STATE, start_over
 if TYPE_CHECKING:
     from zdebias.data.options import ReadOptions
 
-log = logging.getLogger("zdebias")
 
 #: the backends that prompt an instruction model (:mod:`zdebias.generation.prompted`)
 PROMPTED_BACKENDS = ("openai", "local")
@@ -161,12 +159,9 @@ def _records(
     """``given`` records, or those of the file ``given`` (what the read skipped is logged)."""
     if not isinstance(given, str | Path):
         return given
-    from zdebias.data.options import ReadOptions, skip_message
+    from zdebias.data.options import read_logged
 
-    records, report = (read or ReadOptions()).read(given, what=what)
-    for line in skip_message(report):
-        log.warning("%s", line)
-    return records
+    return read_logged(given, read, what=what)[0]
 
 
 __all__ = ["PROMPTED_BACKENDS", "sample_generator"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zdebias.data.mapping import ReadReport
-from zdebias.data.options import ReadOptions, dataset_warnings, skip_message
+from zdebias.data.options import ReadOptions, dataset_warnings, log_skips
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 
@@ -33,8 +33,7 @@ class Teller:
 
     def skipped(self, report: ReadReport) -> None:
         """The input is read: tell what the reader skipped (``report``)."""
-        for line in skip_message(report):
-            log.warning("%s", line)
+        log_skips(report)
 
     def warn(self, line: str) -> None:
         """Tell one warning about the records read."""
