@@ -158,11 +158,6 @@ def combine_files(
     if generated.task is None:
         generated = dataclasses.replace(generated, task=orig_report.task)
     gen, gen_report = read_source(generated, settings, hypo_only=hypo_only, progress=progress)
-    shared = len({r.id for r in orig}.intersection(r.id for r in gen))
-    if shared:
-        original.teller.warn(
-            f"{original.path} and {generated.path} share {shared} ids; the output may repeat them"
-        )
     result = combine(
         settings.recipe,
         orig,
@@ -171,6 +166,12 @@ def combine_files(
         labels=orig_report.labels,
         progress=progress,
     )
+    if result.summary["n_ids_renamed"]:
+        original.teller.warn(
+            f"{original.path} and {generated.path} repeat ids: "
+            f"{result.summary['n_ids_renamed']} records renamed ID@original / ID@generated "
+            "(their own id in meta.input_id)"
+        )
     summary = {
         **result.summary,
         "original": original.path,
