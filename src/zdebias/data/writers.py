@@ -412,19 +412,21 @@ def write_rows(
     *,
     columns: list[str],
     schema: Any = None,
+    whole: bool = False,
 ) -> int:
     """Write table rows (dicts) atomically as ``fmt``: ``jsonl``, ``csv``, ``tsv`` (the csv
     module: a header of ``columns``, fields quoted where needed) or ``parquet`` (pyarrow,
     a row group per :data:`ROWS_PER_BATCH` rows; ``schema``: its arrow schema, default
-    every column a string); returns how many. Only ``columns`` are written, in that order.
-    Streams: memory holds one batch of rows."""
+    every column a string); returns how many. Only ``columns`` are written, in that order
+    (``whole``: JSONL rows as they are). Streams: memory holds one batch of rows."""
     n = 0
     it = iter(rows)
     if fmt == "jsonl":
         encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
         with atomic_open(path) as fh:
             while block := [
-                encode({c: row.get(c) for c in columns}) for row in islice(it, JSONL_BLOCK)
+                encode(row if whole else {c: row.get(c) for c in columns})
+                for row in islice(it, JSONL_BLOCK)
             ]:
                 fh.write("\n".join(block) + "\n")
                 n += len(block)
