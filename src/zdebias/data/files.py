@@ -216,13 +216,11 @@ def check_keys(text: str | bytes, value: Any, path: Path, line: int) -> None:
     if key_marks(text) == key_count(value):
         return
     found = repeated_key(text)
-    if found is not None:
-        raise DataError(
-            f"duplicate key: the object gives it {found[1]} times (only one value can be read)",
-            path=str(path),
-            line=line,
-            field=found[0],
-        )
+    if found is None:
+        return
+    key, times = found
+    message = f"duplicate key: the object gives it {times} times (only one value can be read)"
+    raise DataError(message, path=str(path), line=line, field=key)
 
 
 def json_value(text: str, path: Path, line: int, *, document: bool = False) -> Any:

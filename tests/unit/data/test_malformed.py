@@ -346,7 +346,8 @@ MORE_BAD_FILES: dict[str, tuple[str, bytes, str, int | None]] = {
         _jsonl(
             [
                 GOOD,
-                b'{"premise": "a", "hypothesis": "b", "label": 0, "meta": {"s": [{"k": 1, "k": 2}]}}',
+                b'{"premise": "a", "hypothesis": "b", "label": 0, '
+                b'"meta": {"s": [{"k": 1, "k": 2}]}}',
             ]
         ),
         "field 'k': duplicate key",
