@@ -31,7 +31,8 @@ def convert(
     out: Annotated[
         str,
         typer.Argument(
-            help="Output: a .jsonl (default) or .parquet file, or a folder (--to datasets)."
+            help="Output: a .jsonl, .json (JSON Lines), .csv, .tsv or .parquet file, written in "
+            "the format its suffix names, or a folder (--to datasets)."
         ),
     ],
     read: ReadOptions,
@@ -40,13 +41,13 @@ def convert(
         str | None,
         typer.Option(
             "--to",
-            help="Output format: jsonl, parquet, or datasets (a save_to_disk folder, for "
-            "datasets.load_from_disk). Default: from OUT's suffix.",
+            help="Output format: jsonl, csv, tsv, parquet, or datasets (a save_to_disk folder, "
+            "for datasets.load_from_disk). Default: from OUT's suffix.",
         ),
     ] = None,
 ) -> None:
-    """Convert any supported input into zdebias JSONL, parquet, or a HF ``datasets`` folder
-    (written atomically)."""
+    """Convert any supported input into zdebias records as JSONL, CSV, TSV or parquet (by
+    OUT's suffix), or a HF ``datasets`` folder (written atomically)."""
     from zdebias.data.convert import Conversion
 
     conversion = Conversion(out, to)

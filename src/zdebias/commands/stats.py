@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit, require
-from zdebias.data.options import ReadOptions
+from zdebias.data.options import OutputOptions, ReadOptions
 from zdebias.report.text import combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
@@ -63,6 +63,7 @@ def filter_command(
     out: OutDir,
     settings: ZFilterSettings,
     read: ReadOptions,
+    output: OutputOptions,
     cli: CliOptions,
     seed_data: Annotated[
         str | None,
@@ -84,6 +85,7 @@ def filter_command(
         hypo_only=apply_hypo_only_model,
         overwrite=cli.overwrite,
         progress=cli.progress,
+        output=output,
     )
     emit(summary, cli, lambda: filter_text(summary, out))
 
@@ -95,6 +97,7 @@ def combine_command(
     out: OutDir,
     settings: CombineSettings,
     read: ReadOptions,
+    output: OutputOptions,
     cli: CliOptions,
 ) -> None:
     """Build a debiased dataset from original + generated data: DIR/combined.jsonl,
@@ -112,6 +115,7 @@ def combine_command(
         hypo_only=apply_hypo_only_model,
         overwrite=cli.overwrite,
         progress=cli.progress,
+        output=output,
     )
     emit(summary, cli, lambda: combine_text(summary, out))
 

@@ -1,5 +1,6 @@
-"""Converting a read into an output by format (``zdebias convert``): zdebias JSONL, parquet,
-or a HF ``datasets`` folder (``save_to_disk``), each written atomically."""
+"""Converting a read into an output by format (``zdebias convert``): JSON Lines, CSV, TSV,
+parquet (the format ``out``'s suffix names), or a HF ``datasets`` folder (``save_to_disk``),
+each written atomically."""
 
 from __future__ import annotations
 
@@ -8,18 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zdebias.data.schema import Record
+from zdebias.data.writers import SUFFIX_FORMATS, format_of_name
 from zdebias.errors import ConfigError
 
 #: what a conversion writes
-CONVERT_TO = ("jsonl", "parquet", "datasets")
+CONVERT_TO = ("jsonl", "csv", "tsv", "parquet", "datasets")
+
+
+def _suffixes(fmt: str | None = None) -> str:
+    """The output suffixes (of ``fmt`` only, when given), as the errors list them."""
+    return ", ".join(s for s, f in SUFFIX_FORMATS.items() if fmt is None or f == fmt)
 
 
 @dataclass(frozen=True)
 class Conversion:
     """Where a conversion writes and in which format, checked before anything is read.
 
-    ``to``: ``jsonl``, ``parquet`` (``out`` must end in that suffix) or ``datasets`` (a
-    folder); None: from ``out``'s suffix (``.parquet``, else JSONL).
+    ``to``: ``jsonl`` (``out`` ending in ``.jsonl`` or ``.json``: JSON Lines either way),
+    ``csv``, ``tsv``, ``parquet`` (``out`` ending in that suffix), or ``datasets`` (a
+    folder); None: the format ``out``'s suffix names, any other suffix refused.
     """
 
     out: str
@@ -31,13 +39,28 @@ class Conversion:
             raise ConfigError(
                 f"--to: unknown format {to!r}; expected one of {', '.join(CONVERT_TO)}"
             )
-        if to in ("jsonl", "parquet") and not self.out.endswith(f".{to}"):
-            raise ConfigError(f"--to {to}: OUT must end in .{to}, not {Path(self.out).name!r}")
+        if to in (None, "datasets"):
+            if to is None and format_of_name(self.out) is None:
+                raise ConfigError(
+                    f"OUT {Path(self.out).name!r}: unknown suffix; expected one of "
+                    f"{_suffixes()} (or --to datasets for a folder)"
+                )
+            return
+        if format_of_name(self.out) != to:
+            raise ConfigError(
+                f"--to {to}: OUT must end in {_suffixes(to).replace(', ', ' or ')}, "
+                f"not {Path(self.out).name!r}"
+            )
 
     @property
     def folder(self) -> bool:
         """Whether ``out`` is a folder, published whole (replacing only its own)."""
         return self.to == "datasets"
+
+    @property
+    def format(self) -> str:
+        """The format written: ``datasets``, or the one ``out``'s suffix names."""
+        return "datasets" if self.folder else str(format_of_name(self.out))
 
     def write(
         self, records: Iterable[Record], labels: Iterable[str] | None, *, overwrite: bool = False
@@ -47,9 +70,11 @@ class Conversion:
             from zdebias.data.hf import publish_saved
 
             return publish_saved(records, self.out, labels, overwrite=overwrite)
-        from zdebias.data.writers import write_records
+        from zdebias.data.writers import write_jsonl, write_table
 
-        return write_records(records, self.out)
+        if self.format == "jsonl":
+            return write_jsonl(records, self.out)
+        return write_table(records, self.out, self.format)
 
 
 __all__ = ["CONVERT_TO", "Conversion"]

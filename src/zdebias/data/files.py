@@ -173,9 +173,60 @@ def _surrogate(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def key_count(value: Any) -> int:
+    """How many object keys a parsed JSON value holds, nested objects included."""
+    if isinstance(value, dict):
+        return len(value) + sum(map(key_count, value.values()))
+    if isinstance(value, list):
+        return sum(map(key_count, value))
+    return 0
+
+
+def key_marks(text: str | bytes) -> int:
+    """How often ``":`` or ``" :`` occurs in a JSON text: once per object key written the
+    usual way, so a count above the parsed value's :func:`key_count` suggests a repeated key
+    (or those characters inside a string, or keys spaced unusually: :func:`repeated_key`
+    then decides)."""
+    if isinstance(text, bytes):
+        return text.count(b'":') + text.count(b'" :')
+    return text.count('":') + text.count('" :')
+
+
+def repeated_key(text: str | bytes) -> tuple[str, int] | None:
+    """The first object key that ``text`` (valid JSON) gives more than once, with how many
+    times, else None. ``json`` and orjson both keep the last value silently."""
+    found: list[tuple[str, int]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(items)
+        if len(out) < len(items) and not found:
+            keys = [k for k, _ in items]
+            key = next(k for k in keys if keys.count(k) > 1)
+            found.append((key, keys.count(key)))
+        return out
+
+    json.loads(text, object_pairs_hook=pairs)
+    return found[0] if found else None
+
+
+def check_keys(text: str | bytes, value: Any, path: Path, line: int) -> None:
+    """Raise a located :class:`DataError` when the JSON ``text`` (parsed as ``value``) gives
+    an object key twice; a cheap count first (:func:`key_marks`), the exact check only when
+    it disagrees with the value."""
+    if key_marks(text) == key_count(value):
+        return
+    found = repeated_key(text)
+    if found is None:
+        return
+    key, times = found
+    message = f"duplicate key: the object gives it {times} times (only one value can be read)"
+    raise DataError(message, path=str(path), line=line, field=key)
+
+
 def json_value(text: str, path: Path, line: int, *, document: bool = False) -> Any:
     """``json.loads(text)``, every failure one located :class:`DataError`: invalid JSON, a
-    number over Python's digit limit, nesting too deep, a lone surrogate in a string.
+    number over Python's digit limit, nesting too deep, a lone surrogate in a string, an
+    object key given twice (one line of JSONL).
     ``document``: ``text`` is a whole file starting at ``line`` (else one line of JSONL)."""
     try:
         value = json.loads(text)
@@ -201,15 +252,19 @@ def json_value(text: str, path: Path, line: int, *, document: bool = False) -> A
                 line=line,
                 field=found[0] or None,
             )
+    if not document:
+        check_keys(text, value, path, line)
     return value
 
 
 __all__ = [
     "FORMATS",
     "BadLine",
+    "check_keys",
     "decoded_lines",
     "detect_format",
     "json_value",
+    "key_count",
     "open_binary",
     "split_path_and_split",
 ]

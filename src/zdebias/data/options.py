@@ -89,6 +89,19 @@ class ReadOptions(Settings):
         return records, ds.report
 
 
+class OutputOptions(Settings):
+    """How an operation on files writes its records."""
+
+    help_panel: ClassVar[str] = "Output"
+
+    output_schema: Literal["zdebias", "input"] = setting(
+        "zdebias",
+        "zdebias: records (id, premise/hypothesis or text, label, meta) as JSONL; input: the "
+        "input's own columns, raw label values and format (kept.csv for a CSV input: the "
+        "inverse of --columns and --label-map).",
+    )
+
+
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
     """Parse ``a=b,c=d`` (a CLI option) into a dict, failing clearly."""
     if not text:
@@ -202,6 +215,7 @@ def read_logged(
 
 
 __all__ = [
+    "OutputOptions",
     "ReadOptions",
     "dataset_warnings",
     "label_and_id_warnings",

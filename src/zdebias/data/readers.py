@@ -78,10 +78,26 @@ class Dataset:
         self.label_map = dict(label_map or {})
         self.on_error = on_error
         self.report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
+        #: how the last pass maps rows to records (None before one began)
+        self.mapper: RowMapper | None = None
 
     def __iter__(self) -> Iterator[Record]:
         rows, label_names, id_prefix = format_rows(self.format, self.spec, self.path, self.split)
         return self._records(rows, label_names, id_prefix)
+
+    def with_rows(self) -> Iterator[tuple[Record, Mapping[str, Any]]]:
+        """Each record with the raw row it was read from (the file's own columns and
+        values), in file order; :attr:`mapper` holds the column mapping once reading began."""
+        rows, label_names, id_prefix = format_rows(self.format, self.spec, self.path, self.split)
+        last: list[Any] = [None]
+
+        def remembered() -> Rows:
+            for item in rows:
+                last[0] = item
+                yield item
+
+        for record in self._records(remembered(), label_names, id_prefix):
+            yield record, last[0][1]
 
     def iter_range(self, start: int, end: int) -> Iterator[Record]:
         """The records of the JSONL lines that start in bytes ``[start, end)`` of a plain
@@ -116,6 +132,7 @@ class Dataset:
             if mapper is None:
                 return
         report.task = mapper.task.name
+        self.mapper = mapper
         yield from mapper.records(rows, report, skip=skip)
 
     def _first_mapper(

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from zdebias.data.files import BadLine, decoded_lines, json_value, open_binary
+from zdebias.data.files import (
+    BadLine,
+    check_keys,
+    decoded_lines,
+    json_value,
+    key_count,
+    open_binary,
+)
 from zdebias.errors import DataError
 
 Rows = Iterator[tuple[int, Any]]
@@ -114,7 +121,9 @@ def lines_before(path: Path, offset: int) -> int:
 def jsonl_rows(path: Path, start: int = 0, end: int | None = None) -> Rows:
     """Rows of a JSONL file. A line that orjson reads as an object without floats is taken
     as it is (the same value ``json`` gives); any other goes through :func:`_jsonl_line`
-    (UTF-8, BOM, blank lines, located errors), so both routes read every file alike.
+    (UTF-8, BOM, blank lines, located errors), so both routes read every file alike. On
+    both, an object key given twice is a located error (:func:`~zdebias.data.files.
+    check_keys`: a count of ``":`` per line, the exact check only where it disagrees).
 
     ``start`` / ``end``: only the lines that start in that byte range of a plain file
     (``start`` at a line start), numbered as in the whole file.
@@ -139,11 +148,20 @@ def jsonl_rows(path: Path, start: int = 0, end: int | None = None) -> Rows:
                     except ValueError:
                         pass
                     else:
-                        if type(value) is dict and (
-                            exact_types.issuperset(map(type, value.values())) or _exact(value)
-                        ):
-                            yield lineno, value
-                            continue
+                        if type(value) is dict:
+                            if exact_types.issuperset(map(type, value.values())):
+                                n_keys = len(value)
+                            else:
+                                n_keys = key_count(value) if _exact(value) else -1
+                            if n_keys >= 0:
+                                if raw.count(b'":') + raw.count(b'" :') != n_keys:
+                                    try:  # perhaps a key given twice: the exact check
+                                        check_keys(raw, value, path, lineno)
+                                    except DataError as err:
+                                        yield lineno, err
+                                        continue
+                                yield lineno, value
+                                continue
                 row = _jsonl_line(raw, lineno, path)
                 if row is not None:
                     yield lineno, row
@@ -178,11 +196,26 @@ def json_rows(path: Path) -> Rows:
 # --------------------------------------------------------------------------- tables
 
 
+#: The longest CSV / TSV field read (the csv module's default is 131,072 characters): the
+#: largest value its limit takes on every platform (a C long); a line is in memory anyway.
+FIELD_SIZE_LIMIT = 2**31 - 1
+
+
+def allow_long_fields() -> None:
+    """Raise the csv module's field size limit (process-wide) to :data:`FIELD_SIZE_LIMIT`;
+    never lowers a higher limit set by someone else."""
+    if csv.field_size_limit() < FIELD_SIZE_LIMIT:
+        csv.field_size_limit(FIELD_SIZE_LIMIT)
+
+
 def delimited_rows(path: Path, delimiter: str) -> Rows:
-    """Rows of a CSV / TSV file (HANS too): the header as line 0, then one dict a line."""
+    """Rows of a CSV / TSV file (HANS too): the header as line 0, then one dict a line. A
+    field may be of any length; a NUL character in one is a located error."""
+    allow_long_fields()
     with open_binary(path) as fh:
         lines = decoded_lines(fh, str(path))
         bad: list[tuple[int, str]] = []
+        nul = [False]  # a line read since the last row holds a NUL
 
         def text_lines() -> Iterator[str]:
             for lineno, text in lines:
@@ -190,6 +223,8 @@ def delimited_rows(path: Path, delimiter: str) -> Rows:
                     bad.append((lineno, str(text)))
                     yield "\x00BAD\x00\n"
                 else:
+                    if "\x00" in text:
+                        nul[0] = True
                     yield text
 
         reader = csv.reader(text_lines(), delimiter=delimiter)
@@ -220,6 +255,12 @@ def delimited_rows(path: Path, delimiter: str) -> Rows:
                 lineno, message = bad.pop(0)
                 yield lineno, DataError(message, path=str(path), line=lineno)
                 continue
+            if nul[0]:
+                nul[0] = False
+                at = next((i for i, cell in enumerate(cells) if "\x00" in cell), None)
+                if at is not None:
+                    yield line, _nul_error(header, at, path, line)
+                    continue
             if not cells or cells == [""]:
                 continue
             if len(cells) != len(header):
@@ -233,6 +274,18 @@ def delimited_rows(path: Path, delimiter: str) -> Rows:
                 )
                 continue
             yield line, dict(zip(header, cells, strict=True))
+
+
+def _nul_error(header: list[str], at: int, path: Path, line: int) -> DataError:
+    """The error for a NUL character in field ``at`` of a row (a column past the header's
+    named by its number)."""
+    name = header[at] if at < len(header) else f"column {at + 1}"
+    return DataError(
+        "NUL character (\\x00) in the field (a corrupt or binary file?)",
+        path=str(path),
+        line=line,
+        field=name,
+    )
 
 
 def _no_duplicate_columns(header: list[str], path: Path) -> None:
@@ -338,7 +391,9 @@ def triplet_rows(path: Path, split: str | None) -> Rows:
 
 
 __all__ = [
+    "FIELD_SIZE_LIMIT",
     "Rows",
+    "allow_long_fields",
     "delimited_rows",
     "format_rows",
     "json_rows",

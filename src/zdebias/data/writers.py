@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -369,19 +370,111 @@ def write_jsonl(records: Iterable[Record], path: str | Path, *, num_proc: int = 
     return n
 
 
-def write_parquet(records: Iterable[Record], path: str | Path) -> int:
-    """Write records as parquet atomically (``meta`` as a JSON string column)."""
+#: the file formats an output's suffix names (``.json``: JSON Lines, as HF ``datasets`` reads
+#: a ``.json`` file of one object a line)
+SUFFIX_FORMATS = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+}
+#: rows per parquet row group / write call
+ROWS_PER_BATCH = 4096
+
+
+def format_of_name(path: str | Path) -> str | None:
+    """The format :data:`SUFFIX_FORMATS` gives ``path``'s suffix (None: not one of them)."""
+    return SUFFIX_FORMATS.get(Path(path).suffix.lower())
+
+
+def record_row(record: Record) -> dict[str, Any]:
+    """A record as a flat table row: ``id``, ``premise``/``hypothesis`` or ``text``,
+    ``label``, and ``meta`` as a JSON string (read back into ``meta`` by the readers)."""
+    row = record.to_dict()
+    row["meta"] = json.dumps(row["meta"], ensure_ascii=False, default=_json_default)
+    return row
+
+
+def _cell(value: Any) -> str:
+    """A CSV / TSV cell: text as it is, nothing as empty, any other value as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
+def write_rows(
+    rows: Iterable[Mapping[str, Any]],
+    path: str | Path,
+    fmt: str,
+    *,
+    columns: list[str],
+    schema: Any = None,
+    whole: bool = False,
+) -> int:
+    """Write table rows (dicts) atomically as ``fmt``: ``jsonl``, ``csv``, ``tsv`` (the csv
+    module: a header of ``columns``, fields quoted where needed) or ``parquet`` (pyarrow,
+    a row group per :data:`ROWS_PER_BATCH` rows; ``schema``: its arrow schema, default
+    every column a string); returns how many. Only ``columns`` are written, in that order
+    (``whole``: JSONL rows as they are). Streams: memory holds one batch of rows."""
+    n = 0
+    it = iter(rows)
+    if fmt == "jsonl":
+        encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+        with atomic_open(path) as fh:
+            while block := [
+                encode(row if whole else {c: row.get(c) for c in columns})
+                for row in islice(it, JSONL_BLOCK)
+            ]:
+                fh.write("\n".join(block) + "\n")
+                n += len(block)
+        return n
+    if fmt in ("csv", "tsv"):
+        import csv
+
+        with atomic_open(path, "w") as fh:
+            writer = csv.writer(fh, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+            writer.writerow(columns)
+            for row in it:
+                writer.writerow([_cell(row.get(c)) for c in columns])
+                n += 1
+        return n
+    if fmt != "parquet":
+        raise ConfigError(f"cannot write format {fmt!r}; expected one of jsonl, csv, tsv, parquet")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [r.to_dict() for r in records]
-    for row in rows:
-        row["meta"] = json.dumps(row["meta"], ensure_ascii=False, default=_json_default)
-    columns = list(rows[0]) if rows else ["id", "premise", "hypothesis", "label", "meta"]
-    table = pa.table({c: [row.get(c) for row in rows] for c in columns})
-    with atomic_open(path, "wb") as fh:
-        pq.write_table(table, fh)
-    return len(rows)
+    if schema is None:
+        schema = pa.schema([(c, pa.string()) for c in columns])
+    with atomic_open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+        while block := list(islice(it, ROWS_PER_BATCH)):
+            writer.write_table(pa.Table.from_pylist(block, schema=schema))
+            n += len(block)
+    return n
+
+
+def _record_columns(records: Iterable[Record]) -> tuple[list[str], Iterable[Record]]:
+    """The table columns of some records (from the first: a pair or a text), and the
+    records, still all there."""
+    it = iter(records)
+    first = next(it, None)
+    if first is None:
+        return ["id", "premise", "hypothesis", "label", "meta"], ()
+    return list(first.to_dict()), itertools.chain((first,), it)
+
+
+def write_table(records: Iterable[Record], path: str | Path, fmt: str) -> int:
+    """Write records atomically as a ``csv``, ``tsv`` or ``parquet`` table of
+    :func:`record_row` rows (``meta`` a JSON string column); returns how many."""
+    columns, records = _record_columns(records)
+    return write_rows(map(record_row, records), path, fmt, columns=columns)
+
+
+def write_parquet(records: Iterable[Record], path: str | Path) -> int:
+    """Write records as parquet atomically (``meta`` as a JSON string column)."""
+    return write_table(records, path, "parquet")
 
 
 def _start_methods() -> list[str]:
@@ -391,9 +484,11 @@ def _start_methods() -> list[str]:
 
 
 def write_records(records: Iterable[Record], path: str | Path, *, num_proc: int = 1) -> int:
-    """Write records in the format the file name asks for (``.parquet`` or JSONL)."""
-    if str(path).endswith(".parquet"):
-        return write_parquet(records, path)
+    """Write records in the format the file name asks for (``.parquet``, ``.csv``, ``.tsv``;
+    JSONL for any other name)."""
+    fmt = format_of_name(path)
+    if fmt in ("parquet", "csv", "tsv"):
+        return write_table(records, path, fmt)
     return write_jsonl(records, path, num_proc=num_proc)
 
 

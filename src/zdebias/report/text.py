@@ -91,7 +91,8 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"  `zdebias stats` of kept.jsonl (features refit on it, z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
         )
-    lines.append(f"wrote {out / 'kept.jsonl'}, {out / 'rejected.jsonl'}, {out / 'summary.json'}")
+    names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
+    lines.append(f"wrote {', '.join(str(out / name) for name in names)}")
     return "\n".join(lines)
 
 
@@ -104,9 +105,8 @@ def combine_text(s: dict[str, Any], out: Path) -> str:
     for label, row in s["top_z_output"].items():
         if row:
             lines.append(f"  {label}: top z {row['feature']} z={row['z']:.1f}")
-    files = ", ".join(
-        str(out / name) for name in ("combined.jsonl", "rejected.jsonl", "summary.json")
-    )
+    names = [*s.get("output_files", ["combined.jsonl", "rejected.jsonl"]), "summary.json"]
+    files = ", ".join(str(out / name) for name in names)
     lines.append(f"wrote {files}")
     return "\n".join(lines)
 

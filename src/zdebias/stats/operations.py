@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zdebias.data.options import OutputOptions
 from zdebias.stats.plan import Filtered, FilterPlan, plan_filter
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
 from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
+    from zdebias.data.export import InputSchema
     from zdebias.stats.measure import Measurement
 
 
@@ -34,16 +37,56 @@ def filter_file(
     hypo_only: HypoOnly | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    output: OutputOptions | None = None,
 ) -> dict[str, Any]:
     """z-filter ``source`` (GD-NLI Algorithm 1), conditionally on ``seed`` when given, and
     publish the folder ``out`` whole: ``kept.jsonl``, ``rejected.jsonl``, ``summary.json``
     (:func:`~zdebias.data.writers.publish_folder`; an existing ``out`` only with
     ``overwrite``); the summary. ``hypo_only``: applies a trained hypothesis-only model
-    (:data:`~zdebias.stats.source.HypoOnly`)."""
+    (:data:`~zdebias.stats.source.HypoOnly`). ``output``: with ``output_schema`` ``input``,
+    kept and rejected are written in the input's schema instead (``kept.csv`` for a CSV,
+    :mod:`zdebias.data.export`)."""
     from zdebias.data.writers import publish_folder
 
+    schema = _input_schema(source, output)
     with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=progress) as write:
-        return publish_folder(out, write, overwrite=overwrite)
+        if schema is None:
+            return publish_folder(out, write, overwrite=overwrite)
+
+        def build(work: Path) -> dict[str, Any]:
+            summary = write(work)
+            seen = itertools.count()
+            n_seed = summary["n_seed"]
+            from_input = {"kept": lambda r: next(seen) >= n_seed, "rejected": lambda r: True}
+            return _rewrite(work, summary, schema, summary["read"]["task"], from_input)
+
+        return publish_folder(out, build, overwrite=overwrite)
+
+
+def _input_schema(source: FileInput, output: OutputOptions | None) -> InputSchema | None:
+    """The input's schema when ``output`` asks for it (checked before any work), else None."""
+    if output is None or output.output_schema != "input":
+        return None
+    from zdebias.data.export import InputSchema
+
+    return InputSchema(source.path, source.read)
+
+
+def _rewrite(
+    work: Path,
+    summary: dict[str, Any],
+    schema: InputSchema,
+    task: str,
+    from_input: dict[str, Callable[[Any], bool]],
+) -> dict[str, Any]:
+    """The record files of ``work`` rewritten in ``schema``, the summary saying so."""
+    from zdebias.data.export import rewrite_in_schema
+    from zdebias.data.writers import write_json
+
+    names = rewrite_in_schema(work, schema, task, from_input)
+    summary = {**summary, "output_schema": "input", "output_files": [*names.values()]}
+    write_json(summary, work / "summary.json")
+    return summary
 
 
 @contextlib.contextmanager
@@ -146,23 +189,23 @@ def combine_files(
     hypo_only: HypoOnly | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    output: OutputOptions | None = None,
 ) -> dict[str, Any]:
     """The dataset recipe ``settings.recipe`` of ``original`` and ``generated`` (read with
     the original's label set unless its own is given), published as the folder ``out``:
-    ``combined.jsonl``, ``rejected.jsonl``, ``summary.json``; the summary."""
-    from zdebias.data.writers import publish_files
+    ``combined.jsonl``, ``rejected.jsonl``, ``summary.json``; the summary. ``output``: with
+    ``output_schema`` ``input``, combined and rejected are written in the original input's
+    schema instead (generated records mapped into its columns)."""
+    from zdebias.data.writers import publish_folder, write_files
     from zdebias.features.parallel import resolve_num_proc
     from zdebias.stats.recipes import combine
+
+    schema = _input_schema(original, output)
 
     orig, orig_report = read_source(original, settings, hypo_only=hypo_only, progress=progress)
     if generated.task is None:
         generated = dataclasses.replace(generated, task=orig_report.task)
     gen, gen_report = read_source(generated, settings, hypo_only=hypo_only, progress=progress)
-    shared = len({r.id for r in orig}.intersection(r.id for r in gen))
-    if shared:
-        original.teller.warn(
-            f"{original.path} and {generated.path} share {shared} ids; the output may repeat them"
-        )
     result = combine(
         settings.recipe,
         orig,
@@ -171,6 +214,12 @@ def combine_files(
         labels=orig_report.labels,
         progress=progress,
     )
+    if result.summary["n_ids_renamed"]:
+        original.teller.warn(
+            f"{original.path} and {generated.path} repeat ids: "
+            f"{result.summary['n_ids_renamed']} records renamed ID@original / ID@generated "
+            "(their own id in meta.input_id)"
+        )
     summary = {
         **result.summary,
         "original": original.path,
@@ -179,13 +228,17 @@ def combine_files(
         "read_generated": gen_report.summary(),
     }
     files = {"combined.jsonl": result.records, "rejected.jsonl": result.rejected}
-    publish_files(
-        out,
-        {**files, "summary.json": summary},
-        overwrite=overwrite,
-        num_proc=resolve_num_proc(settings.num_proc, len(result.records)),
-    )
-    return summary
+    num_proc = resolve_num_proc(settings.num_proc, len(result.records))
+
+    def build(work: Path) -> dict[str, Any]:
+        write_files(work, {**files, "summary.json": summary}, num_proc=num_proc)
+        if schema is None:
+            return summary
+        original_one: Callable[[Any], bool] = lambda r: r.meta.get("type") == "original"  # noqa: E731
+        from_input = {"combined": original_one, "rejected": original_one}
+        return _rewrite(work, summary, schema, orig_report.task, from_input)
+
+    return publish_folder(out, build, overwrite=overwrite)
 
 
 def measure_file(

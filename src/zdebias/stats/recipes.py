@@ -6,7 +6,9 @@
 - **Seq-Z** ``Z(D_G | Z(D0))``: z-filter the original data, then use the result as the seed for
   the generated data.
 
-Every record of every output is a copy tagged ``meta["type"]`` = ``original`` | ``generated``.
+Every record of every output is a copy tagged ``meta["type"]`` = ``original`` | ``generated``,
+its id unique in the output (:class:`UniqueIds`: a repeated id gets ``@original`` /
+``@generated``).
 Nothing is lost: ``records`` (the combined dataset) and ``rejected`` (with
 ``meta["rejected_by"]``) together hold each input record exactly once.
 
@@ -17,6 +19,7 @@ data only and predicts the generated data, as in the paper.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,13 +52,47 @@ class RecipeResult:
     summary: dict[str, Any]
 
 
-def _tagged(records: Sequence[Record], kind: str) -> list[Record]:
+class UniqueIds:
+    """Ids made unique over the inputs of a recipe, by source: the first record with an id
+    keeps it, a later one with the same id (say two inputs both named ``kept.jsonl``) becomes
+    ``ID@original`` or ``ID@generated``, then ``ID@generated-2``, ... (never an id some
+    record already has), its own id kept in ``meta["input_id"]``. Deterministic: the order
+    of the records decides."""
+
+    def __init__(self, *inputs: Sequence[Record]) -> None:
+        counts: Counter[str] = Counter()
+        for records in inputs:
+            counts.update(r.id for r in records)
+        self.repeated = {i for i, n in counts.items() if n > 1}
+        self.taken = set(counts)
+        self.seen: set[str] = set()
+        #: records whose id was changed
+        self.n_renamed = 0
+
+    def __call__(self, rid: str, kind: str) -> str:
+        """The id a record of ``kind`` with id ``rid`` gets."""
+        if rid not in self.repeated or rid not in self.seen:
+            self.seen.add(rid)
+            return rid
+        new, n = f"{rid}@{kind}", 1
+        while new in self.taken:
+            n += 1
+            new = f"{rid}@{kind}-{n}"
+        self.taken.add(new)
+        self.n_renamed += 1
+        return new
+
+
+def _tagged(records: Sequence[Record], kind: str, ids: UniqueIds) -> list[Record]:
     out = []
     with gc_paused():
         for r in records:
             meta = dict(r.meta)
             meta["type"] = kind
-            out.append(Record(r.id, r.label, r.premise, r.hypothesis, r.text, meta))
+            rid = ids(r.id, kind)
+            if rid != r.id:
+                meta["input_id"] = r.id
+            out.append(Record(rid, r.label, r.premise, r.hypothesis, r.text, meta))
     return out
 
 
@@ -75,8 +112,10 @@ class _Combined:
 
         self.settings = settings
         self.progress = progress
-        self.original = _tagged(original, "original")
-        self.generated = _tagged(generated, "generated")
+        ids = UniqueIds(original, generated)
+        self.original = _tagged(original, "original", ids)
+        self.generated = _tagged(generated, "generated", ids)
+        self.n_ids_renamed = ids.n_renamed
         self.records = self.original + self.generated
         self.labels = tuple(labels) if labels is not None else infer_task(self.records).labels
         self.y = label_ids(self.records, self.labels)
@@ -134,6 +173,7 @@ class _Combined:
             "n_rejected": len(rejected),
             "n_rejected_original": sum(1 for r in rejected if r.meta["type"] == "original"),
             "n_rejected_generated": sum(1 for r in rejected if r.meta["type"] == "generated"),
+            "n_ids_renamed": self.n_ids_renamed,
             "labels": list(self.labels),
             "label_counts_output": {
                 name: int((self.y[kept_rows] == i).sum()) for i, name in enumerate(self.labels)

@@ -160,9 +160,9 @@ def test_convert_writes_a_datasets_folder(tmp_path: Path) -> None:
     redo = ["convert", str(src), str(out), "--to", "datasets", "--overwrite", "--limit", "1"]
     assert runner.invoke(app, redo).exit_code == 0
     assert datasets.load_from_disk(str(out)).num_rows == 1
-    bad = runner.invoke(app, ["convert", str(src), str(tmp_path / "x"), "--to", "csv"])
+    bad = runner.invoke(app, ["convert", str(src), str(tmp_path / "x"), "--to", "xml"])
     assert isinstance(bad.exception, ConfigError)
-    assert "expected one of jsonl, parquet, datasets" in str(bad.exception)
+    assert "expected one of jsonl, csv, tsv, parquet, datasets" in str(bad.exception)
 
 
 class _CountConfig(StageConfig):

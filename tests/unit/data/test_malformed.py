@@ -309,6 +309,63 @@ MORE_BAD_FILES: dict[str, tuple[str, bytes, str, int | None]] = {
         "field 'hypothesis': empty text",
         2,
     ),
+    # issue 27: a key given twice was read silently, the last value winning
+    "jsonl-duplicate-key": (
+        "a.jsonl",
+        _jsonl(
+            [
+                GOOD,
+                b'{"premise": "a", "hypothesis": "b", "label": "entailment", "label": "neutral"}',
+            ]
+        ),
+        "field 'label': duplicate key: the object gives it 2 times (only one value can be read)",
+        2,
+    ),
+    "jsonl-duplicate-key-unspaced": (
+        "a.jsonl",
+        _jsonl([b'{"premise":"a","premise":"b","premise":"c","hypothesis":"d","label":"neutral"}']),
+        "field 'premise': duplicate key: the object gives it 3 times",
+        1,
+    ),
+    "jsonl-duplicate-key-spaced": (
+        "a.jsonl",
+        _jsonl(
+            [GOOD, GOOD, b'{"premise" : "a", "hypothesis" : "b", "hypothesis" :  "c", "label" : 1}']
+        ),
+        "field 'hypothesis': duplicate key",
+        3,
+    ),
+    "jsonl-duplicate-key-in-meta-with-a-float": (
+        "a.jsonl",
+        _jsonl([b'{"premise": "a", "hypothesis": "b", "label": 0, "meta": {"p": 0.5, "p": 0.7}}']),
+        "field 'p': duplicate key",
+        1,
+    ),
+    "jsonl-duplicate-key-nested": (
+        "a.jsonl",
+        _jsonl(
+            [
+                GOOD,
+                b'{"premise": "a", "hypothesis": "b", "label": 0, '
+                b'"meta": {"s": [{"k": 1, "k": 2}]}}',
+            ]
+        ),
+        "field 'k': duplicate key",
+        2,
+    ),
+    # a NUL character in a field was read as text
+    "csv-nul-in-field": (
+        "a.csv",
+        b"premise,hypothesis,label\nA b,c d,neutral\nA\x00b,c d,neutral\n",
+        "field 'premise': NUL character (\\x00) in the field",
+        3,
+    ),
+    "tsv-nul-in-quoted-field": (
+        "a.tsv",
+        b'sentence1\tsentence2\tgold_label\nA b\t"c\x00 d"\tneutral\n',
+        "field 'sentence2': NUL character",
+        2,
+    ),
 }
 
 # inputs without a single labelled record: the reader returns nothing; commands refuse them
@@ -507,16 +564,22 @@ def test_single_label_and_duplicate_ids_warn_with_counts(
     other = _three_labels(tmp_path, 3)
     args = ["--original", str(other), "--generated", str(path), "--out", str(tmp_path / "c")]
     code, err = _main(["-q", "combine", *args, "--recipe", "z-aug"], capsys)
-    assert code == 0 and err == [single, dups]
+    # issue 27: repeated ids are made unique in the output (was: repeated, with a warning)
+    renamed = "records renamed ID@original / ID@generated (their own id in meta.input_id)"
+    assert code == 0 and err == [single, dups, f"{other} and {path} repeat ids: 4 {renamed}"]
     combined = [json.loads(x) for x in (tmp_path / "c" / "combined.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert [r["id"] for r in combined[:3]] == ["r0", "r1", "r2"]  # Z-Aug keeps D0 whole
     assert len(combined) + summary["n_rejected"] == 3 + 8  # and partitions the generated set
+    assert summary["n_ids_renamed"] == 4
     more = _write(tmp_path, "more.jsonl", _jsonl([{**GOOD, "id": f"r{i}"} for i in range(5)]))
     args = ["--original", str(other), "--generated", str(more), "--out", str(tmp_path / "c2")]
     code, err = _main(["-q", "combine", *args, "--recipe", "par-z"], capsys)
     assert code == 0
-    assert err[-1] == f"{other} and {more} share 3 ids; the output may repeat them"
+    assert err[-1] == f"{other} and {more} repeat ids: 3 {renamed}"
+    out = [json.loads(x) for x in (tmp_path / "c2" / "combined.jsonl").read_text().splitlines()]
+    out += [json.loads(x) for x in (tmp_path / "c2" / "rejected.jsonl").read_text().splitlines()]
+    assert len({r["id"] for r in out}) == len(out) == 3 + 5
 
 
 def test_bom_json_list_and_data_field_are_read(tmp_path: Path) -> None:
@@ -594,3 +657,34 @@ def test_skip_mode_with_nothing_left_is_an_error(
         "column 2)"
     ]
     assert list(out.iterdir()) == []
+
+
+def test_key_characters_inside_text_are_not_a_duplicate(tmp_path: Path) -> None:
+    rows = [
+        {"premise": 'He said "no": twice', "hypothesis": '" : x', "label": "neutral"},
+        b'{"premise" :"a",  "hypothesis"\t: "b", "label":"neutral", "meta": {"x": 1.5}}',
+        {**GOOD, "meta": {"a": {"label": 1}, "b": [{"label": 2}]}},
+    ]
+    records = read_records(_write(tmp_path, "a.jsonl", _jsonl(rows)))
+    assert [r.premise for r in records] == ['He said "no": twice', "a", GOOD["premise"]]
+
+
+def test_duplicate_key_rows_are_skipped_and_counted(tmp_path: Path) -> None:
+    dup = b'{"premise": "a", "hypothesis": "b", "label": "entailment", "label": "neutral"}'
+    ds = open_dataset(_write(tmp_path, "a.jsonl", _jsonl([GOOD, dup, GOOD])), on_error="skip")
+    assert len(list(ds)) == 2
+    assert [str(e) for e in ds.report.errors] == [
+        f"{tmp_path / 'a.jsonl'}:2: field 'label': duplicate key: the object gives it 2 times "
+        "(only one value can be read)"
+    ]
+
+
+@pytest.mark.parametrize(("name", "sep"), [("a.csv", ","), ("a.tsv", "\t")])
+def test_a_field_of_200000_characters_is_read(tmp_path: Path, name: str, sep: str) -> None:
+    long = "word " * 40_000  # 200,000 characters; the csv module's default limit is 131,072
+    data = sep.join(["premise", "hypothesis", "label"]) + "\n"
+    data += sep.join([long.strip(), "A short one.", "neutral"]) + "\n"
+    data += sep.join(["Two", "Three", "entailment"]) + "\n"
+    records = read_records(_write(tmp_path, name, data.encode()))
+    assert [len(r.premise or "") for r in records] == [199_999, 3]
+    assert [r.label for r in records] == ["neutral", "entailment"]

@@ -95,11 +95,11 @@ def test_convert_never_overwrites_its_input(
     code, err = _main(["convert", data, data, "--overwrite"], capsys)
     assert code == 2 and err == f"error: {data} is or holds the input {data}; choose another --out"
     assert data.read_bytes() == before
-    folder = tmp_path / "a-folder"
+    folder = tmp_path / "a-folder.jsonl"  # a suffix convert writes (issue 27: else refused)
     folder.mkdir()
     (folder / "x").write_text("")
     code, err = _main(["convert", data, folder, "--overwrite"], capsys)
-    assert code == 2 and "a-folder: not a folder zdebias wrote" in err
+    assert code == 2 and "a-folder.jsonl: not a folder zdebias wrote" in err
 
 
 def test_what_counts_as_written_by_zdebias(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -171,3 +174,53 @@ def test_conditional_filter_fits_hypothesis_only_on_the_seed_as_z_aug_does() -> 
     preds = cond.features.matrix[len(orig) :].toarray()
     assert (preds == preds[0]).all()
     assert _ids(cond.accepted) == [r.id for r in res.records if r.meta["type"] == "generated"]
+
+
+# issue 27: combine of two inputs of the same file name (two folders' kept.jsonl, ids
+# FILE:LINE from the reader) repeated ids in combined.jsonl (seq-z: 390 records, 266 ids)
+
+
+def test_ids_repeated_across_and_within_inputs_are_made_unique_by_source() -> None:
+    orig = [r.replace(id=f"kept.jsonl:{i % 200}") for i, r in enumerate(ORIG)]  # 40 repeats
+    gen = [r.replace(id=f"kept.jsonl:{i}") for i, r in enumerate(GEN)]
+    gen[-1] = gen[-1].replace(id="kept.jsonl:0@generated")  # a rename takes no id in use
+    res = seq_z(orig, gen, **OPTS)
+    out = res.records + res.rejected
+    assert len(out) == len(ORIG) + len(GEN)
+    assert len({r.id for r in out}) == len(out)
+    by_input = {(r.meta["type"], r.meta.get("input_id", r.id)) for r in out}
+    assert len(by_input) == 200 + len(GEN)  # every record traceable to its input id
+    renamed = {r.id: r.meta["input_id"] for r in out if "input_id" in r.meta}
+    assert len(renamed) == res.summary["n_ids_renamed"] == 40 + 200
+    assert renamed["kept.jsonl:5@original"] == "kept.jsonl:5"  # the 2nd use within D0
+    assert renamed["kept.jsonl:5@generated"] == "kept.jsonl:5"
+    assert renamed["kept.jsonl:0@generated-2"] == "kept.jsonl:0"
+    first = {r.id: r for r in out if r.meta["type"] == "original"}
+    assert first["kept.jsonl:5"].premise == orig[5].premise  # the first use keeps its id
+    again = seq_z(orig, gen, **OPTS)
+    assert [r.id for r in again.records] == [r.id for r in res.records]  # deterministic
+
+
+def test_combine_command_of_two_kept_jsonl_gives_distinct_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_main import run_main
+
+    for folder, records in (("a", ORIG), ("b", GEN)):
+        (tmp_path / folder).mkdir()
+        rows = [{k: v for k, v in r.to_dict().items() if k != "id"} for r in records]
+        (tmp_path / folder / "kept.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    args = ["--original", str(tmp_path / "a/kept.jsonl"), "--generated"]
+    args += [str(tmp_path / "b/kept.jsonl"), "--out", str(tmp_path / "c"), "--recipe", "seq-z"]
+    code = run_main(
+        ["-q", "combine", *args, "--features", "unigrams", "--zfilter-batch-size", "40"]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = []
+    for name in ("combined.jsonl", "rejected.jsonl"):
+        out += [json.loads(x) for x in (tmp_path / "c" / name).read_text().splitlines()]
+    assert len(out) == len(ORIG) + len(GEN)
+    assert len({r["id"] for r in out}) == len(out)
+    assert {r["id"] for r in out if r["meta"]["type"] == "original"} == {
+        f"kept.jsonl:{i}" for i in range(1, len(ORIG) + 1)
+    }
