@@ -64,6 +64,49 @@ def stats_text(report: dict[str, Any], top: int) -> str:
     return buf.getvalue().rstrip("\n")
 
 
+def cells_text(cells: dict[str, Any], top: int) -> str:
+    """``stats --cells``: the shortcut-breaking cells of the ``top`` most biased features
+    (SPEC §12), one row per cell, and where all of them were written."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    features = list(dict.fromkeys(c["feature"] for c in cells["cells"]))[:top]
+    shown = set(features)
+    table = Table(
+        "feature",
+        "favoured label",
+        "z",
+        "target label",
+        "rows now",
+        "rows needed",
+        title=f"shortcut-breaking cells (z > {cells['threshold']:.2f}; the {len(features)} "
+        "most biased features)",
+        title_justify="left",
+    )
+    for c in cells["cells"]:
+        if c["feature"] in shown:
+            table.add_row(
+                c["feature"],
+                c["favoured"],
+                f"{c['z']:.1f}",
+                c["label"],
+                f"{c['rows']:,}",
+                f"{c['needed']:,}",
+            )
+    buf = StringIO()
+    console = Console(file=buf, width=110, soft_wrap=True)
+    console.print(table)
+    console.print(
+        f"{cells['n_cells']:,} cells of {cells['n_features']:,} biased features need "
+        f"{cells['rows_needed']:,} rows in all; written to {cells['path']}",
+        markup=False,
+        highlight=False,
+    )
+    return buf.getvalue().rstrip("\n")
+
+
 def filter_text(summary: dict[str, Any], out: Path) -> str:
     lines = [
         f"input {summary['n_input']:,}"
