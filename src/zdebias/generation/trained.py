@@ -235,13 +235,14 @@ class VllmBackend:
         (request,) = self.llm.generate(
             [{"prompt_token_ids": [self.fmt.bos_token_id]}], params, use_tqdm=False
         )
-        out = []
-        for completion in request.outputs:
-            ids = list(completion.token_ids)
-            if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
-                ids.append(self.fmt.eos_token_id)
-            out.append(ids)
-        return out
+        return [self._ids(completion) for completion in request.outputs]
+
+    def _ids(self, completion: Any) -> list[int]:
+        """A completion's token ids, ending with EOS where it stopped there."""
+        ids = list(completion.token_ids)
+        if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
+            ids.append(self.fmt.eos_token_id)
+        return ids
 
     def complete(
         self, prompts: Sequence[Sequence[int]], seed: int, *, choices: Sequence[int] | None = None
@@ -260,14 +261,8 @@ class VllmBackend:
 
         prompts = [prompt for prompt, _ in requests]
         params = [SamplingParams(**kw) for _, kw in requests]
-        out = []
-        for request in self.llm.generate(prompts, params, use_tqdm=False):
-            completion = request.outputs[0]
-            ids = list(completion.token_ids)
-            if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
-                ids.append(self.fmt.eos_token_id)
-            out.append(ids)
-        return out
+        answers = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._ids(request.outputs[0]) for request in answers]
 
 
 def vllm_requests(

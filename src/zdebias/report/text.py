@@ -55,13 +55,17 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         console.print(table)
     if "plot" in report:
         p = report["plot"]
-        console.print(
+        _plain(
+            console,
             f"Gardner plot: {p['png']}, {p['html']} ({p['n_above_curve']:,} of "
             f"{p['n_points']:,} plotted features above the curve)",
-            markup=False,
-            highlight=False,
         )
     return buf.getvalue().rstrip("\n")
+
+
+def _plain(console: Any, text: str) -> None:
+    """Print ``text`` as it is (no rich markup or highlighting: paths, feature names)."""
+    console.print(text, markup=False, highlight=False)
 
 
 def cells_text(cells: dict[str, Any], top: int) -> str:
@@ -98,11 +102,10 @@ def cells_text(cells: dict[str, Any], top: int) -> str:
     buf = StringIO()
     console = Console(file=buf, width=110, soft_wrap=True)
     console.print(table)
-    console.print(
+    _plain(
+        console,
         f"{cells['n_cells']:,} cells of {cells['n_features']:,} biased features need "
         f"{cells['rows_needed']:,} rows in all; written to {cells['path']}",
-        markup=False,
-        highlight=False,
     )
     return buf.getvalue().rstrip("\n")
 
