@@ -108,7 +108,10 @@ def sample_cmd(
     premises: Annotated[
         str | None,
         typer.Option(
-            "--premises", help="Premises to prompt with (openai/local; any supported input)."
+            "--premises",
+            help="Premises (any supported input): hf/vllm write the label and hypothesis "
+            "after each, in a seeded order (--per-premise forces the labels); openai/local "
+            "prompt with them.",
         ),
     ] = None,
     examples: Annotated[

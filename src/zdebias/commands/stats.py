@@ -14,7 +14,7 @@ import typer
 
 from zdebias.commands._cli import check_output, emit, require
 from zdebias.data.options import OutputOptions, ReadOptions
-from zdebias.report.text import combine_text, filter_text, stats_text
+from zdebias.report.text import cells_text, combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
 
@@ -34,6 +34,14 @@ def stats(
         str | None,
         typer.Option("--plot", help="Write the Gardner plot as OUT.png and OUT.html."),
     ] = None,
+    cells: Annotated[
+        str | None,
+        typer.Option(
+            "--cells",
+            help="Write the shortcut-breaking cells here (JSON: each significant feature × "
+            "each label it does not favour, with the rows Z-Aug needs there) and print them.",
+        ),
+    ] = None,
 ) -> None:
     """z-statistics of every feature and label; the top features per label (GD-NLI Table 12)."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
@@ -43,7 +51,9 @@ def stats(
     from zdebias.stats.source import FileInput
 
     path = require(input, "INPUT")
-    for target in ([out] if out else []) + (list(plot_paths(plot)) if plot else []):
+    targets = [out] if out else []
+    targets += (list(plot_paths(plot)) if plot else []) + ([cells] if cells else [])
+    for target in targets:
         check_output(target, cli)
     m, report = measure_file(
         FileInput(path, read), settings, hypo_only=apply_hypo_only_model, progress=cli.progress
@@ -54,7 +64,16 @@ def stats(
     if out:
         # the file also holds the Gardner points, so `zdebias report FILE` can draw the plot
         write_json({**report, "gardner": m.gardner_points(settings.min_n)}, out)
-    emit(report, cli, lambda: stats_text(report, settings.top))
+    shown = ""
+    if cells:
+        from zdebias.stats.cells import cells_of, cells_report
+
+        found = cells_report(cells_of(m), threshold=report["z_critical"], labels=m.labels)
+        write_json(found, cells)
+        found["path"] = cells
+        report["cells"] = {k: v for k, v in found.items() if k != "cells"}
+        shown = "\n" + cells_text(found, settings.top)
+    emit(report, cli, lambda: stats_text(report, settings.top) + shown)
 
 
 @command

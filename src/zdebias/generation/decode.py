@@ -27,6 +27,8 @@ top-k and top-p shape the distribution: other logits processors a model's
 from __future__ import annotations
 
 import inspect
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -124,15 +126,24 @@ def decode(
     width: int = DEFAULT_WIDTH,
     compact_share: float = COMPACT_SHARE,
     stats: dict[str, int] | None = None,
+    prompts: Sequence[Sequence[int]] | None = None,
+    choices: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Sample ``u.shape[1]`` sequences from ``start_id`` (see the module doc): the ids after
     the start token, each ending with ``eos_id`` unless ``max_new_tokens`` cut it, padded with
     ``pad_id`` to the longest. ``u``: the uniforms, ``(max_new_tokens, rows)``; ``stats``, if
-    given, gets ``steps`` and ``row_steps`` (rows the model ran, summed over the steps) added."""
+    given, gets ``steps`` and ``row_steps`` (rows the model ran, summed over the steps) added.
+
+    ``prompts``: per row, the tokens that follow the start token, fed as they are (the row
+    samples from the step after its prompt; every row keeps the positions it would have
+    alone); ``choices``: the only tokens a row may draw at the step right after its prompt
+    (the label tokens, when the model picks the label of a given premise)."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
     rows = u.shape[1]
+    forced = _forced(prompts, rows, device)
+    choice_ids = torch.tensor(list(choices), device=device) if choices is not None else None
     out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=device)
     active = torch.arange(rows, device=device)  # the output row of each batch row
     running = torch.ones(rows, dtype=torch.bool, device=device)  # not ended, per batch row
@@ -144,6 +155,12 @@ def decode(
         for step in range(max_new_tokens):
             row_steps += len(active)
             logits = model(input_ids=tokens, use_cache=True, **{keyword: cache}).logits[:, -1, :]
+            if choice_ids is not None and forced is not None:  # first step after a prompt
+                choose = (forced[1][active] == step).nonzero().squeeze(-1)
+                if len(choose):
+                    allowed = logits[choose][:, choice_ids]
+                    logits[choose] = -math.inf
+                    logits[choose[:, None], choice_ids] = allowed
             nxt = sample_next(
                 logits,
                 u[step, active],
@@ -152,6 +169,9 @@ def decode(
                 temperature=temperature,
                 width=width,
             )
+            if forced is not None and step < forced[0].shape[1]:  # prompt tokens as given
+                given = forced[1][active] > step
+                nxt = torch.where(given, forced[0][active, step], nxt)
             nxt = torch.where(running, nxt, pad_id)  # an ended row waiting to leave: padding
             out[active, step] = nxt
             steps = step + 1
@@ -168,3 +188,19 @@ def decode(
         stats["steps"] = stats.get("steps", 0) + steps
         stats["row_steps"] = stats.get("row_steps", 0) + row_steps
     return out[:, :steps].tolist()
+
+
+def _forced(
+    prompts: Sequence[Sequence[int]] | None, rows: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(tokens [rows, longest], lengths [rows])`` of the rows' prompts, or None."""
+    if prompts is None:
+        return None
+    if len(prompts) != rows:
+        raise ValueError(f"{len(prompts)} prompts for {rows} rows")
+    width = max(1, max(len(p) for p in prompts))
+    tokens = torch.zeros(rows, width, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+    lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long)
+    return tokens.to(device), lengths.to(device)

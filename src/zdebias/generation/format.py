@@ -258,6 +258,18 @@ def encode_record(
     return EncodedExample(ids, 1, (1, 1), (2, 2 + len(t_ids)), [], t_off)
 
 
+def encode_prompt(
+    premise: str, tokenizer: Any, fmt: GeneratorFormat, *, label: str | None = None
+) -> list[int]:
+    """The premise part of the training sequence, ``[BOS] P`` (with ``label``: ``[BOS] P
+    <|label|>``), tokenized as :func:`encode_record` does: what premise-conditioned sampling
+    gives the model before it writes the label (or the hypothesis)."""
+    if not fmt.pair:
+        raise ConfigError(f"--premises: the generator's task {fmt.task!r} has no premise")
+    ids = [fmt.bos_token_id, *_pieces(tokenizer, premise)[0]]
+    return [*ids, fmt.label_token_ids[label]] if label is not None else ids
+
+
 @dataclass
 class ParsedSample:
     """A sampled sequence cut back into its parts; ``error`` names why it is malformed."""

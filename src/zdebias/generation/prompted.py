@@ -46,6 +46,7 @@ from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.generation.format import ParsedSample, sample_key
+from zdebias.generation.premises import unique_premises
 from zdebias.generation.rounds import Candidate, RoundOutput, label_quota, round_seed, run_rounds
 from zdebias.generation.settings import ClientSettings, PromptSettings, SampleSettings
 from zdebias.generation.store import open_run
@@ -473,18 +474,6 @@ def _fingerprint(backend: str, model: str, premises: list[Record], examples: lis
             h.update("\x1f".join(sample_key(r)).encode("utf-8") + b"\x1e")
         h.update(b"\x1d")
     return h.hexdigest()
-
-
-def unique_premises(records: Sequence[Record]) -> list[Record]:
-    """The records with distinct premises (case and space folded), first occurrence kept."""
-    seen: set[str] = set()
-    out = []
-    for r in records:
-        key = _SPACES.sub(" ", (r.premise or "").strip()).casefold()
-        if key and key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
 
 
 class RequestPlanner:

@@ -5,7 +5,9 @@ premises and examples when they are files, and runs one of:
 
 - backends ``hf`` and ``vllm``: a trained generator folder (:mod:`zdebias.generation.trained`)
   in one process; with ``worker`` I/N one worker's rounds, with ``workers`` N all of them as
-  processes, then merged (:mod:`zdebias.generation.workers`);
+  processes, then merged (:mod:`zdebias.generation.workers`); with ``premises`` each row
+  goes on from a given premise (labels sampled, or forced by ``per_premise`` quotas:
+  :mod:`zdebias.generation.conditioned`);
 - backends ``openai`` and ``local``: an instruction model prompted with the premises
   (:mod:`zdebias.generation.prompted`).
 
@@ -71,6 +73,11 @@ def sample_generator(
     hypothesis per premise of ``premises`` and target label, labels balanced, with few-shot
     examples from ``examples`` (default: ``premises``); see :mod:`zdebias.generation.prompted`.
     ``premises`` and ``examples`` are records or files (read with ``read``).
+
+    With a trained generator (``hf``, ``vllm``), ``premises`` conditions each row on a
+    premise (visited in a seeded order): the generator writes the label and the hypothesis,
+    or, with ``per_premise="entailment=1,neutral=1,contradiction=1"``, the hypothesis of each
+    forced label, that many rows per label and premise (``n`` a multiple of their sum).
     """
     if isinstance(settings, int):
         settings, overrides = None, {"n": settings, **overrides}
@@ -108,7 +115,8 @@ def sample_generator(
             f"{out}: holds --worker runs; merge them with `zdebias sample merge {out}` "
             "or use another --out"
         )
-    return sample_trained(gen, out, cfg, progress=progress)
+    rows = _records(premises, read, "premise")
+    return sample_trained(gen, out, cfg, premises=rows, progress=progress)
 
 
 def _check_request(
@@ -117,21 +125,31 @@ def _check_request(
     examples: object,
     prompt_keys: dict[str, Any],
 ) -> None:
-    """Refuse prompted sampling on several workers, premises, examples or prompt settings for
-    a trained generator, and a prompted backend without premises."""
+    """Refuse prompted sampling on several workers, examples or prompt settings for a trained
+    generator, premises on several workers, per-premise quotas without a trained generator
+    and premises, and a prompted backend without premises."""
     prompted = cfg.backend in PROMPTED_BACKENDS
     if prompted and (cfg.worker is not None or cfg.workers > 1):
         raise ConfigError(
             f"--worker/--workers: backend {cfg.backend!r} balances labels over one process; "
             "use backend hf or vllm, or --concurrency for more requests in flight"
         )
-    if not prompted and (premises is not None or examples is not None):
+    if not prompted and examples is not None:
         raise ConfigError(
-            f"--premises/--examples: only --backend openai or local prompts; "
-            f"--backend is {cfg.backend}"
+            f"--examples: only --backend openai or local prompts; --backend is {cfg.backend}"
+        )
+    if not prompted and premises is not None and (cfg.worker is not None or cfg.workers > 1):
+        raise ConfigError(
+            "--premises with --worker/--workers: not supported yet; sample the premises in "
+            "one process (--batch-size sets the rows decoded together)"
         )
     if prompted and not premises:
         raise ConfigError(f"--backend {cfg.backend} needs --premises PATH")
+    if cfg.per_premise is not None and (prompted or premises is None):
+        raise ConfigError(
+            "--per-premise: only premise-conditioned sampling of a trained generator "
+            "(--backend hf/vllm with --premises) takes it"
+        )
     if not prompted and prompt_keys:
         raise ConfigError(
             f"{', '.join(prompt_keys)}: only prompted sampling (backend openai or local) takes "

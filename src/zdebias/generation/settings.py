@@ -198,6 +198,18 @@ class SampleSettings(Settings):
     tensor_parallel_size: int = setting(
         1, "GPUs per vLLM engine (vLLM's tensor_parallel_size; --backend vllm).", ge=1
     )
+    per_premise: str | None = setting(
+        None,
+        "With --premises and backend hf/vllm: force the labels, LABEL=COUNT rows per label "
+        "and premise (e.g. entailment=1,neutral=1,contradiction=1); default: one row per "
+        "premise, its label sampled by the generator.",
+    )
+    attempts: int = setting(
+        4,
+        "With --premises and backend hf/vllm: decodes per row before its premise (and label) "
+        "goes short; a malformed output or a repeat within its round is decoded again.",
+        ge=1,
+    )
 
     @field_validator("worker")
     @classmethod

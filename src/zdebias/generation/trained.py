@@ -13,17 +13,28 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zdebias.data.schema import Record
+from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
+from zdebias.generation.conditioned import (
+    ConditionedRounds,
+    fitting_premises,
+    premise_counts,
+    premises_digest,
+)
 from zdebias.generation.format import GENERATOR_INFO, GeneratorFormat, ParsedSample, parse_output
+from zdebias.generation.premises import PremisePlan, parse_per_premise
 from zdebias.generation.rounds import Candidate, Goal, RoundOutput, round_seed, run_rounds
 from zdebias.generation.settings import SampleSettings, fast_bf16
-from zdebias.generation.store import open_run
+from zdebias.generation.store import SUMMARY, open_run, read_samples
+
+log = logging.getLogger("zdebias")
 
 
 def generator_fingerprint(generator: str | Path) -> str:
@@ -97,37 +108,55 @@ class HFBackend:
         """:meth:`generate` for each seed, decoded as one batch; each row draws with its own
         seeded numbers, so a round's rows are the ones it gets alone (up to float rounding in
         a batch of another size)."""
-        from zdebias.generation.decode import decode, uniforms
+        from zdebias.generation.decode import uniforms
+
+        steps = self.fmt.max_length - 1
+        u = self.torch.cat([uniforms(steps, batch_size, s, self.device) for s in seeds], dim=1)
+        rows = self._decode(u)
+        return [self._trim(rows[k * batch_size : (k + 1) * batch_size]) for k in range(len(seeds))]
+
+    def complete(
+        self, prompts: Sequence[Sequence[int]], seed: int, *, choices: Sequence[int] | None = None
+    ) -> list[list[int]]:
+        """One row per prompt (the ids after the start token), decoded on from it with the
+        uniforms of ``seed``; ``choices``: the tokens allowed right after each prompt (the
+        label tokens). The rows hold their prompt, as :meth:`generate`'s rows hold all."""
+        from zdebias.generation.decode import uniforms
+
+        u = uniforms(self.fmt.max_length - 1, len(prompts), seed, self.device)
+        return self._trim(self._decode(u, prompts=prompts, choices=choices))
+
+    def _decode(self, u: Any, **options: Any) -> list[list[int]]:
+        """:func:`~zdebias.generation.decode.decode` with the sampling settings, on
+        ``threads`` CPU threads."""
+        from zdebias.generation.decode import decode
 
         fmt, cfg, torch = self.fmt, self.config, self.torch
-        steps = fmt.max_length - 1
-        u = torch.cat([uniforms(steps, batch_size, seed, self.device) for seed in seeds], dim=1)
         threads = torch.get_num_threads()
         if self.threads:
             torch.set_num_threads(self.threads)
         try:
-            rows = decode(
+            return decode(
                 self.model,
                 fmt.bos_token_id,
                 fmt.eos_token_id,
                 fmt.pad_token_id,
-                steps,
+                fmt.max_length - 1,
                 u,
                 top_p=cfg.top_p,
                 top_k=cfg.top_k,
                 temperature=cfg.temperature,
                 stats=self.stats,
+                **options,
             )
         finally:
             torch.set_num_threads(threads)
-        out = []
-        for k in range(len(seeds)):
-            chunk = rows[k * batch_size : (k + 1) * batch_size]
-            width = max(
-                r.index(fmt.eos_token_id) + 1 if fmt.eos_token_id in r else len(r) for r in chunk
-            )
-            out.append([r[:width] for r in chunk])  # padded to the round's longest, as alone
-        return out
+
+    def _trim(self, chunk: list[list[int]]) -> list[list[int]]:
+        """``chunk``'s rows padded to its longest (as a round decoded alone)."""
+        eos = self.fmt.eos_token_id
+        width = max(r.index(eos) + 1 if eos in r else len(r) for r in chunk)
+        return [r[:width] for r in chunk]
 
     def generate_hf(self, batch_size: int, seed: int) -> list[list[int]]:
         """As :meth:`generate`, through ``model.generate`` (the sampler's path before the
@@ -206,13 +235,67 @@ class VllmBackend:
         (request,) = self.llm.generate(
             [{"prompt_token_ids": [self.fmt.bos_token_id]}], params, use_tqdm=False
         )
-        out = []
-        for completion in request.outputs:
-            ids = list(completion.token_ids)
-            if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
-                ids.append(self.fmt.eos_token_id)
-            out.append(ids)
-        return out
+        return [self._ids(completion) for completion in request.outputs]
+
+    def _ids(self, completion: Any) -> list[int]:
+        """A completion's token ids, ending with EOS where it stopped there."""
+        ids = list(completion.token_ids)
+        if completion.finish_reason == "stop" and self.fmt.eos_token_id not in ids:
+            ids.append(self.fmt.eos_token_id)
+        return ids
+
+    def complete(
+        self, prompts: Sequence[Sequence[int]], seed: int, *, choices: Sequence[int] | None = None
+    ) -> list[list[int]]:
+        """As :meth:`HFBackend.complete`: with ``choices``, a first request per row draws one
+        of them (the label), then the row goes on from its prompt and that token."""
+        rows = [list(p) for p in prompts]
+        if choices is not None:
+            picked = self._run(vllm_requests(self.fmt, self.settings, rows, seed, choices=choices))
+            rows = [[*p, *ids[:1]] for p, ids in zip(rows, picked, strict=True)]
+        more = self._run(vllm_requests(self.fmt, self.settings, rows, seed))
+        return [[*p, *ids] for p, ids in zip(rows, more, strict=True)]
+
+    def _run(self, requests: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[list[int]]:
+        from vllm import SamplingParams
+
+        prompts = [prompt for prompt, _ in requests]
+        params = [SamplingParams(**kw) for _, kw in requests]
+        answers = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._ids(request.outputs[0]) for request in answers]
+
+
+def vllm_requests(
+    fmt: GeneratorFormat,
+    settings: SampleSettings,
+    prompts: Sequence[Sequence[int]],
+    seed: int,
+    *,
+    choices: Sequence[int] | None = None,
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The vLLM requests that go on from ``prompts`` (ids after the start token): per row the
+    prompt ``{"prompt_token_ids": [start, *prompt]}`` and its ``SamplingParams`` keywords
+    (a seed per row; the tokens left to ``fmt.max_length``). With ``choices``: one token,
+    only from ``choices`` (the label step)."""
+    s = settings
+    out = []
+    for i, prompt in enumerate(prompts):
+        params: dict[str, Any] = {
+            "n": 1,
+            "top_p": s.top_p,
+            "top_k": s.top_k if s.top_k > 0 else -1,
+            "temperature": s.temperature,
+            "skip_special_tokens": False,
+            "detokenize": False,
+        }
+        if choices is not None:
+            params.update(seed=round_seed(seed, -1 - i), max_tokens=1)
+            params["allowed_token_ids"] = list(choices)
+        else:
+            params.update(seed=round_seed(seed, i), max_tokens=fmt.max_length - 1 - len(prompt))
+            params["stop_token_ids"] = [fmt.eos_token_id]
+        out.append(({"prompt_token_ids": [fmt.bos_token_id, *prompt]}, params))
+    return out
 
 
 def vllm_engine_args(generator: str | Path, settings: SampleSettings) -> dict[str, Any]:
@@ -277,8 +360,9 @@ def _record(
     seed: int,
     round_index: int,
     generator: str,
+    extra: dict[str, Any] | None = None,
 ) -> Record:
-    meta = {"type": "generated", "generator": generator, "round": round_index}
+    meta = {"type": "generated", "generator": generator, "round": round_index, **(extra or {})}
     rid = f"gen-s{seed}:{index}"
     if fmt.pair:
         return Record(
@@ -297,16 +381,32 @@ def sample_trained(
     cfg: SampleSettings,
     *,
     goal: Goal | None = None,
+    premises: Sequence[Record] | None = None,
     progress: bool,
 ) -> dict[str, Any]:
     """Sample ``gen`` into ``out``: the whole run, or with ``goal`` the rounds of worker
     ``goal.index`` of ``goal.workers`` (round I, I + N, ...; whole rounds, ids numbered per
-    worker until the merge). Returns the summary."""
+    worker until the merge). With ``premises``, each row is conditioned on a premise (and,
+    with ``cfg.per_premise``, a forced label): :mod:`zdebias.generation.conditioned`.
+    Returns the summary."""
+    from transformers import AutoTokenizer
+
     worker = (goal.index, goal.workers) if goal is not None else None
+    fmt = gen.fmt
+    tokenizer = AutoTokenizer.from_pretrained(gen.path)
+    special = frozenset(int(i) for i in tokenizer.all_special_ids)
     out.mkdir(parents=True, exist_ok=True)
     run = cfg.run_settings()
     if worker is not None:
         run["worker"] = f"{worker[0]}/{worker[1]}"
+    conditioned = None
+    if premises is not None:
+        conditioned, info = _conditioned(premises, tokenizer, fmt, cfg, special)
+        run.update(
+            premises=premises_digest(premises),
+            per_premise=info["per_premise"],
+            attempts=cfg.attempts,
+        )
     folder = open_run(
         out,
         cfg,
@@ -320,12 +420,9 @@ def sample_trained(
         if not state["shards"]:
             state["next_round"] = worker[0]  # its first round: I, then I + N, ...
         state["worker"] = {"index": worker[0], "workers": worker[1], "n": cfg.n}
+    if conditioned is not None:
+        state["premises"] = info
 
-    from transformers import AutoTokenizer
-
-    fmt = gen.fmt
-    tokenizer = AutoTokenizer.from_pretrained(gen.path)
-    special = frozenset(int(i) for i in tokenizer.all_special_ids)
     engine = None
     if (goal is None and state["n_written"] < cfg.n) or (goal and not goal.finished(state)):
         engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
@@ -335,6 +432,8 @@ def sample_trained(
 
     def produce(round_index: int, _: dict[str, int] | None) -> RoundOutput:
         assert engine is not None
+        if conditioned is not None:
+            return conditioned(engine, round_index)
         candidates = []
         for ids in rounds(round_index):
             parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
@@ -342,14 +441,82 @@ def sample_trained(
         return RoundOutput(candidates)
 
     def make_record(c: Candidate, index: int, round_index: int) -> Record:
-        record = _record(c.parsed, index, fmt, cfg.seed, round_index, gen_name)
+        record = _record(c.parsed, index, fmt, cfg.seed, round_index, gen_name, c.meta)
         if worker is not None:  # the merge numbers the samples of all workers
             return record.replace(id=f"gen-s{cfg.seed}-w{worker[0]}of{worker[1]}:{index}")
         return record
 
-    return run_rounds(
-        folder, cfg, produce, make_record, progress=progress, hint="is it trained?", goal=goal
+    quota = None
+    if conditioned is not None and conditioned.plan.forced:
+        per_draw = cfg.n // conditioned.plan.per_premise
+        quota = {lab: per_draw * k for lab, k in info["per_premise"].items()}
+    summary = run_rounds(
+        folder,
+        cfg,
+        produce,
+        make_record,
+        progress=progress,
+        quota=quota,
+        hint="is it trained?",
+        goal=goal,
     )
+    if conditioned is not None and summary["complete"]:
+        counts = premise_counts(read_samples(out), conditioned.plan, cfg.batch_size)
+        summary["premises"] = {**info, **counts}
+        if counts["n_short"]:
+            log.warning(
+                "%d premises got fewer than their %d rows (every decode of a row malformed, or "
+                "a repeat of an earlier sample of the same premise); see summary.json",
+                counts["n_short"],
+                conditioned.plan.per_premise,
+            )
+        write_json(summary, out / SUMMARY)
+    return summary
+
+
+def _conditioned(
+    premises: Sequence[Record],
+    tokenizer: Any,
+    fmt: GeneratorFormat,
+    cfg: SampleSettings,
+    special: frozenset[int],
+) -> tuple[ConditionedRounds, dict[str, Any]]:
+    """The producer of premise-conditioned rounds and what the summary says about them;
+    refuses a generator without premises, and ``n`` that is not whole premises' quotas."""
+    if not fmt.pair:
+        raise ConfigError(f"--premises: the generator's task {fmt.task!r} has no premise")
+    quotas = parse_per_premise(cfg.per_premise, fmt.labels) if cfg.per_premise else None
+    fitting, too_long = fitting_premises(premises, tokenizer, fmt)
+    if too_long:
+        log.warning(
+            "--premises: %d premises leave no room for a hypothesis within the generator's "
+            "max length %d; skipped",
+            too_long,
+            fmt.max_length,
+        )
+    if not fitting:
+        raise ConfigError(
+            f"--premises: none of the {len(premises)} premises fits the generator's max "
+            f"length {fmt.max_length} with a hypothesis"
+        )
+    plan = PremisePlan.of(fitting, seed=cfg.seed, per_premise=quotas)
+    if cfg.n % plan.per_premise:
+        raise ConfigError(
+            f"--n {cfg.n}: not a multiple of {plan.per_premise}, the rows --per-premise asks "
+            "for each premise"
+        )
+    rounds = ConditionedRounds(
+        plan, tokenizer, fmt, cfg.batch_size, cfg.seed, cfg.attempts, special
+    )
+    info = {
+        "per_premise": quotas,
+        "labels": "forced" if quotas else "sampled",
+        "n_premises": len(premises),
+        "n_unique": len(plan.order) + too_long,
+        "n_too_long": too_long,
+        "attempts": cfg.attempts,
+    }
+    return rounds, info
 
 
 __all__ = [
@@ -363,4 +530,5 @@ __all__ = [
     "generator_fingerprint",
     "sample_trained",
     "vllm_engine_args",
+    "vllm_requests",
 ]

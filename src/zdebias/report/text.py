@@ -55,12 +55,58 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         console.print(table)
     if "plot" in report:
         p = report["plot"]
-        console.print(
+        _plain(
+            console,
             f"Gardner plot: {p['png']}, {p['html']} ({p['n_above_curve']:,} of "
             f"{p['n_points']:,} plotted features above the curve)",
-            markup=False,
-            highlight=False,
         )
+    return buf.getvalue().rstrip("\n")
+
+
+def _plain(console: Any, text: str) -> None:
+    """Print ``text`` as it is (no rich markup or highlighting: paths, feature names)."""
+    console.print(text, markup=False, highlight=False)
+
+
+def cells_text(cells: dict[str, Any], top: int) -> str:
+    """``stats --cells``: the shortcut-breaking cells of the ``top`` most biased features
+    (SPEC §12), one row per cell, and where all of them were written."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    features = list(dict.fromkeys(c["feature"] for c in cells["cells"]))[:top]
+    shown = set(features)
+    table = Table(
+        "feature",
+        "favoured label",
+        "z",
+        "target label",
+        "rows now",
+        "rows needed",
+        title=f"shortcut-breaking cells (z > {cells['threshold']:.2f}; the {len(features)} "
+        "most biased features)",
+        title_justify="left",
+    )
+    for c in cells["cells"]:
+        if c["feature"] in shown:
+            table.add_row(
+                c["feature"],
+                c["favoured"],
+                f"{c['z']:.1f}",
+                c["label"],
+                f"{c['rows']:,}",
+                f"{c['needed']:,}",
+            )
+    buf = StringIO()
+    console = Console(file=buf, width=110, soft_wrap=True)
+    console.print(table)
+    _plain(
+        console,
+        f"{cells['n_cells']:,} cells of {cells['n_features']:,} biased features need "
+        f"{cells['rows_needed']:,} rows in all; written to {cells['path']}",
+    )
     return buf.getvalue().rstrip("\n")
 
 

@@ -96,8 +96,10 @@ def debias_generator_stage(
 
 
 class SampleConfig(SampleSettings, PromptSettings, StageConfig):
-    """Sample (P, l, H) from a generator (SPEC §6), in resumable shards; with ``backend``
-    openai / local, prompt an instruction model with ``premises`` (few-shot ``examples``)."""
+    """Sample (P, l, H) from a generator (SPEC §6), in resumable shards; with ``premises``,
+    a trained generator writes the label (or, with ``per_premise``, the hypothesis of each
+    forced label) after each premise; with ``backend`` openai / local, prompt an instruction
+    model with ``premises`` (few-shot ``examples``)."""
 
     generator: ModelRef
     premises: OptRecordsRef = None
