@@ -322,3 +322,32 @@ def test_recipes_take_labels_for_single_text_and_note_the_map(tmp_path: Path) ->
         f"{path}: raw labels read as 0=contradiction, 1=neutral, 2=entailment (label_map)"
         in notes["zf"]
     )
+
+
+def test_a_generator_of_custom_labels_writes_single_texts(tiny_model, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from zdebias.data.schema import Record
+    from zdebias.generation.format import GeneratorFormat
+    from zdebias.generation.trainer import train_generator
+
+    texts = [Record(f"t{i}", ("bad", "good")[i % 2], text=f"film {i} was fine") for i in range(8)]
+    out = tmp_path / "gen"
+    train_generator(
+        texts, tiny_model("gpt2"), out, task="labels:bad,good", max_steps=1, progress=False
+    )
+    fmt = GeneratorFormat.load(out)
+    assert (fmt.task, fmt.labels, fmt.pair) == ("labels:bad,good", ["bad", "good"], False)
+
+
+def test_real_sst2_reads_by_the_glue_convention() -> None:
+    import os
+
+    root = Path(os.environ.get("ZDEBIAS_TEST_DATA", "../shared/data")) / "sst2" / "dev.tsv"
+    if not root.is_file():
+        pytest.skip("no shared data")
+    records, report = ReadOptions().read(root)
+    assert Counter(r.label for r in records) == {"negative": 428, "positive": 444}
+    assert (report.label_map_from, report.label_map) == (
+        "glue-sst2",
+        {"0": "negative", "1": "positive"},
+    )
