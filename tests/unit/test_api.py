@@ -69,6 +69,7 @@ def test_mapping_unlabelled_rows_and_a_custom_index() -> None:
     out, summary = zdebias.z_filter(
         df,
         columns={"premise": "sentence1", "hypothesis": "sentence2", "label": "y"},
+        label_map={0: "entailment", 1: "neutral", 2: "contradiction"},  # issue 27: numbers need it
         return_summary=True,
     )
     assert list(out.index) == [10, 20, 30, 40]

@@ -41,6 +41,8 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
         "task": rep.task,
         "n_examples": sum(labels.values()),
         "label_counts": {name: labels.get(name, 0) for name in names},
+        "label_map": rep.label_map,
+        "label_map_from": rep.label_map_from,
         "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,
         "skipped_errors": [str(e) for e in rep.errors[:20]],

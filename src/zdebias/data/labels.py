@@ -1,13 +1,17 @@
-"""Named label sets per task, with numeric and alias mapping (SPEC §1).
+"""Named label sets per task, raw labels to names, and raw-label conventions (SPEC §1).
 
 The one place that infers a label set from records (:func:`infer_task`) and maps records'
 labels to ids (:func:`label_ids`); statistics, features, classifiers and generators use these.
+A raw label is a task's label name or one of its aliases; a number never stands for a label
+by its position unless the input says so (a ``ClassLabel``, ``--label-map``, or a format that
+fixes it: :data:`CONVENTIONS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -23,47 +27,58 @@ if TYPE_CHECKING:
 UNLABELLED = frozenset({"", "-", "-1", "none", "null"})
 
 
+def raw_key(raw: object) -> str:
+    """The key of a raw label: stripped lower-case text; an integral number (``2``, ``2.0``,
+    ``numpy.int64(2)``) as its digits. ``ValueError`` for a value that can name no label
+    (a bool, a fraction, a number of 10 digits or more)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"unknown label {raw!r}")
+    if isinstance(raw, numbers.Number) and not isinstance(raw, numbers.Integral):
+        if not (isinstance(raw, numbers.Real) and float(raw).is_integer()):
+            raise ValueError(f"unknown label {raw!r}")
+        raw = int(raw)
+    if isinstance(raw, numbers.Integral):
+        if abs(int(raw)) >= 10**9:
+            raise ValueError("unknown label: number too large")
+        return str(int(raw))
+    return str(raw).strip().lower()
+
+
 @dataclass(frozen=True)
 class Task:
-    """A task's label set. ``labels[i]`` is the name of numeric label ``i``."""
+    """A task's label set. ``labels[i]`` is the name of label id ``i`` (the order of the
+    model's outputs, never a reading of raw numbers). ``pair``: pair data (premise,
+    hypothesis) or single text; None for a custom set (``labels:a,b``) whose data decides."""
 
     name: str
     labels: tuple[str, ...]
-    pair: bool = True
+    pair: bool | None = True
     aliases: dict[str, str] = field(default_factory=dict)
 
     def normalize(self, raw: object) -> str | None:
-        """Map a raw label (name, alias, int or numeric string) to its name.
+        """The label name of a raw label: a name or an alias, any case.
 
         Returns ``None`` for an unlabelled row (``-``, ``-1``, empty) and raises
-        ``ValueError`` for a label the task does not know.
+        ``ValueError`` for anything else (a number too: what it means is the input's to say).
         """
         if raw is None:
             return None
-        if isinstance(raw, bool):
-            raise ValueError(f"unknown label {raw!r}")
-        if isinstance(raw, int | float):
-            if isinstance(raw, float) and not raw.is_integer():
-                raise ValueError(f"unknown label {raw!r}")
-            if abs(raw) >= 10**9:
-                raise ValueError(
-                    f"unknown label: number too large; expected one of {', '.join(self.labels)}"
-                )
-            raw = str(int(raw))
-        key = str(raw).strip().lower()
+        key = raw_key(raw)
         if key in UNLABELLED:
             return None
         if key in self.aliases:
             return self.aliases[key]
-        if key.isdigit() and len(key) < 10:
-            index = int(key)
-            if index < len(self.labels):
-                return self.labels[index]
-        raise ValueError(f"unknown label {_shown(raw)}; expected one of {', '.join(self.labels)}")
+        shown = _shown(raw if isinstance(raw, str) else key)
+        expected = ", ".join(self.labels)
+        raise ValueError(f"unknown label {shown}; expected one of {expected} (task {self.name})")
 
     def index(self, label: str) -> int:
         """The numeric id of a label name."""
         return self.labels.index(label)
+
+    def of_kind(self, pair: bool) -> Task:
+        """This task for data of that kind: a custom set takes the data's kind."""
+        return self if self.pair is not None else replace(self, pair=pair)
 
     @property
     def num_labels(self) -> int:
@@ -106,20 +121,19 @@ TASKS: dict[str, Task] = {
 
 
 def get_task(name: str | Task) -> Task:
-    """The task of that name (``nli``, ``nli-binary``, ``sentiment``) or a custom one.
-
-    A custom task is written ``labels:a,b,c`` (pair task) or ``text-labels:a,b`` (single text).
-    """
+    """The task of that name (``nli``, ``nli-binary``, ``sentiment``) or a custom one,
+    ``labels:a,b,c``: pair or single-text data alike, as the data's columns say
+    (``text-labels:a,b``, the old spelling for single text, is read as ``labels:a,b``)."""
     if isinstance(name, Task):
         return name
     if name in TASKS:
         return TASKS[name]
-    for prefix, pair in (("labels:", True), ("text-labels:", False)):
+    for prefix in ("labels:", "text-labels:"):
         if name.startswith(prefix):
             labels = tuple(x.strip() for x in name[len(prefix) :].split(",") if x.strip())
             if len(labels) < 2:
                 raise ConfigError(f"custom task {name!r} needs at least two labels")
-            return Task(name, labels, pair=pair, aliases=_aliases(labels))
+            return Task(f"labels:{','.join(labels)}", labels, pair=None, aliases=_aliases(labels))
     raise ConfigError(f"unknown task {name!r}; expected one of {', '.join(TASKS)} or labels:a,b,c")
 
 
@@ -144,8 +158,74 @@ def infer_task(records: Iterable[Record]) -> Task:
                 return task
             return Task(f"labels:{','.join(task.labels)}", task.labels, pair, task.aliases)
     labels = tuple(sorted(seen))
-    prefix = "labels:" if pair else "text-labels:"
-    return Task(prefix + ",".join(labels), labels, pair=pair, aliases=_aliases(labels))
+    return Task("labels:" + ",".join(labels), labels, pair=pair, aliases=_aliases(labels))
+
+
+#: The order of each built-in task's labels in the datasets most often met on the HF hub,
+#: named in the example of the error for an unmapped number (an example, never applied).
+HUB_ORDER = {
+    "nli": "the SNLI/MNLI order on the hub",
+    "nli-binary": "the HANS order on the hub",
+    "sentiment": "the SST-2/IMDB order on the hub",
+}
+
+
+def map_text(pairs: Mapping[str, str], flag: str) -> str:
+    """A label map as the user writes it: ``--label-map 0=a,1=b`` or ``label_map={...}``."""
+    if flag.startswith("--"):
+        return f"{flag} {','.join(f'{k}={v}' for k, v in pairs.items())}"
+    return f"{flag}={dict(pairs)!r}"
+
+
+def unmapped_hint(task: Task, key: str, given: Mapping[str, str], flag: str) -> str:
+    """How to say what the raw label ``key`` means, for the error of a label that is neither
+    a name of ``task`` nor a key of the user's map ``given`` (``flag``: ``--label-map`` or
+    ``label_map``). The example is the task's labels in order, for a number."""
+    if given:
+        free = [name for name in task.labels if name not in given.values()]
+        example = {**given, (key if len(key) <= 20 else "VALUE"): (free or task.labels)[0]}
+        return f"it is not a key of {map_text(given, flag)}; add it, e.g. {map_text(example, flag)}"
+    if key.lstrip("-").isdigit():
+        example = {str(i): name for i, name in enumerate(task.labels)}
+        order = f" ({HUB_ORDER[task.name]})" if task.name in HUB_ORDER else ""
+    else:
+        example = {(key if len(key) <= 20 else "VALUE"): task.labels[-1]}
+        order = ""
+    return f"say what it means with {map_text(example, flag)}{order}"
+
+
+@dataclass(frozen=True)
+class LabelConvention:
+    """Raw labels whose meaning a dataset's own definition fixes, read that way when a file
+    has exactly its layout (format, header) and the task is ``task``, and no map is given.
+    The map used is recorded in every summary (``label_map_from``: the convention's name)."""
+
+    name: str
+    format: str
+    columns: tuple[str, ...]
+    task: str
+    label_map: dict[str, str]
+
+
+#: The conventions the readers know. GLUE SST-2 (Wang et al. 2019; ``train.tsv``,
+#: ``dev.tsv``: header ``sentence<TAB>label``) defines 0 = negative, 1 = positive.
+CONVENTIONS = (
+    LabelConvention(
+        "glue-sst2", "tsv", ("sentence", "label"), "sentiment", {"0": "negative", "1": "positive"}
+    ),
+)
+
+
+def convention_for(fmt: str | None, columns: Sequence[str], task: Task) -> LabelConvention | None:
+    """The convention of a file of format ``fmt`` and header ``columns`` read as ``task``."""
+    return next(
+        (
+            c
+            for c in CONVENTIONS
+            if c.format == fmt and tuple(columns) == c.columns and c.task == task.name
+        ),
+        None,
+    )
 
 
 def label_ids(

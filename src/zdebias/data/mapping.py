@@ -8,11 +8,12 @@ through the same :class:`RowMapper`, so both read the same records from the same
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from zdebias.data.labels import Task, get_task
+from zdebias.data.labels import Task, convention_for, get_task, raw_key, unmapped_hint
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 
@@ -39,6 +40,12 @@ class ReadReport:
     n_unlabelled: int = 0
     unlabelled_lines: list[int] = field(default_factory=list)
     errors: list[DataError] = field(default_factory=list)
+    #: raw label → label name, as read (None: the raw labels were the task's names)
+    label_map: dict[str, str] | None = None
+    #: where ``label_map`` came from: ``names`` (none used), ``label_map`` (the user's),
+    #: ``ClassLabel`` (the dataset's label names), ``ClassLabel+label_map``, or a
+    #: convention's name (:data:`~zdebias.data.labels.CONVENTIONS`, e.g. ``glue-sst2``)
+    label_map_from: str = "names"
 
     @property
     def n_errors(self) -> int:
@@ -54,6 +61,13 @@ class ReadReport:
         """All data rows seen: records + unlabelled + bad."""
         return self.n_records + self.n_unlabelled + self.n_errors
 
+    def mapping_line(self) -> str | None:
+        """How raw labels were read, for the user: None when they were the task's names."""
+        if not self.label_map:
+            return None
+        mapped = ", ".join(f"{k}={v}" for k, v in self.label_map.items())
+        return f"{self.path}: raw labels read as {mapped} ({self.label_map_from})"
+
     def summary(self) -> dict[str, Any]:
         """A JSON-ready summary (first 20 error lines only)."""
         return {
@@ -64,11 +78,18 @@ class ReadReport:
             "n_unlabelled": self.n_unlabelled,
             "n_errors": self.n_errors,
             "errors": [str(e) for e in self.errors[:20]],
+            "label_map": self.label_map,
+            "label_map_from": self.label_map_from,
         }
 
 
 class RowMapper:
-    """Turns raw dict rows into Records: column mapping, label mapping, validation."""
+    """Turns raw dict rows into Records: column mapping, label mapping, validation.
+
+    A raw label is read as the user's map says (``label_map``), else as a ``ClassLabel``'s
+    name (``label_names``), else as a convention of the format (``fmt`` and the columns),
+    then as a name or alias of the task; anything else is a located :class:`DataError` whose
+    message says how to map it (``flag``: ``--label-map``, or ``label_map`` for Python)."""
 
     def __init__(
         self,
@@ -81,6 +102,8 @@ class RowMapper:
         default_task: str,
         id_prefix: str,
         label_names: list[str] | None = None,
+        fmt: str | None = None,
+        flag: str = "--label-map",
     ) -> None:
         self.path = path
         keys = list(keys)
@@ -102,6 +125,9 @@ class RowMapper:
         self.pair = "premise" in mapping and "hypothesis" in mapping
         if task is None:
             task = get_task(default_task if self.pair else "sentiment")
+        if task.pair is None:  # a custom label set: pair or single text, as the columns say
+            paired = "text" not in mapping and ("premise" in mapping or "hypothesis" in mapping)
+            task = task.of_kind(self.pair or paired)
         self.task = task
         needed = ("premise", "hypothesis", "label") if task.pair else ("text", "label")
         if task.pair and not self.pair:
@@ -121,8 +147,17 @@ class RowMapper:
         self.extra = [
             k for k in keys if k not in used and k != "meta" and not k.endswith(_DROPPED_SUFFIXES)
         ]
-        self.label_map = {str(k).strip().lower(): v for k, v in (label_map or {}).items()}
+        self.flag = flag
+        self.given = {str(k): str(v) for k, v in (label_map or {}).items()}
         self.label_names = label_names
+        self.label_map_from = "label_map" if self.given else "names"
+        convention = None if self.given else convention_for(fmt, keys, task)
+        if convention is not None:
+            self.given, self.label_map_from = dict(convention.label_map), convention.name
+        #: raw label key → label name (None: unlabelled), the user's map checked once here
+        self.label_map = {raw_key(k): self._target(k, v) for k, v in self.given.items()}
+        if label_names is not None:
+            self.label_map_from = "ClassLabel+label_map" if self.given else "ClassLabel"
         self.id_prefix = id_prefix
         #: (raw label, its type) → label name or None, for raw labels already read
         self._labels: dict[tuple[Any, type], str | None] = {}
@@ -138,6 +173,7 @@ class RowMapper:
         """The Records of ``(line, row)`` pairs, counted in ``report``: unlabelled rows are
         skipped, bad rows raise their :class:`DataError` (``skip``: counted and skipped).
         ``lines``: the line of each record given is appended to it."""
+        report.label_map, report.label_map_from = self.used_map(), self.label_map_from
         for line, row in rows:
             try:
                 record = self(row, line)
@@ -210,20 +246,55 @@ class RowMapper:
             return Record(rid, label, values["premise"], values["hypothesis"], None, meta)
         return Record(rid, label, None, None, values["text"], meta)
 
+    def _target(self, key: str, value: str) -> str | None:
+        """The label name ``value`` (a map's value) stands for; ConfigError if none."""
+        try:
+            return self.task.normalize(value)
+        except ValueError:
+            raise ConfigError(
+                f"{self.flag}: {key}={value}: {value!r} is not a label of task {self.task.name} "
+                f"({', '.join(self.task.labels)})"
+            ) from None
+
+    def used_map(self) -> dict[str, str] | None:
+        """Raw label → label name as this mapper reads them (None: names only), for the
+        summaries: a ``ClassLabel``'s numbers, then the given or conventional map."""
+        used: dict[str, str] = {}
+        for i, name in enumerate(self.label_names or ()):
+            key = raw_key(name)
+            label = self.label_map[key] if key in self.label_map else self._name(name)
+            used[str(i)] = label if label is not None else name
+        for key, value in self.given.items():
+            used[key] = self.label_map[raw_key(key)] or value
+        return used or None
+
+    def _name(self, raw: Any) -> str | None:
+        try:
+            return self.task.normalize(raw)
+        except ValueError:
+            return None
+
     def _label(self, raw: Any, line: int, label_col: str) -> str | None:
         """The label name of a raw label (None: unlabelled); DataError if unknown."""
-        if (
-            self.label_names is not None
-            and isinstance(raw, int)
-            and 0 <= raw < len(self.label_names)
-        ):
-            raw = self.label_names[raw]
-        if raw is not None and str(raw).strip().lower() in self.label_map:
-            raw = self.label_map[str(raw).strip().lower()]
+        if raw is None:
+            return None
+        try:
+            key = raw_key(raw)
+        except ValueError as err:
+            raise DataError(str(err), path=self.path, line=line, field=label_col) from None
+        if key in self.label_map:
+            return self.label_map[key]
+        names = self.label_names
+        if names is not None and isinstance(raw, numbers.Integral) and 0 <= raw < len(names):
+            raw = names[raw]
+            key = raw_key(raw)
+            if key in self.label_map:
+                return self.label_map[key]
         try:
             return self.task.normalize(raw)
         except ValueError as err:
-            raise DataError(str(err), path=self.path, line=line, field=label_col) from None
+            hint = unmapped_hint(self.task, key, self.given, self.flag)
+            raise DataError(f"{err}; {hint}", path=self.path, line=line, field=label_col) from None
 
 
 __all__ = ["COLUMN_CANDIDATES", "ReadReport", "RowMapper"]

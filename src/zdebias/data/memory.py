@@ -146,6 +146,7 @@ def read_rows(
         default_task="nli",
         id_prefix="row",
         label_names=label_names,
+        flag="label_map",
     )
     report.task = mapper.task.name
     mapped = mapper.records(enumerate(rows), report, skip=on_error == "skip", lines=positions)

@@ -32,15 +32,18 @@ class ReadOptions(Settings):
     )
     task: str | None = setting(
         None,
-        "Label set: nli, nli-binary, sentiment, or labels:a,b,c. Detected from the columns when "
-        "omitted.",
+        "Label set: nli, nli-binary, sentiment, or your own labels:a,b,c (pair or single-text "
+        "data, as the columns say). Detected from the columns when omitted.",
     )
     columns: dict[str, str] = setting(
         default_factory=dict,
         help="Column mapping, e.g. premise=sentence1,hypothesis=sentence2,label=y",
     )
     label_map: dict[str, str] = setting(
-        default_factory=dict, help="Raw label → label name, e.g. 0=negative,1=positive"
+        default_factory=dict,
+        help="What each raw label means: raw label → label name, e.g. "
+        "0=entailment,1=neutral,2=contradiction. Needed for numbers and any raw label that "
+        "is not a name of the task (a ClassLabel's names are used as they are).",
     )
     split: str | None = setting(None, "Split of a triplet folder (s1.SPLIT ...).")
     on_error: Literal["raise", "skip"] = setting(
@@ -56,6 +59,8 @@ class ReadOptions(Settings):
         if isinstance(value, str) or value is None:
             what = "column mapping" if info.field_name == "columns" else "label mapping"
             return parse_mapping(value, what)
+        if isinstance(value, dict):  # label_map={0: "contradiction"}: keys as the file has them
+            return {str(k): v for k, v in value.items()}
         return value
 
     def open(self, path: str | Path, *, task: Any = None) -> Dataset:

@@ -181,6 +181,7 @@ class Dataset:
             default_task=default_task,
             id_prefix=id_prefix,
             label_names=label_names,
+            fmt=self.format,
         )
 
 

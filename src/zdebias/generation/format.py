@@ -162,6 +162,11 @@ def add_format_tokens(
     where mean-initialised tokens start with probability ~0 and need many steps to learn.
     """
     task = get_task(task)
+    if task.pair is None:
+        raise ConfigError(
+            f"task {task.name}: say whether the generator writes pairs or single texts "
+            "(Task.of_kind)"
+        )
     if tokenizer.eos_token_id is None:
         raise ConfigError("the model's tokenizer has no end-of-sequence token; cannot use it")
     if not getattr(tokenizer, "is_fast", False):

@@ -356,8 +356,9 @@ def train_generator(
                 )
             fmt.max_length = args.max_length
         else:
+            kind = get_task(task or "nli").of_kind((records or negatives)[0].is_pair)
             fmt = add_format_tokens(
-                tokenizer, lm, task or "nli", max_length=args.max_length, label_init=args.label_init
+                tokenizer, lm, kind, max_length=args.max_length, label_init=args.label_init
             )
         lm.generation_config.bos_token_id = fmt.bos_token_id
         lm.generation_config.eos_token_id = fmt.eos_token_id

@@ -107,12 +107,15 @@ def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> li
 
 
 def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
-    """Note in the run what reading the declared dataset ``path`` skipped, if anything."""
+    """Note in the run what reading the declared dataset ``path`` skipped, if anything, and
+    how its raw labels were read when they were not the task's names."""
     if report.n_unlabelled or report.n_errors:
         ctx.note(
             f"{path}: skipped {report.n_unlabelled} rows without a gold label and "
             f"{report.n_errors} bad rows"
         )
+    if report.mapping_line() is not None:
+        ctx.note(report.mapping_line())
 
 
 class Inputs:

@@ -17,6 +17,9 @@ def inspect_text(info: dict[str, Any]) -> str:
     console = Console(file=buf, width=100, soft_wrap=True)
     console.print(f"[bold]{info['path']}[/bold]  format={info['format']}  task={info['task']}")
     console.print(f"examples: {info['n_examples']:,}")
+    if info.get("label_map"):
+        mapped = ", ".join(f"{k}={v}" for k, v in info["label_map"].items())
+        console.print(f"raw labels read as {mapped} ({info['label_map_from']})", markup=False)
     table = Table("label", "count", "share")
     total = max(info["n_examples"], 1)
     for name, count in info["label_counts"].items():

@@ -38,6 +38,8 @@ def merged_report(path: str, results: list[dict[str, Any]]) -> ReadReport:
     tasks = [r["report"][0] for r in results]
     task = next((t for t in tasks if t != "?"), "?")
     report = ReadReport(path, "jsonl", task)
+    maps = [r["label_map"] for r in results if r["label_map"][0] is not None]
+    report.label_map, report.label_map_from = maps[0] if maps else (None, "names")
     for r in results:
         report.n_records += r["report"][1]
         report.n_unlabelled += r["report"][2]

@@ -123,6 +123,7 @@ class Shard:
         report = ds.report
         return {
             "report": (report.task, report.n_records, report.n_unlabelled),
+            "label_map": (report.label_map, report.label_map_from),
             "unlabelled_lines": report.unlabelled_lines,
             "errors": report.errors,
             "pair": self.pair,

@@ -16,7 +16,9 @@ from zdebias.data.writers import RecordEncoder, _json_default
 # Lines that orjson reads differently from json (a 21-digit integer, which it turns into a
 # float), rejects (Infinity, a BOM, a blank line) or reads the same (plain rows, nested
 # meta);
-# the reader must give one result whatever route each line takes.
+# the reader must give one result whatever route each line takes. Numbers are labels by
+# the map given (issue 27: never by position).
+NLI_MAP = {"0": "entailment", "1": "neutral", "2": "contradiction"}
 LINES = [
     '\ufeff{"id": "a", "premise": "P one.", "hypothesis": "H one.", "label": "entailment", '
     '"score": 1, "w": 2, "extra": false}',
@@ -33,9 +35,9 @@ LINES = [
 
 def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Record], ...]:
     assert sources_module._fast_loads() is not None  # orjson is installed: both routes run
-    fast, fast_report = ReadOptions().read(path)
+    fast, fast_report = ReadOptions(label_map=NLI_MAP).read(path)
     monkeypatch.setattr(sources_module, "_fast_loads", lambda: None)
-    slow, slow_report = ReadOptions().read(path)
+    slow, slow_report = ReadOptions(label_map=NLI_MAP).read(path)
     assert fast_report.summary() == slow_report.summary()
     return fast, slow
 
@@ -94,7 +96,7 @@ def test_label_cache_keeps_int_and_str_apart(tmp_path: Path) -> None:
         {"premise": "P", "hypothesis": "H", "label": True},
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    records, report = ReadOptions(on_error="skip").read(path)
+    records, report = ReadOptions(on_error="skip", label_map=NLI_MAP).read(path)
     assert [r.label for r in records] == ["neutral", "neutral"]
     assert report.n_errors == 1 and report.errors[0].line == 3
 

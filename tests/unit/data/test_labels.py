@@ -29,7 +29,9 @@ def test_infer_task_keeps_the_records_kind() -> None:
     # a built-in label set on the other kind of record: its label order, the records' kind
     text_nli = infer_task([Record("1", "neutral", text="t")])
     assert (text_nli.labels, text_nli.pair) == (LABELS, False)
-    assert text_nli.normalize("0") == "entailment"
+    assert text_nli.normalize(" Entailment ") == "entailment"
+    with pytest.raises(ValueError, match="unknown label '0'"):  # issue 27: never by position
+        text_nli.normalize("0")
 
 
 def test_label_ids() -> None:
