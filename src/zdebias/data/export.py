@@ -86,6 +86,8 @@ class InputSchema:
                 continue
         for i, name in enumerate(self.mapper.label_names or ()):
             self.mapped_labels.setdefault(name, i)
+        for raw, name in (self.mapper.used_map() or {}).items():  # a format's convention
+            self.mapped_labels.setdefault(name, int(raw) if raw.isdigit() else raw)
         if found is not None:
             self.seen_labels[found[0].label] = found[1].get(self.label_col)
 

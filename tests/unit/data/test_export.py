@@ -178,3 +178,21 @@ def test_an_input_without_a_writable_schema_is_refused_before_any_work(
         "be written for jsonl, json, csv, tsv, parquet inputs only"
     )
     assert not out.exists()
+
+
+def test_a_format_convention_maps_a_label_the_input_never_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GLUE SST-2's layout reads 0/1 by its convention: a seed row labelled positive goes
+    back as 1 although the input holds only 0s."""
+    data = tmp_path / "dev.tsv"
+    rows = [f"text {i} w{i % 7}\t0" for i in range(60)]
+    data.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text(json.dumps({"text": "a seed", "label": "positive"}) + "\n")
+    out = tmp_path / "f"
+    args = ["filter", str(data), "--task", "sentiment", "--seed-data", str(seed)]
+    code, err = _main([*args, "--out", str(out), *FAST, "--output-schema", "input"], capsys)
+    assert code == 0, err
+    first = (out / "kept.tsv").read_text().splitlines()[:2]
+    assert first == ["sentence\tlabel", "a seed\t1"]
