@@ -111,3 +111,16 @@ def test_records_api_scales_and_honours_the_batch(tmp_path: Path) -> None:
     assert given.arrays is not None and given.arrays.n_batches == 1 and len(given.kept) == 300
     z_after = z_from_counts(scaled.arrays.counts)[0]
     assert (z_after > scaled.summary["z_critical"]).sum() == 0
+
+
+def test_python_api_tells_the_warning_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import zdebias
+
+    path = _dataset(tmp_path / "train.jsonl", 300, 0, "t")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    out, summary = zdebias.z_filter(rows, zfilter_batch_size=50, return_summary=True)
+    assert sum(row["keep"] for row in out) == 77 and len(summary["warnings"]) == 1
+    assert summary["warnings"][0].startswith("11 features still significant")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == summary[
+        "warnings"
+    ]

@@ -47,7 +47,7 @@ class ZFilterSettings(FeatureSettings):
     )
     zfilter_batch_size: int | None = setting(
         None,
-        "Examples per z-filtering batch (smaller filters harder). Default: scaled to the "
+        "Examples per z-filtering batch; smaller ones filter more finely. Default: scaled to the "
         "data, min(1000, ceil(n / 20)) for n examples to filter: 1000 from 20,000 examples "
         "on, else 20 batches, so the first batch (kept unconditionally without a seed) is "
         "at most 5% of the data.",

@@ -459,23 +459,22 @@ def summarize_filter(
             fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
         },
     }
-    note = still_significant(n_significant_after, z_c, arrays.batch_size)
+    note = still_significant(n_significant_after, z_c, arrays.batch_size, seeded=n_seed > 0)
     summary["warnings"] = [note] if note else []
     return summary
 
 
-def still_significant(n: int, z_c: float, batch_size: int) -> str | None:
+def still_significant(n: int, z_c: float, batch_size: int, *, seeded: bool = False) -> str | None:
     """The warning for ``n`` features still significant (z > ``z_c``) in what a z-filter
-    with batches of ``batch_size`` kept (None for none): what would filter more."""
+    with batches of ``batch_size`` kept (``seeded``: the seed data with it), None for none:
+    what would filter more."""
     if not n:
         return None
     what = f"{n:,} feature{'s' if n != 1 else ''} still significant after z-filtering"
+    where = f"z > {z_c:.2f}, {'seed data included, ' if seeded else ''}batches of {batch_size}"
     if batch_size > 1:
-        return (
-            f"{what} (z > {z_c:.2f}, batches of {batch_size:,}): a smaller "
-            "--zfilter-batch-size filters more finely"
-        )
-    return f"{what} (z > {z_c:.2f}, batches of 1): a larger --biased-k filters more"
+        return f"{what} ({where}): a smaller --zfilter-batch-size filters more finely"
+    return f"{what} ({where}): a larger --biased-k filters more"
 
 
 def rejected_records(
@@ -697,7 +696,9 @@ def z_filter(
                 "n_rejected": 0,
                 "labels": list(labels),
                 **summary_settings(cfg),
-                "zfilter_batch_size_rule": "given" if cfg.zfilter_batch_size else SCALED_RULE,
+                "zfilter_batch_size_rule": "given"
+                if cfg.zfilter_batch_size is not None
+                else SCALED_RULE,
                 "n_batches": 0,
                 "warnings": [],
             },

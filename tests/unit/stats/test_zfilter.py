@@ -298,3 +298,17 @@ def test_default_batch_is_scaled_to_the_candidate_rows_not_the_seed() -> None:
     assert (seeded.batch_size, seeded.n_batches) == (20, 20)
     given = z_filter_matrix(x, y, 3, batch_size=1000)
     assert (given.batch_size, given.n_batches) == (1000, 1) and len(given.rejected) == 0
+
+
+def test_the_still_significant_warning_says_what_filters_more() -> None:
+    from zdebias.stats.zfilter import still_significant
+
+    assert still_significant(0, 5.2, 1000) is None
+    assert still_significant(1, 5.219, 1000) == (
+        "1 feature still significant after z-filtering (z > 5.22, batches of 1000): "
+        "a smaller --zfilter-batch-size filters more finely"
+    )
+    assert still_significant(3, 4.0, 1, seeded=True) == (
+        "3 features still significant after z-filtering (z > 4.00, seed data included, "
+        "batches of 1): a larger --biased-k filters more"
+    )
