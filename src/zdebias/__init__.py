@@ -10,7 +10,8 @@ from typing import Any
 
 from zdebias.data.schema import Record
 
-__version__ = "0.1.0"
+#: the one source of the version: pyproject.toml reads it (``[tool.setuptools.dynamic]``)
+__version__ = "0.2.0"
 __all__ = [
     "Record",
     "Shortcuts",

@@ -23,6 +23,7 @@ and the summary's ``read`` counts them, as ``zdebias filter`` does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -151,6 +152,8 @@ def z_filter(
         rows.records, cfg, seed_records=seed_records, labels=labels, progress=progress
     )
     summary = {**result.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    for line in summary.get("warnings", ()):  # as `zdebias filter` tells them, on stderr
+        logging.getLogger("zdebias").warning("%s", line)
     if rows.kind == "records":
         result.summary = summary
         return result

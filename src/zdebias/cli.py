@@ -34,9 +34,9 @@ MODULES = ("data", "stats", "classify", "generate", "counterfactual", "pipeline"
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from zdebias import __version__
 
-        typer.echo(f"zdebias {version('zdebias')}")
+        typer.echo(f"zdebias {__version__}")
         raise typer.Exit()
 
 

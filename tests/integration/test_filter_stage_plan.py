@@ -80,6 +80,8 @@ def test_filter_stage_takes_the_plan_of_zdebias_filter(
         f"{data}: skipped 1 rows without a gold label and 0 bad rows",
         "stage 'one', input 'input': 1 records repeat an id (1 ids used more than once, "
         "e.g. 'r41' 2 times)",
+        "stage 'one', input 'input': 37 features still significant after z-filtering "
+        "(z > 3.63, batches of 40): a smaller --zfilter-batch-size filters more finely",
     ]
     summary = json.loads((run / "writer" / "summary.json").read_text())
     assert "path" not in summary and "read" not in summary  # the manifest says where from

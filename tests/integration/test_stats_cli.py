@@ -115,7 +115,7 @@ def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
         len(kept),
         len(rejected),
     )
-    assert summary["batch_size"] == 50 and summary["top_k"] == 5 and summary["shuffle_seed"] == 3
+    assert summary["zfilter_batch_size"] == 50 and summary["biased_k"] == 5 and summary["seed"] == 3
     assert set(summary["top_z_before"]) == set(LABELS) == set(summary["top_z_after"])
     assert all(r.meta["rejected_by"] for r in rejected)
     assert "kept.jsonl" in out and "rejected.jsonl" in out
@@ -123,7 +123,7 @@ def test_filter_outputs_partition_the_input(data: Path, tmp_path: Path) -> None:
     _invoke("filter", data, "--out", tmp_path / "g", "--zfilter-batch-size", 50, "--no-shuffle")
     kept2 = {r.id for r in read_records(tmp_path / "g" / "kept.jsonl")}
     assert {f"t{i}" for i in range(50)} <= kept2
-    assert json.loads((tmp_path / "g" / "summary.json").read_text())["shuffle_seed"] is None
+    assert json.loads((tmp_path / "g" / "summary.json").read_text())["shuffle"] is False
 
 
 def test_filter_with_seed_data(data: Path, tmp_path: Path) -> None:
@@ -226,7 +226,7 @@ def test_output_folder_is_refused_unless_overwrite(data: Path, tmp_path: Path) -
     result = runner.invoke(app, ["filter", str(data), "--out", str(out)])
     assert result.exit_code != 0 and "--overwrite" in str(result.exception)
     _invoke("filter", data, "--out", out, "--features", "unigrams,null", "--overwrite", "--seed", 1)
-    assert json.loads((out / "summary.json").read_text())["shuffle_seed"] == 1
+    assert json.loads((out / "summary.json").read_text())["seed"] == 1
 
 
 def test_spellings_that_disagree_and_bad_numbers_fail_in_one_line(

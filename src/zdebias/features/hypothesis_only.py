@@ -179,8 +179,8 @@ def cross_fitted_predictions(
     for k in range(folds):
         train = fit_rows[fold_of != k]
         test = fit_rows[fold_of == k]
-        classes = np.unique(y[train])
-        if len(classes) == 1:  # a degenerate fold: predict its only label
+        classes = np.unique(y[train]) if len(train) else np.unique(y[fit_rows])
+        if len(classes) == 1:  # a degenerate fold (or one fit row): predict its only label
             out[test] = classes[0]
             if len(other):
                 other_proba[:, classes[0]] += 1
@@ -237,8 +237,8 @@ def cross_fitted_nb(
         test = fit_rows[fold_of == k]
         per_text = total - held[k]  # the training records of fold k
         class_count = per_text.sum(axis=0)
-        classes = np.flatnonzero(class_count)
-        if len(classes) == 1:  # a degenerate fold: predict its only label
+        classes = np.flatnonzero(class_count) if class_count.any() else np.unique(y[fit_rows])
+        if len(classes) == 1:  # a degenerate fold (or one fit row): predict its only label
             out[test] = classes[0]
             if len(other):
                 other_proba[:, classes[0]] += 1

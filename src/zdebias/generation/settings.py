@@ -310,7 +310,7 @@ def _without_old_batch_flag() -> type[ZFilterSettings]:
     cli["deprecated"] = [d for d in cli["deprecated"] if d != "--batch-size"]
     field = FieldInfo.merge_field_infos(info, json_schema_extra={"cli": cli})
     return create_model(  # type: ignore[call-overload,no-any-return]
-        "ZFilterSettings", __base__=ZFilterSettings, zfilter_batch_size=(int, field)
+        "ZFilterSettings", __base__=ZFilterSettings, zfilter_batch_size=(int | None, field)
     )
 
 

@@ -475,7 +475,7 @@ def train_generator(
 
 
 #: the z-filter summary keys a debiased generator's summary reports
-ZFILTER_SHOWN = ("n_input", "kept_share_of_input", "batch_size", "top_k", "features")
+ZFILTER_SHOWN = ("n_input", "kept_share_of_input", "zfilter_batch_size", "biased_k", "features")
 ZFILTER_SHOWN += ("top_z_before", "top_z_after", "rejections_by_feature")
 
 

@@ -37,6 +37,18 @@ TEMPLATE = "results.html.j2"
 TOP_N = 5
 REASONS = 20
 EXAMPLES = 8
+#: the settings a filter or combine report shows, under today's option names
+SETTINGS_SHOWN = (
+    "recipe",
+    "biased_k",
+    "zfilter_batch_size",
+    "shuffle",
+    "seed",
+    "min_z",
+    "features",
+)
+#: the names a summary of zdebias 0.2 gave them
+OLD_SUMMARY_KEYS = {"top_k": "biased_k", "batch_size": "zfilter_batch_size", "shuffle_seed": "seed"}
 
 Kind = Literal["run", "filter", "combine", "stats"]
 #: the files that make a folder a filter / combine output (``zdebias filter`` / ``combine``)
@@ -96,9 +108,18 @@ def _measure(records: list[Any], labels: list[str], summary: dict[str, Any]) -> 
     features = summary.get("features")
     settings = StatsSettings(
         features=features if isinstance(features, list) else None,
-        seed=summary.get("shuffle_seed") or 0,
+        seed=settings_of(summary).get("seed") or 0,
     )
     return measure(records, settings, labels=labels)
+
+
+def settings_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """The z-filter settings a filter or combine ``summary`` records, by today's option names
+    (a summary of zdebias 0.2 recorded ``top_k``, ``batch_size`` and ``shuffle_seed``)."""
+    named = {OLD_SUMMARY_KEYS.get(key, key): value for key, value in summary.items()}
+    if "shuffle_seed" in summary:
+        named.setdefault("shuffle", summary["shuffle_seed"] is not None)
+    return {key: named[key] for key in SETTINGS_SHOWN if key in named}
 
 
 def _gardner(m: Any, caption: str, min_n: int = 20) -> dict[str, Any]:
@@ -287,11 +308,7 @@ def folder_context(folder: str | Path, kind: Kind) -> dict[str, Any]:
             {"type": t, "kept": format_number(tk[t]), "rejected": format_number(tr[t])}
             for t in sorted(set(tk) | set(tr))
         ]
-    settings = {
-        key: summary[key]
-        for key in ("recipe", "top_k", "batch_size", "shuffle_seed", "min_z", "features")
-        if key in summary
-    }
+    settings = settings_of(summary)
     source = summary.get("path") or summary.get("original")
     return {
         "title": f"zdebias {kind}: {folder.name}",

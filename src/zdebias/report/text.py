@@ -113,12 +113,22 @@ def cells_text(cells: dict[str, Any], top: int) -> str:
     return buf.getvalue().rstrip("\n")
 
 
+def batches_text(summary: dict[str, Any]) -> str:
+    """How a z-filter summary's input was cut: ``20 batches of 44, scaled to the data`` (a
+    default batch below the paper's 1,000), ``20 batches of 1000``."""
+    from zdebias.stats.settings import DEFAULT_BATCH_SIZE
+
+    size = summary["zfilter_batch_size"]
+    scaled = summary["zfilter_batch_size_rule"] != "given" and size < DEFAULT_BATCH_SIZE
+    return f"{summary['n_batches']} batches of {size}" + (", scaled to the data" if scaled else "")
+
+
 def filter_text(summary: dict[str, Any], out: Path) -> str:
     lines = [
         f"input {summary['n_input']:,}"
         + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
         + f": kept {summary['n_kept']:,}, rejected {summary['n_rejected']:,} "
-        f"({summary['n_batches']} batches of {summary['batch_size']})",
+        f"({batches_text(summary)})",
     ]
     for label in summary["labels"]:
         before = summary["top_z_before"].get(label)

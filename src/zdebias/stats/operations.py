@@ -123,6 +123,8 @@ def run_filter(
 
             filtered = write_outputs(Path(folder))
             summary = {**filtered.summary, "stats_of_kept": filtered.stats_of_kept}
+            for line in summary["warnings"]:
+                source.teller.warn(f"{source.shown}: {line}")
             if sources:
                 seed_report = filtered.seed_report
                 summary = {

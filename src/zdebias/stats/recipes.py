@@ -30,12 +30,13 @@ from zdebias.data.labels import infer_task
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.stats.settings import RECIPE_NAMES, ZFilterSettings
+from zdebias.stats.settings import RECIPE_NAMES, SCALED_RULE, ZFilterSettings
 from zdebias.stats.zfilter import (
     SUMMARY_TOP,
     FilterArrays,
     filter_options,
     rejected_records,
+    summary_settings,
     z_filter_matrix,
 )
 from zdebias.stats.zstats import label_counts, label_ids, top_table, z_from_counts
@@ -178,8 +179,10 @@ class _Combined:
             "label_counts_output": {
                 name: int((self.y[kept_rows] == i).sum()) for i, name in enumerate(self.labels)
             },
-            **self.options,
-            "features": self.features if self.features is not None else "default",
+            **summary_settings(self.settings),
+            "zfilter_batch_size_rule": (
+                SCALED_RULE if self.settings.zfilter_batch_size is None else "given"
+            ),
             "stages": [
                 {
                     "stage": name,
@@ -187,6 +190,7 @@ class _Combined:
                     "n_input": len(a.accepted) + len(a.rejected),
                     "n_accepted": len(a.accepted),
                     "n_rejected": len(a.rejected),
+                    "zfilter_batch_size": a.batch_size,
                     "n_batches": a.n_batches,
                 }
                 for name, a, n_seed in stages

@@ -10,9 +10,13 @@ from pydantic import model_validator
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import setting
 
-#: Algorithm 1's defaults: k (Table 8) and the z-filtering batch
+#: Algorithm 1's defaults: k (Table 8) and the z-filtering batch of large data (GD-NLI)
 DEFAULT_TOP_K = 20
 DEFAULT_BATCH_SIZE = 1000
+#: Data of fewer than ``SMALL_DATA_BATCHES * DEFAULT_BATCH_SIZE`` rows is cut into this many
+#: batches by default, so that an unseeded run's first batch, kept unconditionally, is at most
+#: 1/20 of it (:func:`scaled_batch_size`)
+SMALL_DATA_BATCHES = 20
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 
@@ -41,9 +45,12 @@ class ZFilterSettings(FeatureSettings):
         ge=1,
         deprecated=("--top-k", "top_k"),
     )
-    zfilter_batch_size: int = setting(
-        DEFAULT_BATCH_SIZE,
-        "Examples per z-filtering batch (smaller filters harder).",
+    zfilter_batch_size: int | None = setting(
+        None,
+        "Examples per z-filtering batch; smaller ones filter more finely. Default: scaled to the "
+        "data, min(1000, ceil(n / 20)) for n examples to filter: 1000 from 20,000 examples "
+        "on, else 20 batches, so the first batch (kept unconditionally without a seed) is "
+        "at most 5% of the data.",
         ge=1,
         deprecated=("--batch-size", "batch_size"),
     )
@@ -72,6 +79,22 @@ class ZFilterSettings(FeatureSettings):
         return self.seed if self.shuffle else None
 
 
+def scaled_batch_size(n_rows: int, given: int | None = None) -> int:
+    """The z-filtering batch size for ``n_rows`` rows to filter: ``given`` when set, else
+    ``min(DEFAULT_BATCH_SIZE, ceil(n_rows / SMALL_DATA_BATCHES))`` (at least 1).
+
+    >>> scaled_batch_size(872), scaled_batch_size(19_993), scaled_batch_size(872, 1000)
+    (44, 1000, 1000)
+    """
+    if given is not None:
+        return given
+    return max(1, min(DEFAULT_BATCH_SIZE, -(-n_rows // SMALL_DATA_BATCHES)))
+
+
+#: how a summary names the default batch size's rule
+SCALED_RULE = f"min({DEFAULT_BATCH_SIZE}, ceil(n_input / {SMALL_DATA_BATCHES}))"
+
+
 class CombineSettings(ZFilterSettings):
     """A dataset recipe (SPEC §5) over the z-filter settings."""
 
@@ -82,7 +105,10 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TOP_K",
     "RECIPE_NAMES",
+    "SCALED_RULE",
+    "SMALL_DATA_BATCHES",
     "CombineSettings",
     "StatsSettings",
     "ZFilterSettings",
+    "scaled_batch_size",
 ]

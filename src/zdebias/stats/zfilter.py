@@ -14,8 +14,11 @@ size, not to the number of features.
 Notes (decisions where the paper is silent):
 
 - An unseeded run's first batch meets an empty Z, so it is accepted whole (there are no biased
-  features yet). Its biases stay in the output; smaller batches leave fewer of them but filter
-  harder. The default batch size, 1,000, keeps roughly a quarter of SNLI-like data.
+  features yet). Its biases stay in the output; smaller batches leave fewer of them. The
+  default batch size is scaled to the rows to filter (:func:`~zdebias.stats.settings.
+  scaled_batch_size`): the paper's 1,000 from 20,000 rows on, else 20 batches, so the first
+  batch is at most 5% of the data (at 1,000 on data of one batch or less, nothing would be
+  filtered). It is decided here, where every way of running knows the row count exactly.
 - Only features with z > ``min_z`` (default 0) can be biased: a feature that does not favour a
   label never rejects an example of that label.
 - Ties in z are broken by the lower feature index (column order), so runs are reproducible.
@@ -33,7 +36,13 @@ from zdebias.data.labels import infer_task
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.stats.settings import DEFAULT_BATCH_SIZE, DEFAULT_TOP_K, ZFilterSettings
+from zdebias.stats.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_TOP_K,
+    SCALED_RULE,
+    ZFilterSettings,
+    scaled_batch_size,
+)
 from zdebias.stats.zstats import (
     checked_inputs,
     label_counts,
@@ -69,6 +78,7 @@ class FilterArrays:
     ``counts``: label counts ``[F, L]`` of the final Z (seed included).
     ``rejected_by_z``: beside ``rejected_by_features``, each feature's z for the row's label
     in Z at the moment the row was rejected (what made it biased).
+    ``batch_size``: the batch size used (given, or scaled to the rows filtered).
     """
 
     accepted: np.ndarray
@@ -78,6 +88,7 @@ class FilterArrays:
     counts: np.ndarray
     n_batches: int
     rejected_by_z: np.ndarray | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
 
     def rejected_by(self) -> dict[int, list[int]]:
         """Rejected row → its biased feature columns."""
@@ -192,7 +203,7 @@ def z_filter_matrix(
     rows: np.ndarray | Sequence[int] | None = None,
     seed_rows: np.ndarray | Sequence[int] | None = None,
     top_k: int = DEFAULT_TOP_K,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     shuffle_seed: int | None = 0,
     min_z: float = 0.0,
     progress: bool = False,
@@ -201,9 +212,10 @@ def z_filter_matrix(
 
     ``rows``: the rows of D' (default: every row not in ``seed_rows``), visited in a shuffled
     order (``shuffle_seed``; ``None`` keeps the given order). ``seed_rows``: D_seed, in Z from
-    the start (conditional z-filtering). Returns row indices, not records.
+    the start (conditional z-filtering). ``batch_size``: None scales it to the rows of D'
+    (:func:`~zdebias.stats.settings.scaled_batch_size`). Returns row indices, not records.
     """
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
     if top_k < 0:
         raise ConfigError(f"top_k must be at least 0, not {top_k}")
@@ -217,6 +229,7 @@ def z_filter_matrix(
         cand = np.flatnonzero(mask)
     else:
         cand = np.asarray(rows, dtype=np.int64)
+    batch_size = scaled_batch_size(len(cand), batch_size)
     in_seed = np.zeros(n_rows, dtype=bool)
     in_seed[seed] = True
     if in_seed[cand].any():
@@ -319,6 +332,7 @@ def z_filter_matrix(
         counts=counts.reshape(n_feat, big_l),
         n_batches=n_batches,
         rejected_by_z=rz,
+        batch_size=batch_size,
     )
 
 
@@ -416,7 +430,9 @@ def summarize_filter(
     kept_rows = np.concatenate([np.asarray(before_rows[:n_seed]), arrays.accepted])
     y_after = y[kept_rows]
     n_input = len(arrays.accepted) + len(arrays.rejected)
-    return {
+    n_significant_after = int((z_after > z_c).any(axis=1).sum())
+    given = settings.get("zfilter_batch_size")
+    summary = {
         "n_input": n_input,
         "n_seed": n_seed,
         "n_accepted": len(arrays.accepted),
@@ -427,11 +443,13 @@ def summarize_filter(
         "label_counts_before": {name: int((y_before == i).sum()) for i, name in enumerate(labels)},
         "label_counts_after": {name: int((y_after == i).sum()) for i, name in enumerate(labels)},
         **settings,
+        "zfilter_batch_size": arrays.batch_size,
+        "zfilter_batch_size_rule": "given" if given is not None else SCALED_RULE,
         "n_batches": arrays.n_batches,
         "n_features": n_features,
         "z_critical": z_c,
         "n_significant_before": int((z_before > z_c).any(axis=1).sum()),
-        "n_significant_after": int((z_after > z_c).any(axis=1).sum()),
+        "n_significant_after": n_significant_after,
         "top_z_before": {name: (r[0] if r else None) for name, r in top_before.items()},
         "top_z_after": {name: (r[0] if r else None) for name, r in top_after.items()},
         "top_before": top_before,
@@ -441,6 +459,22 @@ def summarize_filter(
             fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
         },
     }
+    note = still_significant(n_significant_after, z_c, arrays.batch_size, seeded=n_seed > 0)
+    summary["warnings"] = [note] if note else []
+    return summary
+
+
+def still_significant(n: int, z_c: float, batch_size: int, *, seeded: bool = False) -> str | None:
+    """The warning for ``n`` features still significant (z > ``z_c``) in what a z-filter
+    with batches of ``batch_size`` kept (``seeded``: the seed data with it), None for none:
+    what would filter more."""
+    if not n:
+        return None
+    what = f"{n:,} feature{'s' if n != 1 else ''} still significant after z-filtering"
+    where = f"z > {z_c:.2f}, {'seed data included, ' if seeded else ''}batches of {batch_size}"
+    if batch_size > 1:
+        return f"{what} ({where}): a smaller --zfilter-batch-size filters more finely"
+    return f"{what} ({where}): a larger --biased-k filters more"
 
 
 def rejected_records(
@@ -519,8 +553,8 @@ def tag_rejected(
 
 
 def filter_options(cfg: ZFilterSettings) -> dict[str, Any]:
-    """The keywords of :func:`z_filter_matrix` that the settings give: k, batch size, visiting
-    order and the z floor."""
+    """The keywords of :func:`z_filter_matrix` that the settings give: k, batch size (None:
+    scaled to the data), visiting order and the z floor."""
     return {
         "top_k": cfg.biased_k,
         "batch_size": cfg.zfilter_batch_size,
@@ -530,9 +564,14 @@ def filter_options(cfg: ZFilterSettings) -> dict[str, Any]:
 
 
 def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
-    """The settings a z-filter summary records."""
+    """The settings a z-filter summary records, under their names as settings (and CLI
+    options, recipe keys): ``zfilter_batch_size`` as given (None: scaled to the data)."""
     return {
-        **filter_options(cfg),
+        "biased_k": cfg.biased_k,
+        "zfilter_batch_size": cfg.zfilter_batch_size,
+        "shuffle": cfg.shuffle,
+        "seed": cfg.seed,
+        "min_z": cfg.min_z,
         "features": cfg.features if cfg.features is not None else "default",
     }
 
@@ -640,7 +679,6 @@ def z_filter(
     if isinstance(overrides.get("features"), FeatureMatrix):
         feature_matrix = overrides.pop("features")  # the 0.1 spelling
     cfg = ZFilterSettings.of(settings, **overrides)
-    top_k, batch_size, shuffle_seed = cfg.biased_k, cfg.zfilter_batch_size, cfg.shuffle_seed
     records = list(records)
     seed = list(seed_records or [])
     everything = seed + records
@@ -657,10 +695,12 @@ def z_filter(
                 "n_kept": len(seed),
                 "n_rejected": 0,
                 "labels": list(labels),
-                "top_k": top_k,
-                "batch_size": batch_size,
-                "shuffle_seed": shuffle_seed,
+                **summary_settings(cfg),
+                "zfilter_batch_size_rule": "given"
+                if cfg.zfilter_batch_size is not None
+                else SCALED_RULE,
                 "n_batches": 0,
+                "warnings": [],
             },
         )
     fm, y, arrays = _filter(
@@ -689,6 +729,7 @@ __all__ = [
     "ZFilterResult",
     "filter_options",
     "filter_summary",
+    "still_significant",
     "summarize_filter",
     "z_filter",
     "z_filter_arrays",

@@ -83,7 +83,7 @@ def test_overwrite_replaces_a_folder_zdebias_wrote(
     code, err = _main(["filter", data, "--out", out], capsys)
     assert code == 2 and "exists and is not empty; pass --overwrite" in err
     assert _main(["filter", data, "--out", out, "--overwrite", "--biased-k", "1"], capsys)[0] == 0
-    assert json.loads((out / "summary.json").read_text())["top_k"] == 1
+    assert json.loads((out / "summary.json").read_text())["biased_k"] == 1
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
 
 

@@ -177,3 +177,12 @@ def test_nb_on_distinct_texts_equals_nb_on_records(fit_every: int, folds: int, s
     got = cross_fitted_nb(x_distinct, inverse, y, fit, num_labels=3, folds=folds, seed=seed)
     np.testing.assert_array_equal(got, expected)
     assert len(set(expected.tolist())) == 3  # not a degenerate all-one-label case
+
+
+@pytest.mark.parametrize("classifier", ["nb", "logreg"])
+def test_one_record_is_predicted_its_own_label(classifier: str) -> None:
+    """One record (what a z-filter with small batches may keep of a tiny file): no fold has
+    a training record, so the feature predicts the record's label instead of failing."""
+    recs = [Record("a", "neutral", "A man sleeps.", "A person rests.")]
+    fm = extract_features(recs, ["hypo-only"], labels=LABELS, hypo_only_classifier=classifier)
+    assert fm.features_of(0) == ["hypo-only-pred=neutral"]

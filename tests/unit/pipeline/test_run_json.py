@@ -39,4 +39,4 @@ def test_run_json_prints_only_the_result_on_stdout(tmp_path: Path) -> None:
     rejected = (run / "zf" / "rejected.jsonl").read_text().count("\n")
     assert kept + rejected == 60  # the recipe's seed reached the stage; nothing lost
     summary = json.loads((run / "zf" / "summary.json").read_text())
-    assert summary["shuffle_seed"] == 3 and summary["batch_size"] == 20
+    assert summary["seed"] == 3 and summary["zfilter_batch_size"] == 20

@@ -274,3 +274,29 @@ def test_report_out_file_is_not_overwritten_without_the_flag(folders: dict[str, 
     assert target.read_text() == "a file of the user's\n"
     _run("report", str(folders["stats"]), "--out", str(target), "--overwrite")
     assert target.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_shows_the_settings_by_their_option_names(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    from zdebias.report.results import folder_context
+
+    expected = {
+        "biased_k": 20,
+        "zfilter_batch_size": 60,
+        "shuffle": True,
+        "seed": 0,
+        "min_z": 0.0,
+        "features": FEATURES.split(","),
+    }
+    assert json.loads(folder_context(folders["filter"], "filter")["settings"]) == expected
+    # a folder that zdebias 0.2 wrote: its summary's old names are read as today's
+    old = tmp_path / "old"
+    shutil.copytree(folders["filter"], old)
+    summary = json.loads((old / "summary.json").read_text())
+    for new, was in (("biased_k", "top_k"), ("zfilter_batch_size", "batch_size")):
+        summary[was] = summary.pop(new)
+    summary["shuffle_seed"] = summary.pop("seed")
+    del summary["shuffle"]
+    (old / "summary.json").write_text(json.dumps(summary))
+    assert json.loads(folder_context(old, "filter")["settings"]) == expected

@@ -231,7 +231,8 @@ def test_summary_before_after_and_errors() -> None:
     assert top["z"] == pytest.approx(z[j, 2], abs=1e-12) and top["n"] == n[j]
     assert s["label_counts_before"] == {name: int((y == i).sum()) for i, name in enumerate(LABELS)}
     assert sum(s["label_counts_after"].values()) == s["n_kept"]
-    assert s["top_k"] == 20 and s["batch_size"] == 50 and s["shuffle_seed"] == 0
+    assert s["biased_k"] == 20 and s["zfilter_batch_size"] == 50 and s["seed"] == 0
+    assert s["shuffle"] is True and s["zfilter_batch_size_rule"] == "given"
     for name, count in s["rejections_by_feature"].items():
         assert count == sum(name in r.meta["rejected_by"] for r in res.rejected)
     with pytest.raises(ConfigError, match="batch_size"):
@@ -261,3 +262,53 @@ def test_precomputed_feature_matrix() -> None:
     assert [r.id for r in a.kept] == [r.id for r in b.kept]
     with pytest.raises(ConfigError, match="rows"):
         z_filter(recs[:10], features=fm)
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "given", "expected"),
+    [
+        (0, None, 1),
+        (1, None, 1),
+        (20, None, 1),
+        (21, None, 2),
+        (300, None, 15),
+        (872, None, 44),  # sst2 dev
+        (2_399, None, 120),  # snli_20k dev
+        (19_980, None, 999),
+        (19_981, None, 1_000),
+        (19_993, None, 1_000),  # snli_20k train: the paper's 1,000
+        (10_000_000, None, 1_000),
+        (872, 1_000, 1_000),  # given: as given
+        (5, 7, 7),
+    ],
+)
+def test_batch_size_scales_with_the_rows_to_filter(n_rows: int, given: int, expected: int) -> None:
+    from zdebias.stats.settings import scaled_batch_size
+
+    assert scaled_batch_size(n_rows, given) == expected
+
+
+def test_default_batch_is_scaled_to_the_candidate_rows_not_the_seed() -> None:
+    rng = np.random.default_rng(0)
+    x = sp.csr_matrix(rng.random((500, 12)) < 0.3)
+    y = rng.integers(0, 3, 500)
+    alone = z_filter_matrix(x, y, 3)
+    assert (alone.batch_size, alone.n_batches) == (25, 20)
+    seeded = z_filter_matrix(x, y, 3, rows=np.arange(100, 500), seed_rows=np.arange(100))
+    assert (seeded.batch_size, seeded.n_batches) == (20, 20)
+    given = z_filter_matrix(x, y, 3, batch_size=1000)
+    assert (given.batch_size, given.n_batches) == (1000, 1) and len(given.rejected) == 0
+
+
+def test_the_still_significant_warning_says_what_filters_more() -> None:
+    from zdebias.stats.zfilter import still_significant
+
+    assert still_significant(0, 5.2, 1000) is None
+    assert still_significant(1, 5.219, 1000) == (
+        "1 feature still significant after z-filtering (z > 5.22, batches of 1000): "
+        "a smaller --zfilter-batch-size filters more finely"
+    )
+    assert still_significant(3, 4.0, 1, seeded=True) == (
+        "3 features still significant after z-filtering (z > 4.00, seed data included, "
+        "batches of 1): a larger --biased-k filters more"
+    )
