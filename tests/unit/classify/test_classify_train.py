@@ -167,7 +167,7 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
         )
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(ConfigError, match="not empty; pass --overwrite"):
+    with pytest.raises(ConfigError, match="full holds files zdebias did not write"):
         train_classifier(train, None, tmp_path / "full", model=base, **FAST)
 
 
