@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zdebias.data.ownership import is_empty
 from zdebias.data.schema import Record
 from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
@@ -100,21 +101,13 @@ def sample_generator(
             str(generator), out, cfg, prompting, premises=rows, examples=pool, progress=progress
         )
     from zdebias.generation.trained import sample_trained
-    from zdebias.generation.workers import (
-        check_workers_folder,
-        find_workers,
-        run_workers,
-        sample_worker,
-        worker_folder,
-    )
+    from zdebias.generation.workers import find_workers, run_workers, sample_worker, worker_folder
 
     worker = cfg.worker_index()
     if overwrite:
         start_over(worker_folder(out, *worker) if worker is not None else out)
-    if worker is not None or cfg.workers > 1:
-        if out.is_dir():
-            check_workers_folder(out)  # worker folders only
-        claim(out, "samples", adopt=True)
+    if (worker is not None or cfg.workers > 1) and (not out.exists() or is_empty(out)):
+        claim(out, "samples")  # the folder of the workers' folders
     if cfg.workers > 1:
         return run_workers(generator, out, cfg, progress=progress)
     if worker is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zdebias.data.labels import get_task
-from zdebias.data.writers import atomic_open, write_json
+from zdebias.data.writers import atomic_open, claim, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.pipeline.catalogue import get_stage
 from zdebias.pipeline.config import Recipe, StageConfig, dump_yaml, field_refs, iter_leaves
@@ -245,7 +245,7 @@ class Runner:
         )
         if partial.exists() and not resumed:
             shutil.rmtree(partial)
-        partial.mkdir(parents=True, exist_ok=True)
+        claim(partial, "stage", adopt=True)  # the run's own: a stage may write into it in place
         write_json({"hash": h, "started": utc_now()}, partial / ATTEMPT)
         old = read_json(final / MARKER)
         reason = (
