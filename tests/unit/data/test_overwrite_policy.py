@@ -49,18 +49,20 @@ def _foreign(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work in ``tmp_path`` (relative paths, and the current-directory refusal)."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _contents(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("command", ["train-classifier", "filter", "sample"])
 def test_overwrite_refuses_what_zdebias_did_not_write(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    command: str,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, in_tmp: None
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     data = _data(tmp_path / "in" / "d.jsonl")
     foreign = _foreign(tmp_path / "foreign")
     link = tmp_path / "link"
@@ -178,12 +180,8 @@ BAD_CALLS = {
 
 @pytest.mark.parametrize("command", sorted(BAD_CALLS))
 def test_overwrite_checks_every_input_before_removing_anything(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    command: str,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, in_tmp: None
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     data = _data(tmp_path / "d.jsonl")
     own = _owned(tmp_path / "own")
     before = _contents(own)
