@@ -64,12 +64,12 @@ def require(value: str | None, what: str, old: str | None = None) -> str:
 
 def check_output(out: str | Path, cli: CliOptions, *, published: bool = False) -> Path:
     """The one overwrite policy, checked before any work: a non-empty output is refused
-    unless ``--overwrite``, and even then unless zdebias wrote it; a symlink, the current
-    folder, an input or a folder holding an input never (``data.writers``). ``published``: a
-    folder :func:`publish_files` will write (it replaces only its own)."""
+    unless ``--overwrite``, a folder zdebias did not write (``data.ownership``) always; a
+    symlink, the current folder, an input or a folder holding an input never
+    (``data.writers``). ``published``: a folder :func:`publish_files` will write."""
     from zdebias.data.writers import check_out_dir, check_output_folder
 
-    check_out_dir(out, overwrite=cli.overwrite, own_only=True, inputs=_given_paths(out))
+    check_out_dir(out, overwrite=cli.overwrite, inputs=_given_paths(out))
     if published:
         check_output_folder(out, overwrite=cli.overwrite)
     return Path(out)

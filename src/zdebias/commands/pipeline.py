@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit
+from zdebias.errors import ConfigError
 from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.settings import RunSettings
 from zdebias.report.text import interrupted_text, plan_text, stages_text
@@ -36,7 +37,10 @@ def run(
     console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)
     runner = open_run(recipe, overrides or [], settings, progress=cli.progress, console=console)
     if settings.dry_run:
-        typer.echo(plan_text(recipe, runner.run_dir, runner.recipe.to_dict(), runner.plan()))
+        plan = runner.plan()
+        typer.echo(plan_text(recipe, runner.run_dir, runner.recipe.to_dict(), plan))
+        if problems := runner.problems(plan):  # printed as one line, exit 2
+            raise ConfigError("; ".join(problems))
         return
     console.print(f"[bold]zdebias run[/bold] {recipe} → {runner.run_dir}")
     try:

@@ -54,7 +54,10 @@ def load_base_infiller(ref: str | Path, arch: str = "auto") -> tuple[Any, Any, A
     )
 
     path = resolve_model(ref)
-    config = AutoConfig.from_pretrained(path)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:  # an unknown name offline: one line, no traceback
+        raise ConfigError(f"cannot load model {ref!s}: {' '.join(str(err).split())}") from None
     if arch == "auto":
         arch = detect_arch(config)
     if arch not in ("seq2seq", "bert2bert", "causal"):

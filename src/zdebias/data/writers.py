@@ -26,6 +26,8 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from zdebias.data.locks import output_lock
+from zdebias.data.ownership import MARKER, check_ours, marker_doc, owner_of
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 
@@ -495,8 +497,9 @@ def write_records(records: Iterable[Record], path: str | Path, *, num_proc: int 
 def write_together(files: Mapping[str | Path, Any]) -> list[Path]:
     """Write several output files of one command so that they change together: each is
     written in full under a temporary name, then all are renamed; a failure before the renames
-    leaves every old file as it was. Lists of records are written as JSONL (parquet by a
-    ``.parquet`` name), ``str`` as text, anything else as JSON."""
+    leaves every old file as it was; they are renamed in the order given. Lists of records are
+    written as JSONL (parquet by a ``.parquet`` name), ``str`` as text, ``bytes`` as they are,
+    anything else as JSON."""
     staged: list[tuple[Path, Path]] = []
     try:
         for target, content in files.items():
@@ -513,8 +516,8 @@ def write_together(files: Mapping[str | Path, Any]) -> list[Path]:
             records = isinstance(content, list | tuple) and all(
                 isinstance(r, Record) for r in content
             )
-            if isinstance(content, str):
-                with atomic_open(tmp) as fh:
+            if isinstance(content, str | bytes):
+                with atomic_open(tmp, "wb" if isinstance(content, bytes) else "w") as fh:
                     fh.write(content)
             elif records and path.name.endswith(".parquet"):
                 write_parquet(content, tmp)
@@ -546,8 +549,8 @@ def write_files(
     return {name: folder / name for name in files}
 
 
-#: written last into every output folder zdebias publishes; ``--overwrite`` trusts only these
-OUTPUT_MARKER = ".zdebias-output.json"
+#: the ownership marker (:mod:`zdebias.data.ownership`), written last into an output folder
+OUTPUT_MARKER = MARKER
 
 
 def _absolute(out: str | Path) -> Path:
@@ -555,44 +558,36 @@ def _absolute(out: str | Path) -> Path:
     return Path(os.path.abspath(out))
 
 
-#: files that mark a folder as one zdebias wrote: (file name, a key its JSON holds, or None)
-OWN_FILES: tuple[tuple[str, str | None], ...] = (
-    (OUTPUT_MARKER, None),
-    ("manifest.json", "stages"),  # a run folder
-    ("zdebias_generator.json", None),
-    ("zdebias_infiller.json", None),
-    ("metrics.json", "n_train"),  # a classifier
-    ("state.json", "shards"),  # a sampling folder
-)
+def mark_owned(folder: str | Path, kind: str, **extra: Any) -> Path:
+    """Write the ownership marker into ``folder`` (:func:`~zdebias.data.ownership.marker_doc`)."""
+    return write_json(marker_doc(kind, **extra), Path(folder) / MARKER)
 
 
-def written_by_zdebias(folder: str | Path) -> bool:
-    """Whether ``folder`` holds one of :data:`OWN_FILES` (so ``--overwrite`` may replace it)."""
-    folder = Path(folder)
-    for name, key in OWN_FILES:
-        path = folder / name
-        if not path.is_file() or path.is_symlink():
-            continue
-        if key is None:
-            return True
-        with contextlib.suppress(OSError, ValueError):
-            if key in json.loads(path.read_text(encoding="utf-8")):
-                return True
-    return False
+def claim(folder: str | Path, kind: str, *, adopt: bool = False, **extra: Any) -> Path:
+    """Start using ``folder`` (new, empty or zdebias's own) for a run that writes into it in
+    place: create it and mark it unless marked; a foreign folder is refused. ``adopt``: the
+    caller has checked that the folder holds this very run, written by a zdebias too old to
+    mark it; it is marked and used."""
+    path = Path(folder)
+    if not adopt:
+        check_ours(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if owner_of(path) is None:
+        mark_owned(path, kind, **extra)
+    return path
 
 
 def check_out_dir(
     out: str | Path,
     *,
     overwrite: bool,
-    own_only: bool = False,
     inputs: Iterable[str | Path] = (),
 ) -> None:
     """Fail with :class:`ConfigError` when :func:`publish_dir` would refuse ``out``.
 
-    ``own_only`` (the CLI's ``--overwrite``): an existing non-empty folder is replaced only if
-    zdebias wrote it (:func:`written_by_zdebias`). ``inputs``: paths the command reads; ``out``
-    may be none of them nor a folder holding one.
+    A non-empty folder is replaced only with ``overwrite`` and only if zdebias wrote it (its
+    marker, :mod:`zdebias.data.ownership`); a file only with ``overwrite``. ``inputs``: paths
+    the command reads; ``out`` may be none of them nor a folder holding one.
     """
     path = _absolute(out)
     if path.is_symlink():
@@ -604,13 +599,9 @@ def check_out_dir(
         source = _absolute(given)
         if path == source or path in source.parents:
             raise ConfigError(f"{out} is or holds the input {given}; choose another --out")
+    check_ours(out)
     if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
         raise ConfigError(f"{out} exists and is not empty; pass --overwrite to replace it")
-    if own_only and path.is_dir() and any(path.iterdir()) and not written_by_zdebias(path):
-        raise ConfigError(
-            f"{out}: not a folder zdebias wrote (no {OUTPUT_MARKER}, manifest or model info); "
-            "--overwrite replaces only those: remove it yourself or choose another --out"
-        )
 
 
 def work_dir_for(out: str | Path) -> Path:
@@ -632,10 +623,17 @@ def publish_dir(tmp: str | Path, out: str | Path, *, overwrite: bool) -> Path:
     ``tmp`` must be on ``out``'s filesystem (see :func:`work_dir_for`). An existing ``out``
     (refused unless ``overwrite``) is first moved aside and removed only once ``tmp`` is in
     place; if that rename fails the old ``out`` is put back, so ``out`` is always either the
-    old or the new folder, never a mix.
+    old or the new folder, never a mix. ``out`` is checked again under its lock
+    (:func:`~zdebias.data.locks.output_lock`): an output another process published meanwhile
+    is replaced only with ``overwrite``.
     """
+    with output_lock(out):
+        return _replace_dir(Path(tmp), out, overwrite=overwrite)
+
+
+def _replace_dir(tmp: Path, out: str | Path, *, overwrite: bool) -> Path:
     check_out_dir(out, overwrite=overwrite)
-    path, tmp = _absolute(out), Path(tmp)
+    path = _absolute(out)
     if not tmp.is_dir():
         raise ValueError(f"{tmp} is not a folder")
     if not path.exists():
@@ -660,16 +658,11 @@ def publish_dir(tmp: str | Path, out: str | Path, *, overwrite: bool) -> Path:
 
 
 def check_output_folder(out: str | Path, *, overwrite: bool) -> None:
-    """:func:`check_out_dir`, and with ``overwrite`` only a folder zdebias wrote (marker)."""
+    """:func:`check_out_dir` for an output folder: a file there is refused too."""
     out = Path(out)
     check_out_dir(out, overwrite=overwrite)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / OUTPUT_MARKER).is_file():
-        raise ConfigError(
-            f"{out}: not a folder zdebias wrote (no {OUTPUT_MARKER}); remove it yourself or "
-            "choose another --out"
-        )
 
 
 def publish_files(
@@ -691,17 +684,20 @@ def publish_files(
 
 def publish_folder(out: str | Path, build: Callable[[Path], T], *, overwrite: bool = False) -> T:
     """Publish the folder ``build(work)`` writes as a whole (see :func:`publish_files`);
-    returns what ``build`` returned. ``out`` gets :data:`OUTPUT_MARKER`, written last."""
+    returns what ``build`` returned. ``out`` gets :data:`OUTPUT_MARKER`, written last. The
+    output's lock is held from the first check to the rename, so a second process publishing
+    the same ``out`` fails with one line."""
     out = Path(out)
-    check_output_folder(out, overwrite=overwrite)
-    work = work_dir_for(out)
-    try:
-        result = build(work)
-        files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
-        write_json({"files": files}, work / OUTPUT_MARKER)
-        os.chmod(work, 0o777 & ~current_umask())
-        publish_dir(work, out, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    with output_lock(out):
+        check_output_folder(out, overwrite=overwrite)
+        work = work_dir_for(out)
+        try:
+            result = build(work)
+            files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+            mark_owned(work, "output", files=files)
+            os.chmod(work, 0o777 & ~current_umask())
+            publish_dir(work, out, overwrite=overwrite)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
     return result

@@ -27,7 +27,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zdebias.data.ownership import is_empty
 from zdebias.data.schema import Record
+from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import PromptSettings, SampleSettings
 from zdebias.generation.store import STATE, start_over
@@ -61,7 +63,8 @@ def sample_generator(
     batch_size=48``). Resumes a run already in ``out_dir`` (same settings); ``overwrite``
     removes it first (with ``worker`` I/N only that worker's folder). ``check_out``: the
     caller's policy for an output that holds no run to continue (the CLI's ``--overwrite``
-    rules), called once the request is checked, before anything is read or written; with it
+    rules), called once the request is checked, before anything is read or written; every
+    input is checked before ``overwrite`` removes anything; with it
     the folder of a ``worker`` / ``workers`` run may hold worker folders only. ``max_shards``
     stops after writing that many shards in this call (the run stays resumable);
     ``patience_rounds`` fails when that many rounds in a row yield nothing new. Returns the
@@ -87,7 +90,12 @@ def sample_generator(
     out = Path(out_dir)
     if check_out is not None and not _continues_run(out, cfg, overwrite=overwrite):
         check_out()
-    if cfg.backend in PROMPTED_BACKENDS:
+    gen = None
+    if cfg.backend not in PROMPTED_BACKENDS:
+        from zdebias.generation.trained import TrainedGenerator
+
+        gen = TrainedGenerator.load(generator, cfg)  # checked before anything is removed
+    if gen is None:
         from zdebias.generation.prompted import sample_prompted
 
         prompting = PromptSettings.of(prompt, **prompt_keys)
@@ -99,15 +107,16 @@ def sample_generator(
         return sample_prompted(
             str(generator), out, cfg, prompting, premises=rows, examples=pool, progress=progress
         )
-    from zdebias.generation.trained import TrainedGenerator, sample_trained
+    from zdebias.generation.trained import sample_trained
     from zdebias.generation.workers import find_workers, run_workers, sample_worker, worker_folder
 
     worker = cfg.worker_index()
     if overwrite:
         start_over(worker_folder(out, *worker) if worker is not None else out)
+    if (worker is not None or cfg.workers > 1) and (not out.exists() or is_empty(out)):
+        claim(out, "samples")  # the folder of the workers' folders
     if cfg.workers > 1:
         return run_workers(generator, out, cfg, progress=progress)
-    gen = TrainedGenerator.load(generator, cfg)
     if worker is not None:
         return sample_worker(gen, out, cfg, progress=progress)
     if find_workers(out):

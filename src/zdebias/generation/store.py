@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zdebias.data.ownership import check_ours
 from zdebias.data.schema import Record
-from zdebias.data.writers import atomic_open
+from zdebias.data.writers import atomic_open, claim
 from zdebias.errors import ConfigError, DataError
 from zdebias.generation.format import MALFORMED_REASONS, sample_key
 from zdebias.generation.settings import SampleSettings
@@ -176,6 +177,7 @@ def open_run(
     ``reasons``: the drop reasons counted from zero in a new run."""
     run = settings.run_settings() if run is None else run
     state = _load_state(out, run, fingerprint, generator, reasons)
+    claim(out, "samples", adopt=(out / STATE).is_file())  # a state of these settings
     if most is not None and state["n_written"] > most:
         raise ConfigError(
             f"{out}: already holds {state['n_written']} samples, more than "
@@ -221,11 +223,12 @@ def write_merged(out: Path, state: dict[str, Any]) -> None:
 
 
 def start_over(out_dir: str | Path) -> None:
-    """Remove ``out_dir`` (a folder or a file), so that sampling there starts afresh instead of
-    resuming the run it holds."""
+    """Remove ``out_dir`` (a folder zdebias wrote, or a file), so that sampling there starts
+    afresh instead of resuming the run it holds; a folder zdebias did not write is refused."""
     import shutil
 
     path = Path(out_dir)
+    check_ours(path)
     if path.is_dir():
         shutil.rmtree(path)
     elif path.exists():

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from zdebias.data.schema import Record
-from zdebias.data.writers import atomic_open, write_json
+from zdebias.data.writers import atomic_open, claim, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.generation.format import sample_key
 from zdebias.generation.settings import SampleSettings
@@ -303,8 +303,9 @@ class WorkerGoal:
 def worker_lock(folder: Path) -> Iterator[None]:
     """Hold ``folder``'s lock file while a worker samples; a second process is refused.
 
-    The operating system drops the lock when the process ends, however it ends."""
-    folder.mkdir(parents=True, exist_ok=True)
+    The operating system drops the lock when the process ends, however it ends. The folder
+    (a worker folder inside a sampling folder) is marked as zdebias's first."""
+    claim(folder, "samples", adopt=True)
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock

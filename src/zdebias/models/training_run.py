@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from zdebias.data.writers import publish_dir, work_dir_for
+from zdebias.data.writers import mark_owned, publish_dir, work_dir_for
 from zdebias.models.checkpoints import (
     Checkpointing,
     Stateful,
@@ -99,13 +99,14 @@ class TrainingRun:
         publish: Callable[[Path, Path], Any] | None = None,
     ) -> None:
         """The main process saves the model into the work folder (``save(folder)``, plus the
-        tensorboard logs), renames it to ``out`` (``publish(work, out)``, default
-        :func:`~zdebias.data.writers.publish_dir`) and removes the checkpoints; the other
-        processes drop their work folder. Every process returns once ``out`` is whole."""
+        tensorboard logs and the ownership marker), renames it to ``out`` (``publish(work,
+        out)``, default :func:`~zdebias.data.writers.publish_dir`) and removes the checkpoints;
+        the other processes drop their work folder. Every process returns once ``out`` is whole."""
         if trainer.is_world_process_zero():  # several processes: the main one publishes
             if self.settings.report_to == "tensorboard":
                 tensorboard_logs(self.checkpoints.root, self.work)
             save(self.work)
+            mark_owned(self.work, "model")  # --overwrite may replace it later
             if publish is None:
                 publish_dir(self.work, self.out, overwrite=overwrite)
             else:

@@ -3,6 +3,7 @@
 Layout of a run folder::
 
     RUN_DIR/
+      .zdebias-output.json   the ownership marker: kind "run", the recipe's name
       manifest.json          versions, seeds, resolved config, per-stage status, timings, rows
       config.yaml            the resolved recipe
       STAGE/                 one folder per finished stage, with its outputs and
@@ -12,7 +13,8 @@ Layout of a run folder::
       report.html            written by ``zdebias report`` (and at the end of ``zdebias run``)
 
 Only one run uses a folder at a time (:func:`locked`), and a run never mixes its files into a
-folder that is not a run folder (:func:`check_run_dir`).
+folder that is not a run of the same recipe (:func:`check_run_dir`; the folder's ownership
+marker, :mod:`zdebias.data.ownership`, names the recipe).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from zdebias.data.ownership import check_ours, owner_of
+from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import Recipe
 
@@ -42,16 +46,46 @@ def run_dir_for(recipe: Recipe, out: str | None) -> Path:
     return Path(out or recipe.out or f"runs/{recipe.name}")
 
 
-def check_run_dir(folder: Path) -> None:
-    """The run folder is new, empty, or one a run made (manifest or lock): a run never
-    mixes its files into a foreign folder."""
+def check_run_dir(folder: Path, recipe: str) -> None:
+    """The run folder is new, empty, or a run of the recipe named ``recipe`` (its ownership
+    marker says so): a run never mixes its files into a foreign folder, another zdebias
+    output or a run of another recipe. A run folder of zdebias 0.2 (no marker) is taken when
+    its manifest names ``recipe`` and it holds only what a run writes."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder} is a file; choose a folder for the run (--out)")
-    own = (folder / MANIFEST).is_file() or (folder / _LOCK).is_file()
-    if folder.is_dir() and not own and any(folder.iterdir()):
+    owner = owner_of(folder)
+    if owner is None:
+        if not _older_run(folder, recipe):
+            check_ours(folder)
+        return
+    kind = owner.get("kind", "output")
+    if kind != "run":
         raise ConfigError(
-            f"{folder}: not a run folder (no {MANIFEST}) and not empty; choose a new --out"
+            f"{folder} holds a zdebias {kind} folder, not a run; choose a new --out for the run"
         )
+    if owner.get("recipe") != recipe:
+        raise ConfigError(
+            f"{folder} holds a run of recipe {owner.get('recipe')!r}, not {recipe!r}; choose a "
+            "new --out"
+        )
+
+
+def claim_run_dir(folder: Path, recipe: str) -> None:
+    """Create the run folder (checked by :func:`check_run_dir`) and mark it as this recipe's."""
+    claim(folder, "run", adopt=True, recipe=recipe)
+
+
+def _older_run(folder: Path, recipe: str) -> bool:
+    """Whether ``folder`` is a run folder of ``recipe`` written by zdebias 0.2: its manifest
+    names the recipe, and it holds only the manifest, config, report, the run's hidden files
+    and the folders of the manifest's stages."""
+    manifest = read_json(folder / MANIFEST)
+    if not folder.is_dir() or not manifest or manifest.get("name") != recipe:
+        return False
+    stages = {e.get("name") for e in manifest.get("stages", []) if isinstance(e, dict)}
+    allowed = {MANIFEST, CONFIG, "report.html", _LOCK, DIGEST_CACHE}
+    allowed |= {f"{name}{suffix}" for name in stages for suffix in ("", ".partial")}
+    return all(p.name in allowed or ".tmp-" in p.name for p in folder.iterdir())
 
 
 @contextlib.contextmanager

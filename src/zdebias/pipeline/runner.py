@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zdebias.data.labels import get_task
-from zdebias.data.writers import atomic_open, write_json
+from zdebias.data.writers import atomic_open, claim, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.pipeline.catalogue import get_stage
 from zdebias.pipeline.config import Recipe, StageConfig, dump_yaml, field_refs, iter_leaves
@@ -45,6 +45,7 @@ from zdebias.pipeline.run_folder import (
     DIGEST_CACHE,
     MARKER,
     check_run_dir,
+    claim_run_dir,
     locked,
     promote,
     read_json,
@@ -182,9 +183,10 @@ class Runner:
         kept for the next run to resume).
         """
         with _sigterm_interrupts():
-            check_run_dir(self.run_dir)
+            check_run_dir(self.run_dir, self.recipe.name)
             self._check_data()
             t0 = time.time()
+            claim_run_dir(self.run_dir, self.recipe.name)
             with locked(self.run_dir):
                 with atomic_open(self.run_dir / CONFIG) as fh:
                     fh.write(dump_yaml(self.recipe.to_dict()))
@@ -243,7 +245,7 @@ class Runner:
         )
         if partial.exists() and not resumed:
             shutil.rmtree(partial)
-        partial.mkdir(parents=True, exist_ok=True)
+        claim(partial, "stage", adopt=True)  # the run's own: a stage may write into it in place
         write_json({"hash": h, "started": utc_now()}, partial / ATTEMPT)
         old = read_json(final / MARKER)
         reason = (
@@ -390,6 +392,20 @@ class Runner:
                 row["action"] = "run (never run)"
             rows.append(row)
         return rows
+
+    def problems(self, plan: list[dict[str, Any]]) -> list[str]:
+        """What would stop the run that ``plan`` (:meth:`plan`) describes: a run folder it may
+        not use, stages whose inputs it cannot read."""
+        found = [
+            f"stages.{row['name']}: {row['action'].removeprefix('error: ')}"
+            for row in plan
+            if row["action"].startswith("error: ")
+        ]
+        try:
+            check_run_dir(self.run_dir, self.recipe.name)
+        except ConfigError as err:
+            found.insert(0, str(err))
+        return found
 
 
 def run_recipe(

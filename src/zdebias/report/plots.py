@@ -12,6 +12,8 @@ matplotlib (Agg canvas, no GUI backend) and plotly are imported only when a plot
 
 from __future__ import annotations
 
+import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zdebias.data.writers import atomic_open
+from zdebias.data.writers import write_together
 from zdebias.errors import ConfigError
 
 #: Colours per label index (matplotlib tab10, so PNG and HTML match).
@@ -127,8 +129,10 @@ def gardner_plot(
 ) -> Any:
     """The Gardner plot as a matplotlib ``Figure`` (``backend="plotly"``: a plotly figure),
     the ``label_top`` strongest significant features named beside their points, as in
-    Gardner et al.'s figure. ``png`` / ``html``: also write it there (atomically; the HTML is
-    the interactive plotly version, every point's feature shown on hover).
+    Gardner et al.'s figure. ``png`` / ``html``: also write it there (the HTML is the
+    interactive plotly version, every point's feature shown on hover, the same bytes for the
+    same plot). Both are written in full under temporary names, then renamed, the HTML last:
+    a killed run leaves the old pair, or the new PNG beside the old HTML, never half a file.
 
     >>> fig = gardner_plot(m.names, m.labels, m.z, m.n, m.p_hat, z_c=4.96)  # doctest: +SKIP
     """
@@ -148,19 +152,29 @@ def gardner_plot(
     plot = _Plot(
         pts, names, labels, xs, ys, p0, z_c, title, outliers(pts, z_c, num_labels, label_top)
     )
+    files: dict[Path, str | bytes] = {}
     fig = None
     if png is not None or backend == "matplotlib":
         fig = _figure(plot)
         if png is not None:
-            with atomic_open(Path(png), "wb") as fh:
-                fig.savefig(fh, format="png")
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png")
+            files[Path(png)] = buffer.getvalue()
     plotly_fig = None
     if html is not None or backend == "plotly":
         plotly_fig = _plotly(plot)
         if html is not None:
-            with atomic_open(Path(html)) as fh:
-                fh.write(plotly_fig.to_html(include_plotlyjs=True, full_html=True))
+            files[Path(html)] = plotly_fig.to_html(
+                include_plotlyjs=True, full_html=True, div_id=_div_id(Path(html))
+            )
+    write_together(files)  # both written in full, then renamed: the PNG first, the HTML last
     return plotly_fig if backend == "plotly" else fig
+
+
+def _div_id(html: Path) -> str:
+    """The plot's HTML element id, from the file's name (plotly's own is random), so that the
+    same plot gives the same bytes."""
+    return "gardner-" + re.sub(r"[^A-Za-z0-9_-]", "-", html.stem)
 
 
 @dataclass(frozen=True)

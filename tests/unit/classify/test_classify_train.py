@@ -121,7 +121,8 @@ def test_train_saves_contract_folder_and_best_epoch(tiny_model, tmp_path: Path) 
     probs = predict_proba(clf, dev)
     correct = [clf.labels[i] == r.label for i, r in zip(probs.argmax(1), dev, strict=True)]
     assert sum(correct) / len(dev) == pytest.approx(best)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    hidden = [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert hidden == [".zdebias-output.json"]  # the ownership marker only (issue 27)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
@@ -167,7 +168,7 @@ def test_train_refuses_bad_settings(tiny_model, tmp_path: Path) -> None:
         )
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(ConfigError, match="not empty; pass --overwrite"):
+    with pytest.raises(ConfigError, match="full holds files zdebias did not write"):
         train_classifier(train, None, tmp_path / "full", model=base, **FAST)
 
 

@@ -275,7 +275,7 @@ def test_train_refuses_a_foreign_out_folder_before_training(tmp_path) -> None:
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="not an infiller folder"):
+    with pytest.raises(ConfigError, match="busy holds files zdebias did not write"):
         train_infiller([REC], busy, model=tmp_path / "no-model", labels=NLI, spans=[SPANS])
     assert [p.name for p in busy.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from zdebias.data import writers as publish
+from zdebias.data.writers import OUTPUT_MARKER as OWNER
 from zdebias.data.writers import check_out_dir, publish_dir, work_dir_for
 from zdebias.errors import ConfigError
 
@@ -46,9 +47,12 @@ def test_non_empty_out_needs_overwrite(tmp_path: Path) -> None:
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     work = _finished(out, "new")
+    with pytest.raises(ConfigError, match="m holds files zdebias did not write"):
+        publish_dir(work, out, overwrite=True)  # not zdebias's: never replaced
+    publish.mark_owned(out, "model")
     with pytest.raises(ConfigError, match="not empty; pass --overwrite"):
         publish_dir(work, out, overwrite=False)
-    assert [p.name for p in out.iterdir()] == ["notes.txt"] and work.is_dir()
+    assert sorted(p.name for p in out.iterdir()) == [OWNER, "notes.txt"] and work.is_dir()
     publish_dir(work, out, overwrite=True)
     assert [p.name for p in out.iterdir()] == ["model.txt"]
     assert _hidden(tmp_path) == []
@@ -95,6 +99,7 @@ def test_a_failed_rename_puts_the_old_folder_back(
     out = tmp_path / "m"
     out.mkdir()
     (out / "model.txt").write_text("old")
+    publish.mark_owned(out, "model")
     work = _finished(out, "new")
     real_replace = os.replace
 
@@ -106,7 +111,7 @@ def test_a_failed_rename_puts_the_old_folder_back(
     monkeypatch.setattr(publish.os, "replace", failing)
     with pytest.raises(OSError, match="disk trouble"):
         publish_dir(work, out, overwrite=True)
-    assert [p.name for p in out.iterdir()] == ["model.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [OWNER, "model.txt"]
     assert (out / "model.txt").read_text() == "old"
     assert _hidden(tmp_path) == [work.name]  # the caller's work folder, nothing else
 

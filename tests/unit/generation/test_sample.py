@@ -95,6 +95,7 @@ def test_exact_counts_ids_and_shards(
     assert all(r.meta["type"] == "generated" and r.hypothesis for r in records)
     files = sorted(p.name for p in (tmp_path / "s").iterdir())
     assert files == [
+        ".zdebias-output.json",  # the ownership marker (issue 27)
         "dropped-00000.jsonl",
         "dropped-00001.jsonl",
         "samples.jsonl",

@@ -239,7 +239,7 @@ def test_bad_settings_fail_clearly(tiny_model, tmp_path: Path) -> None:
         train_generator([], tiny_model("gpt2"), tmp_path / "g")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="not a generator folder"):
+    with pytest.raises(ConfigError, match="busy holds files zdebias did not write"):
         train_generator(
             toy_records(), tiny_model("gpt2"), tmp_path / "busy", max_steps=1, progress=False
         )

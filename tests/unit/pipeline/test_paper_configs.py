@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from zdebias.cli import app
+from zdebias.errors import ConfigError
 from zdebias.pipeline.loader import load_recipe
 
 CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
@@ -72,12 +73,17 @@ def test_dry_run_resolves_and_shows_the_order(
     shared = os.environ.get("ZDEBIAS_TEST_DATA")
     if shared and Path(shared).is_dir():
         monkeypatch.setenv("ZDEBIAS_DATA", shared)  # the evaluation sets the configs name
+    out = str(tmp_path / "run")  # tmp_path holds the data: not a run folder
     result = CliRunner().invoke(
-        app,
-        ["run", str(path), *_local_overrides(path, tmp_path), "--dry-run", "--out", str(tmp_path)],
+        app, ["run", str(path), *_local_overrides(path, tmp_path), "--dry-run", "--out", out]
     )
-    assert result.exit_code == 0, result.output
     plan = re.findall(r"^#   (\S+)\s+(\S+)\s+(.*)$", result.output, flags=re.M)
+    errors = [f"stages.{name}: " for name, _, action in plan if action.startswith("error")]
+    if errors:  # printed, then one line that names them, exit 2 (the CLI's main)
+        assert isinstance(result.exception, ConfigError), result.output
+        assert all(e in str(result.exception) for e in errors), str(result.exception)
+    else:
+        assert result.exit_code == 0, result.output
     recipe = load_recipe(path)
     assert [name for name, _, _ in plan] == list(recipe.stages)
     for name, _kind, action in plan:

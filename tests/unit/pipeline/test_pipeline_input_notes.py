@@ -82,7 +82,7 @@ def test_a_run_never_writes_into_a_foreign_folder(tmp_path: Path) -> None:
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep")
-    with pytest.raises(ConfigError, match=r"mine: not a run folder \(no manifest\.json\) and not"):
+    with pytest.raises(ConfigError, match=r"mine holds files zdebias did not write; choose a new"):
         run_recipe(recipe, foreign)
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
     with pytest.raises(ConfigError, match=r"notes\.txt is a file"):

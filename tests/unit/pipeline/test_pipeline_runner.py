@@ -18,7 +18,7 @@ from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
-from zdebias.pipeline.run_folder import MARKER
+from zdebias.pipeline.run_folder import MARKER, claim_run_dir
 from zdebias.pipeline.runner import Runner, plan_recipe, run_recipe
 
 CALLS: list[str] = []
@@ -375,9 +375,89 @@ def test_missing_data_fails_before_anything_runs(run_dir: Path) -> None:
 
 
 def test_one_run_per_folder_at_a_time(run_dir: Path) -> None:
-    run_dir.mkdir()
+    claim_run_dir(run_dir, _recipe().name)  # as the other run did before it took the lock
     with (run_dir / ".zdebias-lock").open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(ConfigError, match="another zdebias run is using this folder"):
             Runner(_recipe(), run_dir).run()
     assert CALLS == []
+
+
+def test_a_run_uses_only_its_own_recipe_s_folder(run_dir: Path) -> None:
+    """Issue 27: the folder's ownership marker names the recipe; any other non-empty folder
+    (a user's, another recipe's run, another zdebias output) is refused, nothing written."""
+    from zdebias.data.ownership import owner_of
+    from zdebias.data.writers import mark_owned
+
+    run_recipe(_recipe(), run_dir)
+    assert owner_of(run_dir) == {
+        "zdebias": owner_of(run_dir)["zdebias"],
+        "kind": "run",
+        "recipe": "fake",
+    }
+    CALLS.clear()
+    assert _statuses(run_recipe(_recipe(), run_dir)) == dict.fromkeys(
+        ["src", "up", "shards", "ext_up"], "skipped"
+    )
+    other = run_dir.parent / "other"
+    run_recipe(recipe_from_dict({**_recipe().to_dict(), "name": "other"}), other)
+    CALLS.clear()
+    user = run_dir.parent / "user"
+    user.mkdir()
+    (user / "manifest.json").write_text('{"name": "fake", "stages": []}')
+    (user / "notes.txt").write_text("mine")
+    output = run_dir.parent / "output"
+    output.mkdir()
+    mark_owned(output, "output", files=[])
+    refusals = {
+        other: f"{other} holds a run of recipe 'other', not 'fake'; choose a new --out",
+        user: f"{user} holds files zdebias did not write; choose a new --out or empty it",
+        output: f"{output} holds a zdebias output folder, not a run; choose a new --out",
+    }
+    for folder, message in refusals.items():
+        before = sorted(p.name for p in folder.iterdir())
+        with pytest.raises(ConfigError) as info:
+            run_recipe(_recipe(), folder)
+        assert str(info.value).startswith(message)
+        assert sorted(p.name for p in folder.iterdir()) == before
+    assert CALLS == []
+
+
+def test_a_run_folder_of_zdebias_0_2_is_taken_only_when_it_holds_only_a_run(
+    run_dir: Path,
+) -> None:
+    from zdebias.data.ownership import MARKER as OWNER
+    from zdebias.data.ownership import owner_of
+
+    run_recipe(_recipe(), run_dir)
+    (run_dir / OWNER).unlink()  # as 0.2 left it
+    CALLS.clear()
+    assert run_recipe(_recipe(), run_dir)["status"] == "complete"
+    assert CALLS == [] and owner_of(run_dir)["recipe"] == "fake"
+    (run_dir / OWNER).unlink()
+    (run_dir / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="holds files zdebias did not write"):
+        run_recipe(_recipe(), run_dir)
+
+
+def test_dry_run_exits_2_on_a_plan_with_errors(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from cli_main import run_main
+
+    path = run_dir.parent / "r.yaml"
+    path.write_text(yaml.safe_dump(_recipe().to_dict(), sort_keys=False))
+    assert run_main(["run", path, "--dry-run", "--out", run_dir]) == 0
+    assert "#   src" in capsys.readouterr().out
+    code = run_main(["run", path, "--dry-run", "--out", run_dir, "data.ext.path=gone.jsonl"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "error: data 'ext': gone.jsonl: no such file" in out
+    assert err == "error: stages.ext_up: data 'ext': gone.jsonl: no such file or folder\n"
+    user = run_dir.parent / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    assert run_main(["run", path, "--dry-run", "--out", user]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {user} holds files zdebias did not write")
+    assert not run_dir.exists() and [p.name for p in user.iterdir()] == ["notes.txt"]
