@@ -60,57 +60,58 @@ from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 ENTAILMENT = "entailment"
 
-DETERMINERS = frozenset(
-    "a an the one two three four five six seven eight nine ten several some many".split()
-)
-PLURAL_DETERMINERS = frozenset(
-    "two three four five six seven eight nine ten several some many".split()
-)
-PREPOSITIONS = frozenset(
+
+def _words(text: str) -> frozenset[str]:
+    """A word list written as one string."""
+    return frozenset(text.split())
+
+
+DETERMINERS = _words("a an the one two three four five six seven eight nine ten several some many")
+PLURAL_DETERMINERS = _words("two three four five six seven eight nine ten several some many")
+PREPOSITIONS = _words(
     "in on at near by with under over inside outside behind beside beneath above across "
     "along around through into onto toward towards from for of to against down up past "
-    "between among during while as who that which where when".split()
+    "between among during while as who that which where when"
 )
-ADVERBS = frozenset(
+ADVERBS = _words(
     "outside inside outdoors indoors together alone away up down there here again "
-    "happily quickly slowly nearby".split()
+    "happily quickly slowly nearby"
 )
-PRONOUNS = frozenset("he she it they we i you someone somebody everyone this these those".split())
-DOWNWARD = frozenset(
-    "not no never without nobody nothing none neither nor few only every all each any "
-    "except".split()
+PRONOUNS = _words("he she it they we i you someone somebody everyone this these those")
+DOWNWARD = _words(
+    "not no never without nobody nothing none neither nor few only every all each any except"
 )
-COORDINATION = frozenset("and or but".split())
+COORDINATION = _words("and or but")
 AUXILIARIES = {
     "is": (False, False),
     "are": (True, False),
     "was": (False, True),
     "were": (True, True),
 }
-IRREGULAR_PLURALS = frozenset("men women children people feet teeth mice geese police".split())
+IRREGULAR_PLURALS = _words("men women children people feet teeth mice geese police")
 #: verbs whose subject/object swap is entailed (or nearly): inversion refuses them
-SYMMETRIC = frozenset(
+SYMMETRIC = _words(
     "hug kiss meet marry date fight wrestle touch face resemble embrace battle race greet "
-    "chat talk dance".split()
+    "chat talk dance"
 )
 #: transitive-looking verbs with no English passive: passivisation refuses them
-NO_PASSIVE = frozenset("have be get become resemble lack cost weigh face".split())
+NO_PASSIVE = _words("have be get become resemble lack cost weigh face")
 #: colour, size and age adjectives: subsective, so dropping one is entailed ("a young man"
 #: is a man). Others are left alone: "a toy gun" is not a gun, "a former champion" not a
 #: champion (NON_SUBSECTIVE is checked too, for a word added here by mistake)
-DROPPABLE = frozenset(
+DROPPABLE = _words(
     "red blue green yellow black white orange pink purple brown gray grey "
     "young old older little small big large tall short elderly smiling happy "
-    "blond blonde dark-haired bald muddy wet".split()
+    "blond blonde dark-haired bald muddy wet"
 )
-NON_SUBSECTIVE = frozenset(
+NON_SUBSECTIVE = _words(
     "fake former toy artificial alleged imaginary fictional counterfeit mock pretend "
-    "would-be stuffed plastic model cartoon virtual false".split()
+    "would-be stuffed plastic model cartoon virtual false"
 )
 #: a place PP at the end of a sentence may be dropped (an adjunct); others may be arguments
 #: words after an object's head that make it no plain NP ("a cart full of food")
-POSTNOMINAL = frozenset("full high piled filled covered loaded made dressed".split())
-PLACE_PREPOSITIONS = frozenset("in on at near under inside behind beside".split())
+POSTNOMINAL = _words("full high piled filled covered loaded made dressed")
+PLACE_PREPOSITIONS = _words("in on at near under inside behind beside")
 #: -ing forms of irregular verbs → past participle; keyed by base form
 IRREGULAR_PARTICIPLES = {
     "bear": "borne", "beat": "beaten", "bite": "bitten", "blow": "blown", "break": "broken",

@@ -14,6 +14,7 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
 from zdebias.generation.transforms import (
+    RULES,
     Skipped,
     Transformed,
     drop_modifier,
@@ -31,9 +32,8 @@ def _hyp(outcome: Transformed | Skipped) -> str:
     return outcome.hypothesis
 
 
-@pytest.mark.parametrize(
-    ("premise", "expected"),
-    [
+CASES = {
+    "inversion": [
         ("A man is holding a dog.", "A dog is holding a man."),
         ("Two women are carrying a box in the rain.", "A box is carrying two women."),
         ("A man was stopping a car.", "A car was stopping a man."),
@@ -42,17 +42,7 @@ def _hyp(outcome: Transformed | Skipped) -> str:
         ("An old man rides a bike.", "A bike rides an old man."),
         ("a man is holding a dog, not a cat", "A dog is holding a man"),
     ],
-)
-def test_inversion(premise: str, expected: str) -> None:
-    out = invert(premise)
-    assert _hyp(out) == expected
-    assert out.label == "neutral" and out.premise == premise
-    assert invert(premise, label="contradiction").label == "contradiction"
-
-
-@pytest.mark.parametrize(
-    ("premise", "expected"),
-    [
+    "passive": [
         ("A man is holding a dog.", "A dog is being held by a man."),
         ("Two women are carrying a box in the rain.", "A box is being carried by two women."),
         ("The little girl is eating an apple.", "An apple is being eaten by the little girl."),
@@ -65,28 +55,35 @@ def test_inversion(premise: str, expected: str) -> None:
         ("A dog carries a stick.", "A stick is carried by a dog."),
         ("A chef grabs a pan.", "A pan is grabbed by a chef."),
     ],
-)
-def test_passive(premise: str, expected: str) -> None:
-    out = passivise(premise)
-    assert _hyp(out) == expected
-    assert out.label == "entailment"
+    "drop-modifier": [
+        ("A young boy plays a guitar.", "A boy plays a guitar."),
+        ("An old man is riding a bike.", "A man is riding a bike."),
+        ("A young elephant is pushing a log", "An elephant is pushing a log"),
+        ("A kid with a toy gun is running.", "A kid is running."),
+        ("A boy is running in a field.", "A boy is running."),
+        ("A dog sleeps near the door.", "A dog sleeps."),
+    ],
+}
+LABELS = {"inversion": "neutral", "passive": "entailment", "drop-modifier": "entailment"}
 
 
 @pytest.mark.parametrize(
-    ("premise", "expected", "edit"),
-    [
-        ("A young boy plays a guitar.", "A boy plays a guitar.", "adjective young"),
-        ("An old man is riding a bike.", "A man is riding a bike.", "adjective old"),
-        ("A young elephant is pushing a log", "An elephant is pushing a log", "adjective young"),
-        ("A kid with a toy gun is running.", "A kid is running.", "subject PP with a toy gun"),
-        ("A boy is running in a field.", "A boy is running.", "final PP in a field"),
-        ("A dog sleeps near the door.", "A dog sleeps.", "final PP near the door"),
-    ],
+    ("rule", "premise", "expected"), [(k, *case) for k, v in CASES.items() for case in v]
 )
-def test_drop_modifier(premise: str, expected: str, edit: str) -> None:
-    out = drop_modifier(premise)
+def test_rule_output(rule: str, premise: str, expected: str) -> None:
+    out = RULES[rule](premise)
     assert _hyp(out) == expected
-    assert (out.label, out.edit) == ("entailment", edit)
+    assert (out.label, out.premise) == (LABELS[rule], premise)
+
+
+def test_labels_and_edits() -> None:
+    assert invert("A man is holding a dog.", label="contradiction").label == "contradiction"
+    edits = [drop_modifier(p) for p, _ in CASES["drop-modifier"][2:5]]
+    assert [e.edit for e in edits if isinstance(e, Transformed)] == [
+        "adjective young",
+        "subject PP with a toy gun",
+        "final PP in a field",
+    ]
 
 
 def test_subsequence() -> None:
