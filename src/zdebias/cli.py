@@ -24,7 +24,10 @@ COMMAND_MODULES = {
     **dict.fromkeys(
         ("train-classifier", "predict", "confidence-filter", "evaluate", "compare"), "classify"
     ),
-    **dict.fromkeys(("train-generator", "debias-generator", "sample", "sample-merge"), "generate"),
+    **dict.fromkeys(
+        ("train-generator", "debias-generator", "sample", "sample-merge", "transform"),
+        "generate",
+    ),
     "counterfactual": "counterfactual",
     **dict.fromkeys(("run", "report", "demo-data", "stages"), "pipeline"),
 }

@@ -20,8 +20,15 @@ from zdebias.generation.settings import (
     PromptSettings,
     SampleSettings,
 )
-from zdebias.report.text import generator_text, merged_text, sample_text, worker_text
-from zdebias.settings_cli import CliOptions, command
+from zdebias.generation.transforms import TransformSettings
+from zdebias.report.text import (
+    generator_text,
+    merged_text,
+    sample_text,
+    transform_text,
+    worker_text,
+)
+from zdebias.settings_cli import CliOptions, InputArg, command
 
 OutOpt = Annotated[str, typer.Option("--out", help="Output folder.")]
 GeneratorOpt = Annotated[str, typer.Option("--generator", help="A trained generator folder.")]
@@ -158,9 +165,29 @@ def sample_merge_cmd(
     emit(summary, cli, merged_text(summary))
 
 
+@command
+def transform_cmd(
+    input: InputArg,
+    out: OutOpt,
+    settings: TransformSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+) -> None:
+    """Rule-made transforms of the pairs' premises for the HANS heuristics (inversion,
+    passive, drop-modifier, subsequence): DIR/transforms.jsonl and summary.json."""
+    from zdebias.generation.transforms import transform_file
+
+    path = require(input, "INPUT")
+    check_output(out, cli, published=True)
+    records, _ = read_logged(path, read, what="input")
+    summary = transform_file(records, out, settings, overwrite=cli.overwrite, source=path)
+    emit(summary, cli, lambda: transform_text(summary, out))
+
+
 def register(app: typer.Typer) -> None:
     """Add the generator commands."""
     app.command("train-generator")(train_generator_cmd)
     app.command("debias-generator")(debias_generator_cmd)
     app.command("sample")(sample_cmd)
     app.command("sample-merge")(sample_merge_cmd)
+    app.command("transform")(transform_cmd)

@@ -242,6 +242,17 @@ def generator_text(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def transform_text(s: dict[str, Any], out: str) -> str:
+    """``transform``: records written per rule, and why the others were skipped."""
+    lines = [f"{s['n_written']:,} transformed pairs in {out} {s['labels']}"]
+    for rule, r in s["rules"].items():
+        lines.append(
+            f"  {rule}: {r['written']:,} written, applied to {r['applied']:,} of "
+            f"{r['tried']:,} premises tried; skipped {r['skipped']}"
+        )
+    return "\n".join(lines)
+
+
 def sample_text(s: dict[str, Any]) -> str:
     """``sample``: how many samples were written, and what was dropped."""
     state = "complete" if s["complete"] else "stopped (rerun the same command to resume)"

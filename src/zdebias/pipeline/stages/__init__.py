@@ -16,6 +16,7 @@ filter                     z-filtering Z(D) or Z(D | seed)
 train-generator            fine-tune a causal LM into a generator (L_MLE + λ·consistency)
 debias-generator           fine-tune it on Z(D0) with α·masked unlikelihood on Z⁻(D0)
 sample                     sample the generator (resumable shards)
+transform                  rule-made HANS transforms of real pairs (inversion, passive, ...)
 confidence-filter          keep samples an NLI model gives p(label) > τ
 combine                    Z-Aug, Par-Z or Seq-Z
 concat                     concatenate datasets (e.g. original + counterfactuals)

@@ -16,6 +16,7 @@ from zdebias.generation.settings import (
     PromptSettings,
     SampleSettings,
 )
+from zdebias.generation.transforms import TransformSettings
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
 from zdebias.pipeline.stages._common import (
@@ -154,4 +155,33 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             "usage",
             "n_cross_worker_duplicates",
         ),
+    )
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+class TransformConfig(TransformSettings, StageConfig):
+    """Rule-made transforms of the input's premises for the HANS heuristics (inversion,
+    passive, drop-modifier, subsequence): a source a ``combine`` stage takes as its
+    ``generated`` input, alone or ``concat``-ed with samples."""
+
+    input: RecordsRef
+
+
+@register_stage("transform", config=TransformConfig, outputs={"data": "records", "summary": "json"})
+def transform_stage(cfg: TransformConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
+    """Write ``data.jsonl`` (the transformed pairs) and ``summary.json`` (per rule: tried,
+    applied, skipped by reason)."""
+    from zdebias.data.writers import write_files
+    from zdebias.generation.transforms import transform_records
+
+    result = transform_records(inputs.records("input"), settings_for(TransformSettings, cfg, ctx))
+    write_files(ctx.out_dir, {"data.jsonl": result.records, "summary.json": result.summary})
+    write_examples(ctx, result.records)
+    rules = result.summary["rules"]
+    return StageResult(
+        {"data": "data.jsonl", "summary": "summary.json"},
+        rows_out={"total": len(result.records), **{r: v["written"] for r, v in rules.items()}},
+        metrics={"labels": result.summary["labels"]},
     )
