@@ -19,15 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.classify.judge import (
-    agreement,
-    cell_of,
-    delta_p_mask,
-    disco_rejection,
-    pass_counts,
-    premise_counts,
-    reference_record,
-)
+from zdebias.classify import judge
 from zdebias.classify.settings import ConfidenceSettings
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_files
@@ -106,13 +98,15 @@ def confidence_filter(
     if s.rule == "delta-p":
         refs, kinds = _references(records, s, originals)
         p_ref = _probs(clf, refs, s, progress)[np.arange(len(records)), gold]
-        keep = delta_p_mask(p_gold, p_ref, s.delta)
+        keep = judge.delta_p_mask(p_gold, p_ref, s.delta)
         for i in range(len(records)):
             extra[i] = {REFERENCE_KEY: float(p_ref[i]), DELTA_KEY: float(p_gold[i] - p_ref[i])}
     else:
         keep = confidence_mask(probs, gold, s.threshold)
     reasons = [
-        disco_rejection(r, reject_added_negation=s.reject_added_negation, max_overlap=s.max_overlap)
+        judge.disco_rejection(
+            r, reject_added_negation=s.reject_added_negation, max_overlap=s.max_overlap
+        )
         for r in records
     ]
     for i, reason in enumerate(reasons):
@@ -131,7 +125,7 @@ def confidence_filter(
         "n_kept": len(kept),
         "n_rejected": len(rejected),
         "kept_share": len(kept) / len(records) if records else 0.0,
-        "per_label": pass_counts([r.label for r in records], keep, order=clf.labels),
+        "per_label": judge.pass_counts([r.label for r in records], keep, order=clf.labels),
         **confidence_profile(p_gold),
     }
     summary.update(_judge_summary(records, keep, s))
@@ -191,7 +185,7 @@ def _references(
 
         originals = read_records(s.originals)
     by_id = {r.id: r for r in originals or ()}
-    pairs = [reference_record(r, by_id) for r in records]
+    pairs = [judge.reference_record(r, by_id) for r in records]
     return [p for p, _ in pairs], [k for _, k in pairs]
 
 
@@ -200,10 +194,10 @@ def _judge_summary(
 ) -> dict[str, Any]:
     """The rule, and pass rates per cell and per premise where samples say them."""
     out: dict[str, Any] = {"rule": s.rule}
-    cells = [cell_of(r) for r in records]
+    cells = [judge.cell_of(r) for r in records]
     if any(c is not None for c in cells):
-        out["per_cell"] = pass_counts(cells, keep)
-    premises = premise_counts(records, keep)
+        out["per_cell"] = judge.pass_counts(cells, keep)
+    premises = judge.premise_counts(records, keep)
     if premises is not None:
         out["premises"] = premises
     return out
@@ -238,8 +232,8 @@ def _measure(
     picked = np.flatnonzero(keep).tolist()
     return {
         "model": path,
-        "input": agreement(pred, gold),
-        "kept": agreement([pred[i] for i in picked], [gold[i] for i in picked]),
+        "input": judge.agreement(pred, gold),
+        "kept": judge.agreement([pred[i] for i in picked], [gold[i] for i in picked]),
     }
 
 

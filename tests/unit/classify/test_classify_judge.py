@@ -11,16 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from zdebias.classify import judge as rules
 from zdebias.classify.confidence import confidence_filter
-from zdebias.classify.judge import (
-    agreement,
-    cell_of,
-    delta_p_mask,
-    disco_rejection,
-    pass_counts,
-    premise_counts,
-    reference_record,
-)
 from zdebias.classify.predict import load_classifier, predict_proba
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
@@ -33,13 +25,13 @@ LABELS = ["entailment", "neutral", "contradiction"]
 def test_delta_p_accepts_only_a_rise_above_delta() -> None:
     p = np.array([0.8125, 0.75, 0.3, 0.5])
     ref = np.array([0.5, 0.5, 0.5, 0.5])
-    assert delta_p_mask(p, ref, 0.25).tolist() == [True, False, False, False]  # 0.25: not >
-    assert delta_p_mask(p, ref, 0.0).tolist() == [True, True, False, False]
-    assert delta_p_mask(p, ref, 0.3125 - 2**-20).tolist() == [True, False, False, False]
+    assert rules.delta_p_mask(p, ref, 0.25).tolist() == [True, False, False, False]  # 0.25: not >
+    assert rules.delta_p_mask(p, ref, 0.0).tolist() == [True, True, False, False]
+    assert rules.delta_p_mask(p, ref, 0.3125 - 2**-20).tolist() == [True, False, False, False]
     with pytest.raises(ConfigError, match=r"delta must lie in \[0, 1\]"):
-        delta_p_mask(p, ref, 1.5)
+        rules.delta_p_mask(p, ref, 1.5)
     with pytest.raises(ValueError, match="do not match"):
-        delta_p_mask(p, ref[:2], 0.25)
+        rules.delta_p_mask(p, ref[:2], 0.25)
 
 
 def _cf(source: Record, hypothesis: str, target: str) -> Record:
@@ -50,7 +42,7 @@ def _cf(source: Record, hypothesis: str, target: str) -> Record:
 def test_reference_pairs() -> None:
     src = Record("d0:7", "entailment", "A man sleeps on a bench.", "A man rests.")
     edit = _cf(src, "A man runs.", "contradiction")
-    ref, kind = reference_record(edit, {src.id: src})
+    ref, kind = rules.reference_record(edit, {src.id: src})
     assert (ref.premise, ref.hypothesis, ref.label, kind) == (
         src.premise,
         "A man rests.",
@@ -58,12 +50,12 @@ def test_reference_pairs() -> None:
         "original",
     )
     gen = Record("g:1", "neutral", "A dog barks.", "The dog is hungry.", meta={"premise_id": "p3"})
-    ref, kind = reference_record(gen, {})
+    ref, kind = rules.reference_record(gen, {})
     assert (ref.premise, ref.hypothesis, kind) == ("A dog barks.", "", "empty-hypothesis")
     with pytest.raises(DataError, match=r"'d0:7', no originals were given: .*--originals FILE"):
-        reference_record(edit, {})
+        rules.reference_record(edit, {})
     with pytest.raises(DataError, match=r"'d0:7', not among the originals"):
-        reference_record(edit, {"other": src})
+        rules.reference_record(edit, {"other": src})
 
 
 def test_disco_rejections_are_off_by_default() -> None:
@@ -72,23 +64,23 @@ def test_disco_rejections_are_off_by_default() -> None:
     kept_neg = Record("c", "contradiction", "Nobody is here.", "Nobody sleeps.")  # in premise
     neutral = Record("d", "neutral", "A man sleeps.", "A man is not sleeping.")
     copy = Record("e", "entailment", "A man sleeps on a bench.", "A man sleeps.")
-    assert [disco_rejection(r) for r in (neg, isnt, copy)] == [None, None, None]
+    assert [rules.disco_rejection(r) for r in (neg, isnt, copy)] == [None, None, None]
     on = {"reject_added_negation": True}
-    assert [disco_rejection(r, **on) for r in (neg, isnt, kept_neg, neutral)] == [
+    assert [rules.disco_rejection(r, **on) for r in (neg, isnt, kept_neg, neutral)] == [
         "added-negation",
         "added-negation",
         None,
         None,
     ]
     # {a, man, sleeps} / {a, man, sleeps, on, bench} = 0.6
-    assert disco_rejection(copy, max_overlap=0.6) is None
-    assert disco_rejection(copy, max_overlap=0.35) == "premise-overlap"
+    assert rules.disco_rejection(copy, max_overlap=0.6) is None
+    assert rules.disco_rejection(copy, max_overlap=0.35) == "premise-overlap"
 
 
 def test_pass_rates_per_label_cell_and_premise_equal_a_hand_count() -> None:
     keep = np.array([True, False, False, True, True, False])
     labels = ["neutral", "entailment", "neutral", "neutral", "contradiction", "entailment"]
-    assert pass_counts(labels, keep, order=LABELS) == {
+    assert rules.pass_counts(labels, keep, order=LABELS) == {
         "entailment": {"n": 2, "kept": 0, "rejected": 2, "pass_rate": 0.0},
         "neutral": {"n": 3, "kept": 2, "rejected": 1, "pass_rate": 0.6667},
         "contradiction": {"n": 1, "kept": 1, "rejected": 0, "pass_rate": 1.0},
@@ -105,7 +97,7 @@ def test_pass_rates_per_label_cell_and_premise_equal_a_hand_count() -> None:
         Record(f"r{i}", lab, "P", "H", meta=m)
         for i, (lab, m) in enumerate(zip(labels, metas, strict=True))
     ]
-    cells = [cell_of(r) for r in records]
+    cells = [rules.cell_of(r) for r in records]
     assert cells == [
         "unigram=sleeping -> entailment",
         "overlap=high -> neutral",
@@ -114,18 +106,18 @@ def test_pass_rates_per_label_cell_and_premise_equal_a_hand_count() -> None:
         None,
         "unigram=sleeping -> entailment",
     ]
-    assert pass_counts(cells, keep) == {
+    assert rules.pass_counts(cells, keep) == {
         "overlap=high -> neutral": {"n": 2, "kept": 0, "rejected": 2, "pass_rate": 0.0},
         "unigram=sleeping -> entailment": {"n": 2, "kept": 1, "rejected": 1, "pass_rate": 0.5},
     }
-    assert premise_counts(records, keep) == {"n": 3, "with_kept": 2, "all_rejected": 1}
-    assert premise_counts(records[4:5], keep[4:5]) is None
+    assert rules.premise_counts(records, keep) == {"n": 3, "with_kept": 2, "all_rejected": 1}
+    assert rules.premise_counts(records[4:5], keep[4:5]) is None
 
 
 def test_agreement_equals_a_hand_count() -> None:
     gold = ["entailment", "neutral", "neutral", "contradiction", "entailment"]
     pred = ["entailment", "entailment", "neutral", "neutral", "entailment"]
-    assert agreement(pred, gold) == {
+    assert rules.agreement(pred, gold) == {
         "n": 5,
         "agree": 3,
         "share": 0.6,
@@ -135,7 +127,7 @@ def test_agreement_equals_a_hand_count() -> None:
             "neutral": {"n": 2, "agree": 1, "share": 0.5},
         },
     }
-    assert agreement([], [])["share"] is None
+    assert rules.agreement([], [])["share"] is None
 
 
 def _samples(data_dir: Path, n: int) -> list[Record]:
@@ -253,7 +245,9 @@ def test_cli_judge_flags_end_to_end(
     assert [r.id for r in read_records(out / "kept.jsonl")] == [r.id for r in lib[0]]
     for key in ("per_label", "per_cell", "premises", "label_fidelity", "hypothesis_only_accuracy"):
         assert summary[key] == json.loads(json.dumps(lib[2][key])), key
-    overlap = [r for r in records if disco_rejection(r, max_overlap=0.35) == "premise-overlap"]
+    overlap = [
+        r for r in records if rules.disco_rejection(r, max_overlap=0.35) == "premise-overlap"
+    ]
     got = {r.id: r.meta.get("rejected_by") for r in read_records(out / "rejected.jsonl")}
     assert all(got[r.id] in ("premise-overlap", "added-negation") for r in overlap)
     assert summary["rejected_by"].get("premise-overlap", 0) == len(overlap)
