@@ -86,6 +86,8 @@ def confidence_filter(
     from zdebias.classify.predict import LoadedClassifier, hf_progress, load_classifier
 
     s = ConfidenceSettings.of(settings, **overrides)
+    if s.rule == "delta-p":  # a missing original fails before any model runs
+        refs, kinds = _references(records, s, originals)
     if isinstance(model, LoadedClassifier):
         clf = model
     else:
@@ -96,7 +98,6 @@ def confidence_filter(
     p_gold = probs[np.arange(len(records)), gold]
     extra: list[dict[str, Any]] = [{} for _ in records]
     if s.rule == "delta-p":
-        refs, kinds = _references(records, s, originals)
         p_ref = _probs(clf, refs, s, progress)[np.arange(len(records)), gold]
         keep = judge.delta_p_mask(p_gold, p_ref, s.delta)
         for i in range(len(records)):
