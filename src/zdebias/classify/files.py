@@ -113,13 +113,15 @@ class Files:
         self, input: str, model: str, out: str | Path, settings: ConfidenceSettings
     ) -> dict[str, Any]:
         """Split ``input`` by the classifier ``model``'s confidence into the folder ``out``
-        (:meth:`publish_partition`; the summary's ``input`` is the read's report). Returns
+        (:meth:`publish_partition`; the summary's ``input`` is the read's report); the
+        ``originals`` of counterfactual edits are read with these reader settings. Returns
         that summary without ``input``, with the ``files`` written."""
         from zdebias.classify.confidence import confidence_filter
 
         records, report = self.records(input, "input")
+        originals = self.records(settings.originals, "originals")[0] if settings.originals else None
         kept, rejected, summary = confidence_filter(
-            records, model, settings, progress=self.progress
+            records, model, settings, originals=originals, progress=self.progress
         )
         summary.update(model=model, input=report.summary())
         paths = self.publish_partition(out, kept, rejected, summary)

@@ -24,6 +24,8 @@ InputKind = Literal["pair", "hypothesis-only", "text"]
 Device = Literal["auto", "cpu", "cuda"]
 #: where PoE's bias distribution comes from (SPEC §8)
 BiasMode = Literal["joint", "frozen"]
+#: the confidence filter's acceptance rules (SPEC §7, §12)
+JudgeRule = Literal["tau", "delta-p"]
 #: folds of ``cross_fit_predictions`` when no ``cross_fit`` is set
 
 _DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
@@ -32,6 +34,11 @@ _DEVICE_HELP = "auto (the GPU when there is one), cpu or cuda."
 def _auto_device(value: Any) -> Any:
     """``device=None`` (the 0.1 library default) means ``auto``."""
     return "auto" if value is None else value
+
+
+def _path_text(value: Any) -> Any:
+    """A path given as ``os.PathLike`` is kept as its text."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 class InferenceSettings(Settings):
@@ -46,7 +53,8 @@ class InferenceSettings(Settings):
 
 
 class ConfidenceSettings(InferenceSettings):
-    """Confidence filter (GD-NLI §2.2.2, SPEC §7): keep samples with p(label) > τ."""
+    """Confidence filter (GD-NLI §2.2.2, SPEC §7): keep samples with p(label) > τ, or (SPEC
+    §12, DISCO) whose p(label) rises by more than δ from a reference pair."""
 
     help_panel: ClassVar[str] = "Confidence filter"
 
@@ -56,6 +64,43 @@ class ConfidenceSettings(InferenceSettings):
         ge=0,
         le=1,
         deprecated=("--tau", "tau"),
+    )
+    rule: JudgeRule = setting(
+        "tau",
+        "Acceptance rule: tau (p(label) above --threshold; the paper) or delta-p (p(label) "
+        "rises by more than --delta from the sample's reference pair; DISCO).",
+    )
+    delta: float = setting(
+        0.25, "delta-p rule: the rise of p(label) a sample must exceed (DISCO: 0.25).", ge=0, le=1
+    )
+    originals: str | None = setting(
+        None,
+        "The records counterfactual edits were made from (matched by meta.source_id): their "
+        "reference pairs under the delta-p rule.",
+    )
+    reject_added_negation: bool = setting(
+        False, "Also reject contradictions whose hypothesis adds a negation word (DISCO)."
+    )
+    max_overlap: float | None = setting(
+        None,
+        "Also reject samples whose hypothesis and premise share more than this Jaccard word "
+        "overlap (DISCO: 0.35).",
+        ge=0,
+        le=1,
+    )
+    fidelity_judge: str | None = setting(
+        None,
+        "A held-out classifier folder: the summary's label_fidelity, its agreement with the "
+        "samples' labels.",
+    )
+    hypothesis_only: str | None = setting(
+        None,
+        "A hypothesis-only classifier folder: the summary's hypothesis_only_accuracy on the "
+        "samples.",
+    )
+
+    _paths = field_validator("originals", "fidelity_judge", "hypothesis_only", mode="before")(
+        _path_text
     )
 
 
@@ -156,10 +201,7 @@ class ClassifierSettings(TrainerSettings):
 
     _auto = field_validator("device", mode="before")(_auto_device)
 
-    @field_validator("model", "bias_model", "teacher_model", mode="before")
-    @classmethod
-    def _path_text(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
+    _paths = field_validator("model", "bias_model", "teacher_model", mode="before")(_path_text)
 
     @field_validator("loss")
     @classmethod
@@ -228,6 +270,7 @@ __all__ = [
     "EvaluateSettings",
     "InferenceSettings",
     "InputKind",
+    "JudgeRule",
     "subset_records",
     "torch_device",
 ]

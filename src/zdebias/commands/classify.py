@@ -82,7 +82,10 @@ def confidence_filter_cmd(
     input: InputArg = None,
     classifier: Annotated[
         str | None,
-        typer.Option("--classifier", help="Classifier trained on the original data (SPEC §7)."),
+        typer.Option(
+            "--classifier",
+            help="The judge: a classifier folder, trained on D0 (SPEC §7) or debiased.",
+        ),
     ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="Folder for kept.jsonl, rejected.jsonl, summary.json.")
@@ -97,7 +100,10 @@ def confidence_filter_cmd(
     check_output(out, cli, published=True)
     result = _files(read, cli).confidence_filter(path, model, out, settings)
     kept, n = result["n_kept"], result["n_input"]
-    emit(result, cli, f"kept {kept:,} of {n:,} (p(label) > {settings.threshold})\nwrote {out}")
+    rule = f"p(label) > {settings.threshold}"
+    if settings.rule == "delta-p":
+        rule = f"p(label) rises by more than {settings.delta}"
+    emit(result, cli, f"kept {kept:,} of {n:,} ({rule})\nwrote {out}")
 
 
 @command(exclude=("columns", "label_map", "limit"))

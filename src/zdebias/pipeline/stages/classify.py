@@ -37,11 +37,20 @@ from zdebias.pipeline.stages._common import (
 # --------------------------------------------------------------------------- classifiers
 
 
+def _described(name: str) -> Any:
+    """A reference field with the description of the confidence filter's setting ``name``."""
+    return Field(None, description=ConfidenceSettings.model_fields[name].description)
+
+
 class ConfidenceFilterConfig(ConfidenceSettings, StageConfig):
-    """Keep a sample only if a classifier trained on D0 gives p(label) > τ (SPEC §7)."""
+    """Keep a sample only if a classifier (the judge: trained on D0, or debiased) gives
+    p(label) > τ (SPEC §7), or a rise of p(label) above δ (``rule: delta-p``, SPEC §12)."""
 
     input: RecordsRef
     classifier: ModelRef
+    originals: OptRecordsRef = _described("originals")
+    fidelity_judge: OptModelRef = _described("fidelity_judge")
+    hypothesis_only: OptModelRef = _described("hypothesis_only")
 
 
 @register_stage("confidence-filter", config=ConfidenceFilterConfig, outputs=SPLIT_OUTPUTS)
@@ -52,16 +61,20 @@ def confidence_filter_stage(
     from zdebias.classify.confidence import confidence_filter
 
     records = inputs.records("input")
+    models = {name: inputs.path(name) for name in ("fidelity_judge", "hypothesis_only")}
+    settings = settings_for(ConfidenceSettings, cfg, ctx).model_copy(
+        update={**models, "originals": None}
+    )
     kept, rejected, summary = confidence_filter(
         records,
         inputs.path("classifier"),
-        settings_for(ConfidenceSettings, cfg, ctx),
+        settings,
+        originals=inputs.records("originals") if "originals" in inputs else None,
         progress=ctx.progress,
     )
     write_examples(ctx, kept)
-    return split_result(
-        ctx, kept, rejected, summary, metrics=pick_keys(summary, "tau", "kept_share")
-    )
+    metrics = pick_keys(summary, "tau", "delta", "kept_share")
+    return split_result(ctx, kept, rejected, summary, metrics=metrics)
 
 
 class TrainClassifierConfig(ClassifierSettings, StageConfig):
