@@ -63,23 +63,19 @@ def confidence_filter(
 
     ``model`` is a classifier folder / reference or a loaded classifier. ``settings``: a
     :class:`~zdebias.classify.settings.ConfidenceSettings` (``threshold`` τ, ``batch_size``,
-    ``device``); ``overrides``: any of its fields by keyword. Every record's label must be one
+    ``device``, ``ray``: score on Ray actors); ``overrides``: any of its fields by keyword. Every record's label must be one
     the classifier predicts.
     """
-    from zdebias.classify.predict import (
-        LoadedClassifier,
-        hf_progress,
-        load_classifier,
-        predict_proba,
-    )
+    from zdebias.classify.on_ray import classifier_for
+    from zdebias.classify.predict import LoadedClassifier
 
     s = ConfidenceSettings.of(settings, **overrides)
     tau = s.threshold
-    if isinstance(model, LoadedClassifier):
-        clf = model
-    else:
-        with hf_progress(progress):
-            clf = load_classifier(model, device=s.device)
+    clf = (
+        model
+        if isinstance(model, LoadedClassifier)
+        else classifier_for(model, s, progress=progress)
+    )
     index = {name: i for i, name in enumerate(clf.labels)}
     gold = np.empty(len(records), dtype=np.int64)
     for i, r in enumerate(records):
@@ -90,7 +86,7 @@ def confidence_filter(
                 field="label",
             )
         gold[i] = index[r.label]
-    probs = predict_proba(clf, records, batch_size=s.batch_size, progress=progress)
+    (probs,) = clf.predict_each([records], batch_size=s.batch_size, progress=progress)
     keep = confidence_mask(probs, gold, tau)
     kept: list[Record] = []
     rejected: list[Record] = []

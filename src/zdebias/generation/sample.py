@@ -5,7 +5,8 @@ premises and examples when they are files, and runs one of:
 
 - backends ``hf`` and ``vllm``: a trained generator folder (:mod:`zdebias.generation.trained`)
   in one process; with ``worker`` I/N one worker's rounds, with ``workers`` N all of them as
-  processes, then merged (:mod:`zdebias.generation.workers`);
+  processes, then merged (:mod:`zdebias.generation.workers`); with ``ray`` the rounds decoded
+  by Ray actors, the folder the one-process run's (:mod:`zdebias.generation.on_ray`);
 - backends ``openai`` and ``local``: an instruction model prompted with the premises
   (:mod:`zdebias.generation.prompted`).
 
@@ -108,6 +109,10 @@ def sample_generator(
             f"{out}: holds --worker runs; merge them with `zdebias sample merge {out}` "
             "or use another --out"
         )
+    if cfg.on_ray:
+        from zdebias.generation.on_ray import sample_on_ray
+
+        return sample_on_ray(gen, out, cfg, progress=progress)
     return sample_trained(gen, out, cfg, progress=progress)
 
 
@@ -120,10 +125,10 @@ def _check_request(
     """Refuse prompted sampling on several workers, premises, examples or prompt settings for
     a trained generator, and a prompted backend without premises."""
     prompted = cfg.backend in PROMPTED_BACKENDS
-    if prompted and (cfg.worker is not None or cfg.workers > 1):
+    if prompted and (cfg.worker is not None or cfg.workers > 1 or cfg.on_ray):
         raise ConfigError(
-            f"--worker/--workers: backend {cfg.backend!r} balances labels over one process; "
-            "use backend hf or vllm, or --concurrency for more requests in flight"
+            f"--worker/--workers/--ray: backend {cfg.backend!r} balances labels over one "
+            "process; use backend hf or vllm, or --concurrency for more requests in flight"
         )
     if not prompted and (premises is not None or examples is not None):
         raise ConfigError(
