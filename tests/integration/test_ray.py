@@ -121,7 +121,7 @@ def test_killed_actors_then_resume_sample_only_the_missing_rounds(
 
     monkeypatch.setattr(rounds_mod, "write_shard", kill_one_after_each_shard)
     out = tmp_path / "s"
-    with pytest.raises(ZdebiasError, match="all 2 Ray sampling actors died.*run the same command"):
+    with pytest.raises(ZdebiasError, match=r"all 2 Ray sampling actors died.*run the same command"):
         _sample(generator, out, **RAY)
     monkeypatch.undo()
     state = json.loads((out / "state.json").read_text())

@@ -63,8 +63,8 @@ def confidence_filter(
 
     ``model`` is a classifier folder / reference or a loaded classifier. ``settings``: a
     :class:`~zdebias.classify.settings.ConfidenceSettings` (``threshold`` τ, ``batch_size``,
-    ``device``, ``ray``: score on Ray actors); ``overrides``: any of its fields by keyword. Every record's label must be one
-    the classifier predicts.
+    ``device``, ``ray``: score on Ray actors); ``overrides``: any of its fields by keyword.
+    Every record's label must be one the classifier predicts.
     """
     from zdebias.classify.on_ray import classifier_for
     from zdebias.classify.predict import LoadedClassifier
