@@ -2,7 +2,7 @@
 this machine.
 
 Run: ``python benchmarks/bench_ray.py [--generator DIR] [--classifier DIR] [--data FILE]
-[--n 64] [--rows 2000] [--actors 1,2]`` (defaults: the demo run's generator, its first
+[--n 256] [--rows 2000] [--actors 1,2]`` (defaults: the demo run's generator, its first
 ``clf_original`` seed and its ``corpus/train.jsonl``, from ``runs/demo``: ``make demo``).
 
 Starts a local Ray cluster with this machine's cores (``ray.init``, timed as ``init_s``), then:
@@ -13,14 +13,15 @@ Starts a local Ray cluster with this machine's cores (``ray.init``, timed as ``i
 
 - ``sample``: the same :func:`sample_generator` run (``--n`` samples, batches of 32, shards of
   16, 1 thread per sampler, fresh folder) in this process and on ``--actors`` Ray actors (1 CPU
-  each); ``identical`` says whether the folder equals the in-process one;
+  each); ``identical`` says whether the folder equals the in-process one, ``rounds_decoded``
+  counts the rounds the actors decoded (in groups of 4, two groups per actor ahead);
 - ``predict``: :meth:`Files.predict` of ``--rows`` rows (batches of 64) in this process and
   through Ray Data on ``--actors`` actors; ``identical``: the output file's bytes are equal.
 
 Each Ray row gives ``seconds`` (the whole call: actors started, model loaded, work, actors
 ended) and ``overhead_s`` (its seconds minus the in-process seconds). ``load`` is the load
-average before and after. The Ray workers run at the driver's priority
-(``RAY_worker_niceness=0``; Ray's default is nice 15).
+average before and after. This process computes on 1 thread, as each actor does. The Ray
+workers run at the driver's priority (``RAY_worker_niceness=0``; Ray's default is nice 15).
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def bench_predict(
     from zdebias.classify.files import Files
     from zdebias.classify.settings import InferenceSettings
     from zdebias.data.options import ReadOptions
-    from zdebias.data.readers import read_data
+    from zdebias.data.readers import read_records
     from zdebias.data.writers import write_records
 
-    records = list(read_data(str(data)))[:rows]
+    records = read_records(data)[:rows]
     subset = tmp / "rows.jsonl"
     write_records(records, subset)
     files = Files(ReadOptions(task="nli"), progress=False)
@@ -111,9 +112,9 @@ def bench_features(data: Path, parts: int) -> dict[str, Any]:
     chunks of the records (the chunks' matrices are not merged: a lower bound for Ray)."""
     import ray
 
-    from zdebias.data.readers import read_data
+    from zdebias.data.readers import read_records
 
-    records = list(read_data(str(data)))
+    records = read_records(data)
     t = time.perf_counter()
     _extract_chunk(records)
     here = time.perf_counter() - t
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument("--generator", type=Path, default=DEMO / "generator" / "model")
     parser.add_argument("--classifier", type=Path, default=None)
     parser.add_argument("--data", type=Path, default=DEMO / "corpus" / "train.jsonl")
-    parser.add_argument("--n", type=int, default=64)
+    parser.add_argument("--n", type=int, default=256)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--actors", default="1,2")
     parser.add_argument(
@@ -146,7 +147,9 @@ def main() -> None:
     actors = [int(a) for a in args.actors.split(",")]
 
     import ray
+    import torch
 
+    torch.set_num_threads(1)  # as each 1-CPU actor (Ray sets its threads to its CPUs)
     load = [os.getloadavg()[0]]
     # Ray starts its workers at nice 15: on a busy machine they would get only what is left
     os.environ.setdefault("RAY_worker_niceness", "0")

@@ -36,8 +36,10 @@ class ExecutorSettings(Settings):
 
     help_panel: ClassVar[str] = "Execution"
 
-    executor: Literal["local", "ray"] = setting(
-        "local", "local: in this process; ray: on Ray actors (see `ray`).", cli=False
+    executor: Literal["local", "ray"] | None = setting(
+        None,
+        "Where the work runs: local (this process) or ray (Ray actors; default: ray when --ray "
+        "is given, else local).",
     )
     ray: str | None = setting(
         None,
@@ -71,17 +73,18 @@ class ExecutorSettings(Settings):
     @model_validator(mode="after")
     def _one_executor(self) -> ExecutorSettings:
         if self.executor == "local" and self.ray is not None:
-            if "executor" in self.model_fields_set:
-                raise ValueError(f"executor is local but ray is {self.ray!r}; drop one")
-            self.executor = "ray"
-        elif self.executor == "ray" and self.ray is None:
-            self.ray = "auto"
+            raise ValueError(f"executor is local but ray is {self.ray!r}; drop one")
         return self
 
     @property
     def on_ray(self) -> bool:
         """Whether the units run on Ray."""
-        return self.executor == "ray"
+        return self.executor == "ray" or self.ray is not None
+
+    @property
+    def address(self) -> str:
+        """The Ray cluster to run on: ``ray``, else ``auto``."""
+        return self.ray or "auto"
 
     def actor_options(self) -> dict[str, float]:
         """The resources of one actor, as ``ray.remote`` options."""
@@ -113,11 +116,11 @@ def ray_session(settings: ExecutorSettings) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
-    address = None if settings.ray == "auto" else settings.ray
+    address = None if settings.address == "auto" else settings.address
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     except (ConnectionError, ValueError) as err:
-        raise ConfigError(f"--ray {settings.ray}: cannot connect ({err})") from None
+        raise ConfigError(f"--ray {settings.address}: cannot connect ({err})") from None
     try:
         yield ray
     finally:

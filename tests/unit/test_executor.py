@@ -17,16 +17,18 @@ from zdebias.pipeline.catalogue import get_stage
 
 def test_without_the_setting_nothing_runs_on_ray() -> None:
     assert not InferenceSettings().on_ray and not SampleSettings(n=1).on_ray
+    assert not ExecutorSettings(executor="local").on_ray
 
 
 def test_cli_form_and_recipe_form_are_one_setting() -> None:
     flat = ConfidenceSettings(ray="auto", ray_actors=4, ray_num_gpus=1)
     nested = ConfidenceSettings.checked({"executor": "ray", "ray": {"actors": 4, "num_gpus": 1}})
-    assert flat == nested and nested.on_ray and nested.ray == "auto"
-    assert nested.actor_options() == {"num_cpus": 1.0, "num_gpus": 1.0}
-    assert ExecutorSettings.checked({"executor": "ray"}).ray == "auto"
+    for s in (flat, nested):
+        assert s.on_ray and s.address == "auto" and s.ray_actors == 4
+        assert s.actor_options() == {"num_cpus": 1.0, "num_gpus": 1.0}
+    assert ExecutorSettings.checked({"executor": "ray"}).address == "auto"
     head = ExecutorSettings.checked({"ray": {"address": "ray://head:10001"}})
-    assert head.on_ray and head.ray == "ray://head:10001"
+    assert head.on_ray and head.address == "ray://head:10001"
 
 
 def test_a_recipe_stage_takes_executor_ray() -> None:
@@ -73,3 +75,19 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
     )
     with pytest.raises(ConfigError, match=r"--ray needs Ray: pip install 'zdebias\[ray\]'"):
         require_ray()
+
+
+def test_running_a_stage_on_ray_does_not_redo_it() -> None:
+    from zdebias.pipeline.digests import stage_hash
+    from zdebias.pipeline.loader import recipe_from_dict
+
+    def hashed(**settings: object) -> str:
+        stage = {"stage": "confidence-filter", "input": "d", "classifier": "c", **settings}
+        recipe = recipe_from_dict(
+            {"name": "r", "task": "nli", "data": {"d": {"path": "x.jsonl"}}, "stages": {"f": stage}}
+        )
+        return stage_hash(recipe, "f", recipe.stages["f"], {})
+
+    plain = hashed()
+    assert hashed(executor="ray", ray={"actors": 4, "num_gpus": 1}) == plain
+    assert hashed(threshold=0.5) != plain

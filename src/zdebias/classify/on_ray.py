@@ -29,7 +29,7 @@ from zdebias.classify.predict import (
 )
 from zdebias.classify.settings import InferenceSettings, InputKind, torch_device
 from zdebias.data.schema import Record
-from zdebias.errors import ConfigError
+from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.executor import ray_session
 from zdebias.models.resolve import resolve_model
 
@@ -87,9 +87,14 @@ class RemoteClassifier:
                 compute=ray.data.ActorPoolStrategy(size=actors),
                 **s.actor_options(),
             )
-            for row in scored.iter_rows():
-                k, idx = where[int(row["index"])]
-                out[k][idx] = np.frombuffer(row["probs"], dtype=np.float64).reshape(len(idx), -1)
+            try:
+                for row in scored.iter_rows():
+                    k, idx = where[int(row["index"])]
+                    probs = np.frombuffer(row["probs"], dtype=np.float64)
+                    out[k][idx] = probs.reshape(len(idx), -1)
+            except ray.exceptions.RayError as err:
+                cause = " ".join(str(err).split())[-300:]
+                raise ZdebiasError(f"scoring on Ray failed: ...{cause}") from None
         return out
 
 

@@ -113,7 +113,7 @@ class ActorRounds:
             return
         del self.load[actor]
         self.counts["actors_lost"] += 1
-        self.last_error = " ".join(str(err).split())[:300]
+        self.last_error = " ".join(str(err).split())[-300:]
         log.warning("a Ray sampling actor died (%s); %d left", type(err).__name__, len(self.load))
         for group, (_, owner) in sorted(self.pending.items()):
             if owner is actor:
@@ -125,9 +125,8 @@ class ActorRounds:
         group = round_index // self.group
         if not self.actors:
             self._start(group)
-        if group not in self.pending:  # the loop went past the groups handed out: start there
+        if group not in self.pending:  # the loop is past the groups handed out: go on there
             self.next_group = max(self.next_group, group)
-            self._submit(group)
         self._fill()
         from ray.exceptions import ActorDiedError, ActorUnavailableError
 
@@ -138,6 +137,7 @@ class ActorRounds:
                 break
             except (ActorDiedError, ActorUnavailableError) as err:
                 self._lost(actor, err)
+                self._fill()
         del self.pending[group]
         if actor in self.load:
             self.load[actor] -= 1
