@@ -107,8 +107,8 @@ def test_killed_actors_then_resume_sample_only_the_missing_rounds(
     generator: Path, one_process: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One actor is killed after shard 0 (the other takes its rounds), the other after
-    shard 1: the call fails and keeps 2 shards; the next call samples only the rounds after
-    them and the folder is the one-process run's."""
+    shard 1: the call fails and keeps 2 shards; the next call (one actor) samples only the
+    rounds after them and the folder is the one-process run's."""
     write_shard = rounds_mod.write_shard
     killed: list[str] = []
 
@@ -132,7 +132,7 @@ def test_killed_actors_then_resume_sample_only_the_missing_rounds(
     done = state["next_round"]
     assert 0 < done < rounds_total
 
-    summary = _sample(generator, out, **RAY)
+    summary = _sample(generator, out, ray="auto", ray_actors=1)  # resumed by one actor
     assert summary["complete"] and summary["ray"]["actors_lost"] == 0
     assert summary["this_call"]["generated"] == (rounds_total - done) * BATCH
     assert _files(out) == _files(one_process)
