@@ -3,7 +3,7 @@ modules import each other in a circle. Read from the source with ``ast``; nothin
 
 Layers (lowest first); a top-level module (``errors.py``, ``cli.py``) is its own "package":
 
-    0  errors, settings, data
+    0  errors, settings, executor, data
     1  features, models
     2  stats
     3  classify, generation, counterfactual, evaluation
@@ -23,7 +23,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = "zdebias"
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "settings", "settings_cli", "data"), 0),
+    **dict.fromkeys(("errors", "settings", "settings_cli", "executor", "data"), 0),
     **dict.fromkeys(("features", "models"), 1),
     "stats": 2,
     **dict.fromkeys(("classify", "generation", "counterfactual", "evaluation"), 3),

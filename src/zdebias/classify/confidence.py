@@ -76,23 +76,25 @@ def confidence_filter(
     D0, the paper's setting, or debiased: PoE, or trained on Z(D0)). ``settings``: a
     :class:`~zdebias.classify.settings.ConfidenceSettings` (``rule`` tau or delta-p,
     ``threshold`` τ, ``delta`` δ, DISCO's rejections, the held-out ``fidelity_judge`` and
-    ``hypothesis_only`` classifiers, ``batch_size``, ``device``); ``overrides``: any of its
+    ``hypothesis_only`` classifiers, ``batch_size``, ``device``, ``ray``: score on Ray
+    actors); ``overrides``: any of its
     fields by keyword. ``originals``: the records counterfactual edits were made from (the
     delta-p rule's references; default: read from ``settings.originals``). Every record's label
     must be one the classifier predicts. The summary has kept counts and pass rates per label,
     per cell (samples tagged ``meta.cell`` / ``meta.feature``) and per premise
     (``meta.premise_id``); they are also logged.
     """
-    from zdebias.classify.predict import LoadedClassifier, hf_progress, load_classifier
+    from zdebias.classify.on_ray import classifier_for
+    from zdebias.classify.predict import LoadedClassifier
 
     s = ConfidenceSettings.of(settings, **overrides)
     if s.rule == "delta-p":  # a missing original fails before any model runs
         refs, kinds = _references(records, s, originals)
-    if isinstance(model, LoadedClassifier):
-        clf = model
-    else:
-        with hf_progress(progress):
-            clf = load_classifier(model, device=s.device)
+    clf = (
+        model
+        if isinstance(model, LoadedClassifier)
+        else classifier_for(model, s, progress=progress)
+    )
     gold = gold_indices(records, clf.labels, "classifier")
     probs = _probs(clf, records, s, progress)
     p_gold = probs[np.arange(len(records)), gold]
@@ -172,9 +174,9 @@ def gold_indices(records: Sequence[Record], labels: Sequence[str], what: str) ->
 
 
 def _probs(clf: Any, records: Sequence[Record], s: ConfidenceSettings, progress: bool) -> Any:
-    from zdebias.classify.predict import predict_proba
-
-    return predict_proba(clf, records, batch_size=s.batch_size, progress=progress)
+    """``[N, L]`` probabilities of ``clf`` (loaded here, or on Ray actors) for ``records``."""
+    (probs,) = clf.predict_each([records], batch_size=s.batch_size, progress=progress)
+    return probs
 
 
 def _references(

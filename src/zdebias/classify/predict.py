@@ -40,6 +40,13 @@ class LoadedClassifier:
     def device(self) -> Any:
         return next(self.model.parameters()).device
 
+    def predict_each(
+        self, sets: Sequence[Sequence[Record]], *, batch_size: int, progress: bool = False
+    ) -> list[np.ndarray]:
+        """:func:`predict_proba` of each record set (the interface a classifier on Ray
+        actors shares: :class:`zdebias.classify.on_ray.RemoteClassifier`)."""
+        return [predict_proba(self, s, batch_size=batch_size, progress=progress) for s in sets]
+
 
 @contextlib.contextmanager
 def hf_progress(enabled: bool) -> Iterator[None]:
@@ -108,6 +115,35 @@ def model_inputs(
     return [r.text if r.text is not None else r.main_text for r in records], None
 
 
+def length_batches(
+    first: Sequence[str], second: Sequence[str] | None, batch_size: int
+) -> list[np.ndarray]:
+    """The row indices of each forward pass: rows sorted by length (batches of similar length
+    pad less; stable, so ties keep input order), cut into ``batch_size``."""
+    lengths = [len(a) + (len(second[i]) if second is not None else 0) for i, a in enumerate(first)]
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[start : start + batch_size] for start in range(0, len(first), batch_size)]
+
+
+def score_batch(
+    clf: LoadedClassifier, first: Sequence[str], second: Sequence[str] | None
+) -> np.ndarray:
+    """One forward pass: the probabilities ``[len(first), num_labels]`` (float64)."""
+    import torch
+
+    with torch.inference_mode():
+        enc = clf.tokenizer(
+            list(first),
+            list(second) if second is not None else None,
+            truncation=True,
+            max_length=clf.max_length,
+            padding=True,
+            return_tensors="pt",
+        ).to(clf.device)
+        logits = clf.model(**enc).logits.float()
+        return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
+
+
 def predict_proba(
     clf: LoadedClassifier | str | Path,
     records: Sequence[Record],
@@ -116,33 +152,18 @@ def predict_proba(
     progress: bool = False,
 ) -> np.ndarray:
     """Probabilities ``[len(records), num_labels]`` in the classifier's label order."""
-    import torch
-
     if not isinstance(clf, LoadedClassifier):
         clf = load_classifier(clf)
     first, second = model_inputs(records, clf.input)
     out = np.zeros((len(records), len(clf.labels)), dtype=np.float64)
-    # Batches of similar length pad less; rows are written back in input order.
-    lengths = [len(a) + (len(second[i]) if second is not None else 0) for i, a in enumerate(first)]
-    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
-    starts = range(0, len(records), batch_size)
+    batches: Any = length_batches(first, second, batch_size)
     if progress:
         from rich.progress import track
 
-        starts = track(starts, description="predicting", total=len(starts))
-    with torch.inference_mode():
-        for start in starts:
-            idx = order[start : start + batch_size]
-            enc = clf.tokenizer(
-                [first[i] for i in idx],
-                [second[i] for i in idx] if second is not None else None,
-                truncation=True,
-                max_length=clf.max_length,
-                padding=True,
-                return_tensors="pt",
-            ).to(clf.device)
-            logits = clf.model(**enc).logits.float()
-            out[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
+        batches = track(batches, description="predicting", total=len(batches))
+    for idx in batches:  # rows are written back in input order
+        pairs = [second[i] for i in idx] if second is not None else None
+        out[idx] = score_batch(clf, [first[i] for i in idx], pairs)
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import field_validator
 
 from zdebias.errors import ConfigError
+from zdebias.executor import ExecutorSettings
 from zdebias.models.trainer_settings import TrainerSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
@@ -41,8 +42,9 @@ def _path_text(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-class InferenceSettings(Settings):
-    """Running a trained classifier: batch size and device (``zdebias predict``)."""
+class InferenceSettings(ExecutorSettings):
+    """Running a trained classifier: batch size and device (``zdebias predict``); on Ray
+    actors with ``ray``."""
 
     help_panel: ClassVar[str] = "Inference"
 

@@ -181,12 +181,11 @@ def predict_records(
 ) -> tuple[list[Record], dict[str, Any]]:
     """Each record with ``meta.pred`` / ``meta.probs`` from a classifier, and a summary:
     labels, input kind, and the accuracy where the gold labels fit the model's."""
-    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+    from zdebias.classify.on_ray import classifier_for
     from zdebias.classify.predict import with_predictions as predicted
 
-    with hf_progress(progress):
-        clf = load_classifier(model, device=settings.device)
-    probs = predict_proba(clf, records, batch_size=settings.batch_size, progress=progress)
+    clf = classifier_for(model, settings, progress=progress)
+    (probs,) = clf.predict_each([records], batch_size=settings.batch_size, progress=progress)
     summary: dict[str, Any] = {"labels": clf.labels, "input": clf.input or "auto"}
     try:
         scored = score_predictions(probs, clf.labels, records)
@@ -261,7 +260,7 @@ def evaluate_models(
     With ``predictions_dir``, each run's records are also written there with their
     predictions (``run{i}-{suite}.jsonl``; meta ``pred`` as scored, ``probs`` per model label).
     """
-    from zdebias.classify.predict import hf_progress, load_classifier, predict_proba
+    from zdebias.classify.on_ray import classifier_for
     from zdebias.data.writers import write_records
 
     opts = InferenceSettings.of(settings, **overrides)
@@ -276,12 +275,12 @@ def evaluate_models(
     loaded = [load_suite(s) for s in suites]
     runs = []
     for run_index, model in enumerate(models):
-        with hf_progress(progress):
-            clf = load_classifier(model, device=opts.device)
+        clf = classifier_for(model, opts, progress=progress)
+        sets = [records for records, _info in loaded]
+        scored = clf.predict_each(sets, batch_size=opts.batch_size, progress=progress)
         results: dict[str, Any] = {}
         metrics: dict[str, float] = {}
-        for suite, (records, _info) in zip(suites, loaded, strict=True):
-            probs = predict_proba(clf, records, batch_size=opts.batch_size, progress=progress)
+        for suite, records, probs in zip(suites, sets, scored, strict=True):
             results[suite.name] = score_predictions(probs, clf.labels, records)
             if predictions_dir is not None:
                 preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})

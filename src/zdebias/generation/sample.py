@@ -5,9 +5,10 @@ premises and examples when they are files, and runs one of:
 
 - backends ``hf`` and ``vllm``: a trained generator folder (:mod:`zdebias.generation.trained`)
   in one process; with ``worker`` I/N one worker's rounds, with ``workers`` N all of them as
-  processes, then merged (:mod:`zdebias.generation.workers`); with ``premises`` each row
-  goes on from a given premise (labels sampled, or forced by ``per_premise`` quotas:
-  :mod:`zdebias.generation.conditioned`);
+  processes, then merged (:mod:`zdebias.generation.workers`); with ``ray`` the rounds decoded
+  by Ray actors, the folder the one-process run's (:mod:`zdebias.generation.on_ray`); with
+  ``premises`` each row goes on from a given premise (labels sampled, or forced by
+  ``per_premise`` quotas: :mod:`zdebias.generation.conditioned`);
 - backends ``openai`` and ``local``: an instruction model prompted with the premises
   (:mod:`zdebias.generation.prompted`).
 
@@ -124,6 +125,10 @@ def sample_generator(
             f"{out}: holds --worker runs; merge them with `zdebias sample merge {out}` "
             "or use another --out"
         )
+    if cfg.on_ray:
+        from zdebias.generation.on_ray import sample_on_ray
+
+        return sample_on_ray(gen, out, cfg, progress=progress)
     rows = _records(premises, read, "premise")
     return sample_trained(gen, out, cfg, premises=rows, progress=progress)
 
@@ -135,13 +140,13 @@ def _check_request(
     prompt_keys: dict[str, Any],
 ) -> None:
     """Refuse prompted sampling on several workers, examples or prompt settings for a trained
-    generator, premises on several workers, per-premise quotas without a trained generator
+    generator, premises on several workers or on Ray, per-premise quotas without a trained generator
     and premises, and a prompted backend without premises."""
     prompted = cfg.backend in PROMPTED_BACKENDS
-    if prompted and (cfg.worker is not None or cfg.workers > 1):
+    if prompted and (cfg.worker is not None or cfg.workers > 1 or cfg.on_ray):
         raise ConfigError(
-            f"--worker/--workers: backend {cfg.backend!r} balances labels over one process; "
-            "use backend hf or vllm, or --concurrency for more requests in flight"
+            f"--worker/--workers/--ray: backend {cfg.backend!r} balances labels over one "
+            "process; use backend hf or vllm, or --concurrency for more requests in flight"
         )
     if not prompted and examples is not None:
         raise ConfigError(
@@ -151,6 +156,11 @@ def _check_request(
         raise ConfigError(
             "--premises with --worker/--workers: not supported yet; sample the premises in "
             "one process (--batch-size sets the rows decoded together)"
+        )
+    if not prompted and premises is not None and cfg.on_ray:
+        raise ConfigError(
+            "--premises with --ray: not supported yet; sample the premises in one process "
+            "(--batch-size sets the rows decoded together)"
         )
     if prompted and not premises:
         raise ConfigError(f"--backend {cfg.backend} needs --premises PATH")

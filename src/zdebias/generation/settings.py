@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from zdebias.executor import ExecutorSettings
 from zdebias.models.trainer_settings import TrainerSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 from zdebias.stats.settings import ZFilterSettings
@@ -126,8 +127,8 @@ class DebiasSettings(GeneratorSettings):
         return {"debias_alpha": self.alpha, **super().training_arguments(progress=progress)}
 
 
-class SampleSettings(Settings):
-    """Sampling a generator into resumable shards (SPEC §6)."""
+class SampleSettings(ExecutorSettings):
+    """Sampling a generator into resumable shards (SPEC §6); on Ray actors with ``ray``."""
 
     help_panel: ClassVar[str] = "Sampling"
     #: the settings that decide which samples a run produces: a resumed run must keep them
@@ -228,6 +229,8 @@ class SampleSettings(Settings):
     def _one_kind_of_worker(self) -> SampleSettings:
         if self.worker is not None and self.workers > 1:
             raise ValueError("give worker I/N (one worker) or workers N (all of them), not both")
+        if self.on_ray and (self.worker is not None or self.workers > 1):
+            raise ValueError("ray runs the rounds on its actors: drop worker / workers")
         return self
 
     def worker_index(self) -> tuple[int, int] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,12 @@ class HFBackend:
 ROWS_PER_BATCH = 128
 
 
+def rounds_per_group(engine: Any, batch_size: int) -> int:
+    """How many rounds a backend (class or instance) decodes as one batch: its
+    ``rounds_per_batch`` where it has ``generate_rounds`` (HF), else 1."""
+    return engine.rounds_per_batch(batch_size) if hasattr(engine, "generate_rounds") else 1
+
+
 class RoundBatches:
     """The id rows of round r from a backend. One with ``generate_rounds`` (HF) decodes
     ``rounds_per_batch`` of the run's rounds at once (r0, r0 + stride, ...: a worker's rounds
@@ -186,8 +192,7 @@ class RoundBatches:
 
     def __init__(self, engine: Any, batch_size: int, seed: int, stride: int = 1) -> None:
         self.engine, self.batch_size, self.seed, self.stride = engine, batch_size, seed, stride
-        grouped = engine is not None and hasattr(engine, "generate_rounds")
-        self.group = engine.rounds_per_batch(batch_size) if grouped else 1
+        self.group = rounds_per_group(engine, batch_size) if engine is not None else 1
         self.pending: dict[int, list[list[int]]] = {}
 
     def __call__(self, round_index: int) -> list[list[int]]:
@@ -348,7 +353,7 @@ class TrainedGenerator:
             dtype = "bfloat16" if fast_bf16() else "float32"
         path = Path(resolve_model(generator))
         fmt = GeneratorFormat.load(path)
-        if cfg.backend == "vllm":
+        if cfg.backend == "vllm" and not cfg.on_ray:  # on Ray the actors hold the GPUs
             check_vllm()
         return cls(path, fmt, dtype)
 
@@ -383,12 +388,15 @@ def sample_trained(
     goal: Goal | None = None,
     premises: Sequence[Record] | None = None,
     progress: bool,
+    rounds: Callable[[int], list[list[int]]] | None = None,
 ) -> dict[str, Any]:
     """Sample ``gen`` into ``out``: the whole run, or with ``goal`` the rounds of worker
     ``goal.index`` of ``goal.workers`` (round I, I + N, ...; whole rounds, ids numbered per
     worker until the merge). With ``premises``, each row is conditioned on a premise (and,
     with ``cfg.per_premise``, a forced label): :mod:`zdebias.generation.conditioned`.
-    Returns the summary."""
+    ``rounds``: where round r's id rows come from when not from a backend in this process
+    (Ray actors, :mod:`zdebias.generation.on_ray`; not with ``premises``). Returns the
+    summary."""
     from transformers import AutoTokenizer
 
     worker = (goal.index, goal.workers) if goal is not None else None
@@ -424,16 +432,17 @@ def sample_trained(
         state["premises"] = info
 
     engine = None
-    if (goal is None and state["n_written"] < cfg.n) or (goal and not goal.finished(state)):
-        engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
+    if rounds is None:
+        if (goal is None and state["n_written"] < cfg.n) or (goal and not goal.finished(state)):
+            engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
+        rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
     gen_name = gen.path.name
 
-    rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
-
     def produce(round_index: int, _: dict[str, int] | None) -> RoundOutput:
-        assert engine is not None
         if conditioned is not None:
+            assert engine is not None
             return conditioned(engine, round_index)
+        assert rounds is not None
         candidates = []
         for ids in rounds(round_index):
             parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
@@ -528,6 +537,7 @@ __all__ = [
     "VllmBackend",
     "check_vllm",
     "generator_fingerprint",
+    "rounds_per_group",
     "sample_trained",
     "vllm_engine_args",
     "vllm_requests",

@@ -20,13 +20,14 @@ from typing import Any
 
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
+from zdebias.executor import ExecutorSettings
 from zdebias.models.trainer_settings import CHECKPOINT_POLICY
 from zdebias.pipeline.config import Recipe, StageConfig, field_refs
 from zdebias.pipeline.registry import DataInput, ExternalInput, OutputInput
 from zdebias.pipeline.run_folder import ATTEMPT, MARKER
 
 #: settings that change how a stage runs but not its output (kept out of the stage hash)
-EXECUTION_SETTINGS = (*CHECKPOINT_POLICY, "workers", "threads")
+EXECUTION_SETTINGS = (*CHECKPOINT_POLICY, "workers", "threads", *ExecutorSettings.model_fields)
 
 
 class InputPending(Exception):
@@ -162,7 +163,8 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
     """The hash a stage's marker must hold for the stage to count as done.
 
     Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
-    how often a training stage saves checkpoints, how many processes or CPU threads sample)
+    how often a training stage saves checkpoints, how many processes or CPU threads sample,
+    whether it runs on Ray)
     are left out: changing them neither redoes a finished stage nor throws away an
     interrupted one's work.
     """

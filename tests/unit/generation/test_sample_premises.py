@@ -133,6 +133,8 @@ def test_requests_that_are_refused(
         sample_generator(ending_generator, out, 3, per_premise=QUOTAS, progress=False)
     with pytest.raises(ConfigError, match=r"--premises with --worker/--workers"):
         _run(ending_generator, out, premises_file, 3, workers=2)
+    with pytest.raises(ConfigError, match=r"--premises with --ray: not supported yet"):
+        _run(ending_generator, out, premises_file, 3, ray="auto")
     with pytest.raises(ConfigError, match=r"--examples: only --backend openai or local"):
         _run(ending_generator, out, premises_file, 3, examples=str(premises_file))
 
