@@ -42,10 +42,12 @@ from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
 from zdebias.features.extract import feature_presence
 from zdebias.features.keys import FeatureKey
+from zdebias.features.tokenize import tokenize
 from zdebias.generation.conditioned import ConditionedRounds
-from zdebias.generation.format import ParsedSample, encode_prompt
+from zdebias.generation.format import GeneratorFormat, ParsedSample, encode_prompt
 from zdebias.generation.premises import Slot
 from zdebias.generation.rounds import Candidate, RoundOutput
+from zdebias.generation.settings import SampleSettings
 from zdebias.generation.store import SUMMARY, read_samples
 from zdebias.stats.cells import Cell, cell_report
 
@@ -53,6 +55,8 @@ from zdebias.stats.cells import Cell, cell_report
 STEERING = {"length": "checked", "ratio": "checked", "overlap": "checked", "null": "label"}
 #: the malformed reason of a well-formed row without its cell's feature
 MISSING = "feature_missing"
+#: the malformed reason of a prefix-steered row that is the forced n-gram and nothing else
+PREFIX_ONLY = "prefix_only"
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,8 @@ class TargetedRounds(ConditionedRounds):
         return cand
 
     def check(self, candidates: list[Candidate], slots: list[Slot]) -> list[Candidate]:
-        """Well-formed rows without their cell's feature become ``feature_missing``."""
+        """Well-formed rows without their cell's feature become ``feature_missing``; those
+        that are the forced prefix alone (``"Nobody."``), ``prefix_only``."""
         rows = [
             (
                 i,
@@ -237,10 +242,15 @@ class TargetedRounds(ConditionedRounds):
             has = fired[feature]
             assert has is not None  # the plan holds features computed from the row only
             for (i, _), ok in zip(group, has.tolist(), strict=True):
-                if not ok:
-                    p = out[i].parsed
+                p, slot = out[i].parsed, slots[i]
+                assert isinstance(slot, CellSlot) and slot.target is not None
+                prefix = slot.target.prefix
+                reason = MISSING if not ok else None
+                if ok and prefix and tokenize(p.hypothesis or "") == tokenize(prefix):
+                    reason = PREFIX_ONLY
+                if reason is not None:
                     out[i] = Candidate(
-                        ParsedSample(p.premise, p.label, p.hypothesis, MISSING),
+                        ParsedSample(p.premise, p.label, p.hypothesis, reason),
                         p.hypothesis or "",
                         out[i].meta,
                     )
@@ -255,7 +265,11 @@ def cell_rows(plan: TargetPlan, tally: dict[str, dict[str, int]]) -> list[dict[s
     for t in plan.targets:
         fates = tally.get(t.key, {})
         written = int(fates.get("written", 0))
-        rest = {k: v for k, v in fates.items() if k not in ("generated", "written", MISSING)}
+        rest = {
+            k: v
+            for k, v in fates.items()
+            if k not in ("generated", "written", MISSING, PREFIX_ONLY)
+        }
         out.append(
             {
                 "cell": t.key,
@@ -267,6 +281,7 @@ def cell_rows(plan: TargetPlan, tally: dict[str, dict[str, int]]) -> list[dict[s
                 "generated": int(fates.get("generated", 0)),
                 "fired": written,
                 "missed": int(fates.get(MISSING, 0)),
+                "prefix_only": int(fates.get(PREFIX_ONLY, 0)),
                 "duplicates": int(rest.pop("duplicate", 0)),
                 "malformed": int(sum(rest.values())),
                 "short": t.cell.needed - written,
@@ -312,30 +327,27 @@ def targeted_rounds(
     cells: Sequence[Cell],
     premises: Sequence[Record],
     tokenizer: Any,
-    fmt: Any,
-    *,
-    seed: int,
-    batch_size: int,
-    attempts: int,
-    most: int,
-    features: int | None = None,
+    fmt: GeneratorFormat,
+    cfg: SampleSettings,
     special: frozenset[int] = frozenset(),
 ) -> TargetedRounds:
-    """The producer for ``cells`` over the (fitting, distinct) ``premises`` (the first
-    ``features`` features that can be sampled); refused when no cell can be sampled."""
+    """The producer for ``cells`` over the (fitting, distinct) ``premises``: the first
+    ``cfg.cells_top`` features that can be sampled, ``cfg.n`` rows at most, ``cfg.attempts``
+    decodes a row; refused when no cell can be sampled."""
     plan = TargetPlan.of(
-        cells, premises, seed=seed, labels=fmt.labels, most=most, features=features
+        cells, premises, seed=cfg.seed, labels=fmt.labels, most=cfg.n, features=cfg.cells_top
     )
     if not plan.targets:
         reasons = sorted({s["reason"] for s in plan.skipped})
         raise ConfigError(
             f"--cells: none of the {len(cells)} cells can be sampled ({'; '.join(reasons)})"
         )
-    return TargetedRounds(plan, tokenizer, fmt, batch_size, seed, attempts, special)
+    return TargetedRounds(plan, tokenizer, fmt, cfg.batch_size, cfg.seed, cfg.attempts, special)
 
 
 __all__ = [
     "MISSING",
+    "PREFIX_ONLY",
     "STEERING",
     "CellSlot",
     "CellTarget",

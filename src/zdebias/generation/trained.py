@@ -528,18 +528,7 @@ def _conditioned(
     if cells is not None:
         from zdebias.generation.targeted import targeted_rounds
 
-        producer = targeted_rounds(
-            cells,
-            fitting,
-            tokenizer,
-            fmt,
-            seed=cfg.seed,
-            batch_size=cfg.batch_size,
-            attempts=cfg.attempts,
-            most=cfg.n,
-            features=cfg.cells_top,
-            special=special,
-        )
+        producer = targeted_rounds(cells, fitting, tokenizer, fmt, cfg, special)
         return producer, {"labels": "forced", **info}
     plan = PremisePlan.of(fitting, seed=cfg.seed, per_premise=quotas)
     if cfg.n % plan.per_premise:

@@ -278,19 +278,19 @@ SHOWN_CELLS = 20
 
 
 def sampled_cells_text(c: dict[str, Any]) -> str:
-    """``sample --cells``: per cell asked, generated, fired, missed, short (and z before →
-    after with --measure-with), and the skipped cells with their reasons."""
+    """``sample --cells``: per cell asked, generated, fired, missed, prefix only, short (and
+    z before → after with --measure-with), and the skipped cells with their reasons."""
     measured = any("z_after" in row for row in c["rows"])
     lines = [
         f"{c['n_cells']} cells: {c['fired']:,}/{c['asked']:,} rows with their feature, "
         f"{c['short']:,} short; {c['n_skipped']} cells skipped ({c['skipped_rows']:,} rows)",
-        "  cell | steer | asked | generated | fired | missed | short"
+        "  cell | steer | asked | generated | fired | missed | prefix only | short"
         + (" | z before → after" if measured else ""),
     ]
     for r in c["rows"][:SHOWN_CELLS]:
         line = (
             f"  {r['cell']} | {r['steer']} | {r['asked']} | {r['generated']} | {r['fired']} | "
-            f"{r['missed']} | {r['short']}"
+            f"{r['missed']} | {r['prefix_only']} | {r['short']}"
         )
         if measured and r.get("z_after") is not None:
             line += f" | {r['z_before']:.2f} → {r['z_after']:.2f}"

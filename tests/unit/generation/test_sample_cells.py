@@ -61,6 +61,7 @@ def test_each_cell_gets_its_quota_with_its_feature(
     for r in records:
         assert "nobody" in tokenize(r.hypothesis.lower())  # the feature fires
         assert r.hypothesis.startswith("Nobody")  # prefix decoding
+        assert tokenize(r.hypothesis) != ["nobody"]  # more than the prefix
         assert r.meta["cell"] == f"{NOBODY}→{r.label}" and r.meta["feature"] == NOBODY
         assert r.premise in TOY_PREMISES and r.meta["premise_id"].startswith("p")
     cells = summary["cells"]
@@ -69,7 +70,8 @@ def test_each_cell_gets_its_quota_with_its_feature(
         (f"{NOBODY}→neutral", 2, 2, 0, "prefix"),
     ]
     for c in cells["rows"]:  # every decode counted: written, missed, malformed, duplicate
-        assert c["generated"] == c["fired"] + c["missed"] + c["malformed"] + c["duplicates"]
+        dropped = c["missed"] + c["prefix_only"] + c["malformed"] + c["duplicates"]
+        assert c["generated"] == c["fired"] + dropped
     assert cells["skipped"] == [
         {
             "cell": "hypo-only-pred=contradiction→entailment",
