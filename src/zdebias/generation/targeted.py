@@ -4,8 +4,8 @@ A cell (f, y) of ``zdebias stats --cells`` asks for ``needed`` rows that have th
 feature f and the label y it does not favour. :class:`TargetPlan` turns the cells into
 *slots*, cell after cell (the most biased feature first), ``needed`` slots each: slot g of
 the run is row j of round r with g = r · batch_size + j. A slot's label is forced to y, its
-premise is the k-th of the cell's premises in a seeded order (the k-th slot of the cell),
-and the feature is steered by its kind:
+premise is premise g of the cell's premises in a seeded order (cycled; so the cells go on
+through the premises where the one before stopped), and the feature is steered by its kind:
 
 - ``prefix`` (an n-gram of the hypothesis): the n-gram's words are forced at the start of
   the hypothesis, right after the label token (first letter upper-cased), and the model
@@ -157,12 +157,13 @@ class TargetPlan:
         return sum(t.cell.needed for t in self.targets)
 
     def slot(self, index: int) -> CellSlot:
-        """Slot ``index``: the cell whose slots hold it, that cell's k-th premise (cycled)."""
+        """Slot ``index``: the cell whose slots hold it, and premise ``index`` of that
+        cell's premises (cycled): the cells go on through the premises where the one
+        before stopped."""
         i = bisect.bisect_right(self.starts, index) - 1
         target = self.targets[i]
-        k = index - self.starts[i]
-        premise = target.premises[k % len(target.premises)]
-        return CellSlot(index, k, premise, target.cell.label, target)
+        premise = target.premises[index % len(target.premises)]
+        return CellSlot(index, index - self.starts[i], premise, target.cell.label, target)
 
     def digest(self) -> str:
         """The identity of the plan (cells, steering, premises by id): part of the run."""
