@@ -129,6 +129,22 @@ def sample_cmd(
             "(default: --premises).",
         ),
     ] = None,
+    cells: Annotated[
+        str | None,
+        typer.Option(
+            "--cells",
+            help="With --premises (hf/vllm): fill these shortcut-breaking cells (`zdebias "
+            "stats --cells` output, or a stats report): each cell's label forced, its feature "
+            "steered and checked, its rows counted.",
+        ),
+    ] = None,
+    measure_with: Annotated[
+        str | None,
+        typer.Option(
+            "--measure-with",
+            help="With --cells: D0, to report each cell's z before (D0) and after (D0 + samples).",
+        ),
+    ] = None,
 ) -> None:
     """Sample N unique (premise, label, hypothesis) records into resumable shards.
 
@@ -143,6 +159,8 @@ def sample_cmd(
             prompt=prompt,
             premises=premises,
             examples=examples,
+            cells=cells,
+            measure_with=measure_with,
             read=read,
             overwrite=cli.overwrite,
             check_out=lambda: check_output(out, cli),

@@ -132,3 +132,57 @@ def extract_features(
             blocks, all_names, all_keys = _run_groups(specs, ctx, settings, pair, progress)
     ctx.release()  # the blocks and tokens it holds can go once copied into the matrix
     return assemble_matrix(blocks, all_names, all_keys, len(records))
+
+
+#: the group computing each kind of feature from a row alone (hypo-only and custom features
+#: need a model or a user's function: not here)
+_GROUP_OF_KIND = {
+    "length": "hypo-len",
+    "ratio": "len-ratio",
+    "overlap": "lex-overlap",
+    "null": "null",
+}
+
+
+def presence_group(name: str) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
+    """The feature group (and its settings) that tells whether a row has feature ``name``
+    with the default tokenisation and bins; None for a kind not computed from the row alone
+    (``hypo-only``, ``custom``)."""
+    key = FeatureKey.from_name(name)
+    if key.kind == "ngram" and key.field is not None:
+        k = len(key.tokens)
+        return "ngrams", (("ngram_range", (k, k)), ("ngram_fields", (key.field,)))
+    group = _GROUP_OF_KIND.get(key.kind)
+    return (group, ()) if group is not None else None
+
+
+def feature_presence(
+    records: Sequence[Record], names: Sequence[str], *, labels: Sequence[str]
+) -> dict[str, np.ndarray | None]:
+    """For each feature name, whether each record has it (``[len(records)]`` booleans), by the
+    extractor itself (default settings); None for a feature :func:`presence_group` cannot
+    compute. One extraction per group needed.
+
+    >>> feature_presence(records, ["nobody@hypothesis"], labels=LABELS)  # doctest: +SKIP
+    {'nobody@hypothesis': array([ True, False])}
+    """
+    out: dict[str, np.ndarray | None] = {}
+    wanted: dict[tuple[str, tuple[tuple[str, Any], ...]], list[str]] = {}
+    for name in dict.fromkeys(names):
+        group = presence_group(name)
+        if group is None:
+            out[name] = None
+        else:
+            wanted.setdefault(group, []).append(name)
+    for (group, options), group_names in wanted.items():
+        settings = {k: list(v) if k == "ngram_fields" else v for k, v in options}
+        fm = extract_features(list(records), [group], labels=labels, **settings)
+        column = {n: j for j, n in enumerate(fm.names)}
+        matrix = fm.matrix.tocsc()
+        for name in group_names:
+            j = column.get(name)
+            has = np.zeros(len(records), dtype=bool)
+            if j is not None:
+                has[matrix.indices[matrix.indptr[j] : matrix.indptr[j + 1]]] = True
+            out[name] = has
+    return out

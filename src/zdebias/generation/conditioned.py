@@ -85,10 +85,20 @@ class ConditionedRounds:
         first = round_index * self.batch_size
         return [self.plan.slot(first + j) for j in range(self.batch_size)]
 
+    def choices(self) -> list[int] | None:
+        """The tokens a row may draw right after its prompt: the label tokens when the model
+        picks the label, else None."""
+        return None if self.plan.forced else list(self.fmt.label_token_ids.values())
+
+    def check(self, candidates: list[Candidate], slots: list[Slot]) -> list[Candidate]:
+        """The candidates of one attempt as the round keeps them (a subclass turns some into
+        malformed ones, e.g. a targeted row without its feature)."""
+        return candidates
+
     def __call__(self, engine: Completer, round_index: int) -> RoundOutput:
         slots = self.slots(round_index)
         prompts = [self.prompt(s) for s in slots]
-        choices = None if self.plan.forced else list(self.fmt.label_token_ids.values())
+        choices = self.choices()
         per_row: list[list[Candidate]] = [[] for _ in slots]
         repeats: list[Candidate] = []
         taken: set[tuple[str, str, str]] = set()
@@ -101,8 +111,11 @@ class ConditionedRounds:
                 choices=choices,
             )
             still = []
-            for j, ids in zip(pending, rows, strict=True):
-                cand = self._candidate(ids, slots[j], round_index, j)
+            made = [
+                self._candidate(ids, slots[j], round_index, j)
+                for j, ids in zip(pending, rows, strict=True)
+            ]
+            for j, cand in zip(pending, self.check(made, [slots[j] for j in pending]), strict=True):
                 key = sample_key(cand.parsed) if cand.parsed.ok else None
                 if key is not None and key not in taken:
                     taken.add(key)

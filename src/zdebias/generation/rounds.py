@@ -56,10 +56,13 @@ class Candidate:
 @dataclass
 class RoundOutput:
     """What a backend gives for one round: candidates and, for the prompted backends, one log
-    row per request (token usage, attempts, seconds, error)."""
+    row per request (token usage, attempts, seconds, error). ``last``: the producer has no
+    round after this one (a fixed plan of rows, e.g. targeted cells): the run ends with what
+    it has, complete even below ``n``."""
 
     candidates: list[Candidate]
     requests: list[dict[str, Any]] = field(default_factory=list)
+    last: bool = False
 
 
 #: one round: ``(round_index, labels still needed or None) -> RoundOutput``
@@ -106,12 +109,16 @@ def run_rounds(
     quota: dict[str, int] | None = None,
     hint: str = "",
     goal: Goal | None = None,
+    tally: Callable[[Candidate], str | None] | None = None,
 ) -> dict[str, Any]:
     """The sampling loop (see the module doc) on the opened ``run``; returns the summary.
     ``quota``: the number of samples wanted per label (labels balanced); a sample of a label
     whose quota is met is surplus. ``goal``: one worker of several
     (:mod:`zdebias.generation.workers`): it runs every N-th round, keeps whole rounds and
-    stops when the goal says."""
+    stops when the goal says. ``tally``: the group a candidate counts in (e.g. its cell):
+    ``state.json``'s ``tally`` (and the summary's) holds per group the candidates
+    ``generated`` and their fates (``written``, ``duplicate``, ``surplus`` or the malformed
+    reason)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -130,6 +137,7 @@ def run_rounds(
     counts = {"n_generated": 0, "n_duplicates": 0, "n_surplus": 0}
     usage = dict.fromkeys(USAGE_KEYS, 0)
     malformed: dict[str, int] = {}
+    tallied: dict[str, Counter[str]] = {}
     round_index = state["next_round"]
     step = goal.workers if goal is not None else 1
     shards_written = 0
@@ -148,6 +156,10 @@ def run_rounds(
             state[key] = state.get(key, 0) + counts[key]
         for reason, k in malformed.items():
             state["malformed"][reason] = state["malformed"].get(reason, 0) + k
+        if tally is not None:
+            total_tally = state.setdefault("tally", {})
+            for group, fates in tallied.items():
+                total_tally[group] = dict(Counter(total_tally.get(group, {})) + fates)
         if quota is not None:
             per_label = state.setdefault("per_label", {})
             for record in buffer:
@@ -163,6 +175,7 @@ def run_rounds(
         counts.update(n_generated=0, n_duplicates=0, n_surplus=0)
         usage.update(dict.fromkeys(USAGE_KEYS, 0))
         malformed.clear()
+        tallied.clear()
         shards_written += 1
 
     def remaining() -> dict[str, int] | None:
@@ -187,7 +200,14 @@ def run_rounds(
         max_shards = cfg.max_shards
 
         def unfinished() -> bool:
+            if state.get("exhausted"):
+                return False
             return not goal.finished(state) if goal is not None else state["n_written"] < n
+
+        def count(cand: Candidate, fate: str) -> None:
+            group = tally(cand) if tally is not None else None
+            if group is not None:
+                tallied.setdefault(group, Counter()).update(("generated", fate))
 
         while unfinished() and (max_shards is None or shards_written < max_shards):
             need = remaining()
@@ -206,12 +226,14 @@ def run_rounds(
                 if not parsed.ok:
                     reason = parsed.error or "?"
                     malformed[reason] = malformed.get(reason, 0) + 1
+                    count(cand, reason)
                     if cfg.keep_dropped:
                         dropped.append({"round": round_index, "reason": reason, "text": cand.text})
                     continue
                 key = key_hash(sample_key(parsed))
                 if key in seen:
                     counts["n_duplicates"] += 1
+                    count(cand, "duplicate")
                     if cfg.keep_dropped:
                         dropped.append(
                             {
@@ -226,11 +248,13 @@ def run_rounds(
                 if need is not None:
                     if need.get(parsed.label or "", 0) <= 0:
                         counts["n_surplus"] += 1  # its label already has its share
+                        count(cand, "surplus")
                         continue
                     need[parsed.label or ""] -= 1
                 seen.add(key)
                 index = state["n_written"] + len(buffer)
                 buffer.append(make_record(cand, index, round_index))
+                count(cand, "written")
                 accepted += 1
             round_index += step
             call_generated += len(result.candidates)
@@ -249,6 +273,9 @@ def run_rounds(
                 counts["n_surplus"] += len(buffer[n - state["n_written"] :])
                 del buffer[n - state["n_written"] :]
                 flush()
+            elif result.last:  # the producer's plan is done: the run ends below n
+                state["exhausted"] = True
+                flush()
             elif len(buffer) >= cfg.shard_size:
                 flush()
             done = state["n_written"] + len(buffer)
@@ -261,7 +288,11 @@ def run_rounds(
                 ),
             )
 
-    complete = goal.finished(state) if goal is not None else state["n_written"] == n
+    complete = (
+        goal.finished(state)
+        if goal is not None
+        else state["n_written"] == n or bool(state.get("exhausted"))
+    )
     if complete and cfg.merge and goal is None:
         write_merged(out, state)
     summary = _summary(state, n, complete, out)
@@ -306,6 +337,8 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
     }
     if "per_label" in state:
         summary["per_label"] = dict(state["per_label"])
+    if "tally" in state:
+        summary["tally"] = {group: dict(fates) for group, fates in state["tally"].items()}
     if "usage" in state:
         usage = dict(state["usage"])
         answered = usage["requests"] - usage["failed_requests"]

@@ -24,7 +24,7 @@ raising ``n`` extends the run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from zdebias.generation.store import STATE, start_over
 
 if TYPE_CHECKING:
     from zdebias.data.options import ReadOptions
+    from zdebias.stats.cells import Cell
 
 
 #: the backends that prompt an instruction model (:mod:`zdebias.generation.prompted`)
@@ -51,6 +52,8 @@ def sample_generator(
     prompt: PromptSettings | None = None,
     premises: Sequence[Record] | str | Path | None = None,
     examples: Sequence[Record] | str | Path | None = None,
+    cells: Sequence[Cell] | Mapping[str, Any] | str | Path | None = None,
+    measure_with: Sequence[Record] | str | Path | None = None,
     read: ReadOptions | None = None,
     overwrite: bool = False,
     check_out: Callable[[], object] | None = None,
@@ -82,12 +85,25 @@ def sample_generator(
     premise (visited in a seeded order): the generator writes the label and the hypothesis,
     or, with ``per_premise="entailment=1,neutral=1,contradiction=1"``, the hypothesis of each
     forced label, that many rows per label and premise (``n`` a multiple of their sum).
+    With ``cells`` too (a ``zdebias stats --cells`` file, a stats report or
+    :class:`~zdebias.stats.cells.Cell` objects; ``cells_top`` K: the cells of the K most
+    biased features that can be sampled),
+    the rows fill those shortcut-breaking cells, at most ``n`` rows in all
+    (:mod:`zdebias.generation.targeted`); ``measure_with`` (D0's records or file) adds each
+    cell's z before (D0) and after (D0 ∪ samples) to the summary's ``cells`` rows.
     """
     if isinstance(settings, int):
         settings, overrides = None, {"n": settings, **overrides}
     prompt_keys = {k: overrides.pop(k) for k in list(overrides) if k in PromptSettings.model_fields}
     cfg = SampleSettings.of(settings, **overrides)
     _check_request(cfg, premises, examples, prompt_keys)
+    _check_cells(cfg, premises, cells, measure_with)
+    chosen = None
+    if cells is not None:  # read before anything is removed
+        from zdebias.stats.cells import load_cells
+
+        chosen = load_cells(cells) if isinstance(cells, str | Path | Mapping) else list(cells)
+    d0 = _records(measure_with, read, "D0")
     out = Path(out_dir)
     if check_out is not None and not _continues_run(out, cfg, overwrite=overwrite):
         check_out()
@@ -130,7 +146,32 @@ def sample_generator(
 
         return sample_on_ray(gen, out, cfg, progress=progress)
     rows = _records(premises, read, "premise")
-    return sample_trained(gen, out, cfg, premises=rows, progress=progress)
+    summary = sample_trained(gen, out, cfg, premises=rows, cells=chosen, progress=progress)
+    if chosen is not None and d0 is not None and summary["complete"]:
+        from zdebias.generation.targeted import measure_cells
+
+        measure_cells(summary, out, chosen, d0)
+    return summary
+
+
+def _check_cells(
+    cfg: SampleSettings, premises: object, cells: object, measure_with: object
+) -> None:
+    """Refuse cells without premise-conditioned sampling of a trained generator, with
+    forced per-premise labels or workers, and ``cells_top`` / ``measure_with`` without
+    cells."""
+    if cells is None:
+        if cfg.cells_top is not None or measure_with is not None:
+            flag = "--cells-top" if cfg.cells_top is not None else "--measure-with"
+            raise ConfigError(f"{flag}: only targeted sampling (--cells FILE) takes it")
+        return
+    if cfg.backend in PROMPTED_BACKENDS or premises is None:
+        raise ConfigError(
+            "--cells: only premise-conditioned sampling of a trained generator "
+            "(--backend hf/vllm with --premises) takes it"
+        )
+    if cfg.per_premise is not None:
+        raise ConfigError("--cells with --per-premise: the cells set the labels; drop one")
 
 
 def _check_request(

@@ -212,6 +212,13 @@ class SampleSettings(ExecutorSettings):
         ge=1,
     )
 
+    cells_top: int | None = setting(
+        None,
+        "With --cells: fill the cells of the K most biased features that can be sampled "
+        "(default: all of them, in order, while their rows fit in --n).",
+        ge=1,
+    )
+
     @field_validator("worker")
     @classmethod
     def _worker(cls, value: str | None) -> str | None:

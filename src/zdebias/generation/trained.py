@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
@@ -33,6 +33,9 @@ from zdebias.generation.premises import PremisePlan, parse_per_premise
 from zdebias.generation.rounds import Candidate, Goal, RoundOutput, round_seed, run_rounds
 from zdebias.generation.settings import SampleSettings, fast_bf16
 from zdebias.generation.store import SUMMARY, open_run, read_samples
+
+if TYPE_CHECKING:
+    from zdebias.stats.cells import Cell
 
 log = logging.getLogger("zdebias")
 
@@ -387,16 +390,18 @@ def sample_trained(
     *,
     goal: Goal | None = None,
     premises: Sequence[Record] | None = None,
+    cells: Sequence[Cell] | None = None,
     progress: bool,
     rounds: Callable[[int], list[list[int]]] | None = None,
 ) -> dict[str, Any]:
     """Sample ``gen`` into ``out``: the whole run, or with ``goal`` the rounds of worker
     ``goal.index`` of ``goal.workers`` (round I, I + N, ...; whole rounds, ids numbered per
     worker until the merge). With ``premises``, each row is conditioned on a premise (and,
-    with ``cfg.per_premise``, a forced label): :mod:`zdebias.generation.conditioned`.
-    ``rounds``: where round r's id rows come from when not from a backend in this process
-    (Ray actors, :mod:`zdebias.generation.on_ray`; not with ``premises``). Returns the
-    summary."""
+    with ``cfg.per_premise``, a forced label): :mod:`zdebias.generation.conditioned`; with
+    ``cells`` too, the rows fill those shortcut-breaking cells, ``n`` at most
+    (:mod:`zdebias.generation.targeted`). ``rounds``: where round r's id rows come from when
+    not from a backend in this process (Ray actors, :mod:`zdebias.generation.on_ray`; not
+    with ``premises``). Returns the summary."""
     from transformers import AutoTokenizer
 
     worker = (goal.index, goal.workers) if goal is not None else None
@@ -407,14 +412,19 @@ def sample_trained(
     run = cfg.run_settings()
     if worker is not None:
         run["worker"] = f"{worker[0]}/{worker[1]}"
-    conditioned = None
+    conditioned = targeted = None
     if premises is not None:
-        conditioned, info = _conditioned(premises, tokenizer, fmt, cfg, special)
-        run.update(
-            premises=premises_digest(premises),
-            per_premise=info["per_premise"],
-            attempts=cfg.attempts,
-        )
+        conditioned, info = _conditioned(premises, tokenizer, fmt, cfg, special, cells)
+        run.update(premises=premises_digest(premises), attempts=cfg.attempts)
+        if cells is not None:
+            from zdebias.generation.targeted import TargetedRounds
+
+            assert isinstance(conditioned, TargetedRounds)
+            targeted = conditioned.plan
+            cfg = cfg.model_copy(update={"n": targeted.total})  # the cells' rows, <= --n
+            run["cells"] = targeted.digest()
+        else:
+            run["per_premise"] = info["per_premise"]
     folder = open_run(
         out,
         cfg,
@@ -433,7 +443,8 @@ def sample_trained(
 
     engine = None
     if rounds is None:
-        if (goal is None and state["n_written"] < cfg.n) or (goal and not goal.finished(state)):
+        done = goal.finished(state) if goal is not None else state["n_written"] >= cfg.n
+        if not (done or state.get("exhausted")):  # exhausted: a targeted run's cells are done
             engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
         rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
     gen_name = gen.path.name
@@ -456,7 +467,7 @@ def sample_trained(
         return record
 
     quota = None
-    if conditioned is not None and conditioned.plan.forced:
+    if conditioned is not None and targeted is None and conditioned.plan.forced:
         per_draw = cfg.n // conditioned.plan.per_premise
         quota = {lab: per_draw * k for lab, k in info["per_premise"].items()}
     summary = run_rounds(
@@ -468,8 +479,15 @@ def sample_trained(
         quota=quota,
         hint="is it trained?",
         goal=goal,
+        tally=(lambda c: c.meta.get("cell")) if targeted is not None else None,
     )
-    if conditioned is not None and summary["complete"]:
+    if targeted is not None and summary["complete"]:
+        from zdebias.generation.targeted import cells_summary
+
+        summary["premises"] = info
+        summary["cells"] = cells_summary(targeted, summary.get("tally", {}))
+        write_json(summary, out / SUMMARY)
+    elif conditioned is not None and summary["complete"]:
         counts = premise_counts(read_samples(out), conditioned.plan, cfg.batch_size)
         summary["premises"] = {**info, **counts}
         if counts["n_short"]:
@@ -489,9 +507,11 @@ def _conditioned(
     fmt: GeneratorFormat,
     cfg: SampleSettings,
     special: frozenset[int],
+    cells: Sequence[Cell] | None = None,
 ) -> tuple[ConditionedRounds, dict[str, Any]]:
-    """The producer of premise-conditioned rounds and what the summary says about them;
-    refuses a generator without premises, and ``n`` that is not whole premises' quotas."""
+    """The producer of premise-conditioned rounds (targeted at ``cells`` when given) and
+    what the summary says about them; refuses a generator without premises, and ``n`` that
+    is not whole premises' quotas."""
     if not fmt.pair:
         raise ConfigError(f"--premises: the generator's task {fmt.task!r} has no premise")
     quotas = parse_per_premise(cfg.per_premise, fmt.labels) if cfg.per_premise else None
@@ -508,6 +528,17 @@ def _conditioned(
             f"--premises: none of the {len(premises)} premises fits the generator's max "
             f"length {fmt.max_length} with a hypothesis"
         )
+    info = {
+        "n_premises": len(premises),
+        "n_unique": len(fitting) + too_long,
+        "n_too_long": too_long,
+        "attempts": cfg.attempts,
+    }
+    if cells is not None:
+        from zdebias.generation.targeted import targeted_rounds
+
+        producer = targeted_rounds(cells, fitting, tokenizer, fmt, cfg, special)
+        return producer, {"labels": "forced", **info}
     plan = PremisePlan.of(fitting, seed=cfg.seed, per_premise=quotas)
     if cfg.n % plan.per_premise:
         raise ConfigError(
@@ -517,15 +548,7 @@ def _conditioned(
     rounds = ConditionedRounds(
         plan, tokenizer, fmt, cfg.batch_size, cfg.seed, cfg.attempts, special
     )
-    info = {
-        "per_premise": quotas,
-        "labels": "forced" if quotas else "sampled",
-        "n_premises": len(premises),
-        "n_unique": len(plan.order) + too_long,
-        "n_too_long": too_long,
-        "attempts": cfg.attempts,
-    }
-    return rounds, info
+    return rounds, {"per_premise": quotas, "labels": "forced" if quotas else "sampled", **info}
 
 
 __all__ = [

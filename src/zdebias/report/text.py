@@ -268,7 +268,42 @@ def sample_text(s: dict[str, Any]) -> str:
             f"{u['retries']:,} retries); tokens {u['prompt_tokens']:,} prompt + "
             f"{u['completion_tokens']:,} completion"
         )
+    if c := s.get("cells"):  # targeted sampling: a row per cell
+        text += "\n" + sampled_cells_text(c)
     return text
+
+
+#: cells ``sample --cells`` prints (all of them are in summary.json)
+SHOWN_CELLS = 20
+
+
+def sampled_cells_text(c: dict[str, Any]) -> str:
+    """``sample --cells``: per cell asked, generated, fired, missed, prefix only, short (and
+    z before → after with --measure-with), and the skipped cells with their reasons."""
+    measured = any("z_after" in row for row in c["rows"])
+    lines = [
+        f"{c['n_cells']} cells: {c['fired']:,}/{c['asked']:,} rows with their feature, "
+        f"{c['short']:,} short; {c['n_skipped']} cells skipped ({c['skipped_rows']:,} rows)",
+        "  cell | steer | asked | generated | fired | missed | prefix only | short"
+        + (" | z before → after" if measured else ""),
+    ]
+    for r in c["rows"][:SHOWN_CELLS]:
+        line = (
+            f"  {r['cell']} | {r['steer']} | {r['asked']} | {r['generated']} | {r['fired']} | "
+            f"{r['missed']} | {r['prefix_only']} | {r['short']}"
+        )
+        if measured and r.get("z_after") is not None:
+            line += f" | {r['z_before']:.2f} → {r['z_after']:.2f}"
+        lines.append(line)
+    if len(c["rows"]) > SHOWN_CELLS:
+        lines.append(f"  ... {len(c['rows']) - SHOWN_CELLS} more cells in summary.json")
+    reasons: dict[str, list[str]] = {}
+    for row in c["skipped"]:
+        reasons.setdefault(row["reason"], []).append(row["cell"])
+    for reason, names in reasons.items():
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        lines.append(f"  skipped, {reason}: {len(names)} cells ({shown})")
+    return "\n".join(lines)
 
 
 def worker_text(s: dict[str, Any]) -> str:
@@ -303,6 +338,7 @@ __all__ = [
     "inspect_text",
     "merged_text",
     "sample_text",
+    "sampled_cells_text",
     "stages_text",
     "stats_text",
     "train_text",

@@ -24,14 +24,19 @@ times).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zdebias.errors import DataError
+
 if TYPE_CHECKING:
+    from zdebias.data.schema import Record
     from zdebias.stats.measure import Measurement
 
 
@@ -51,6 +56,11 @@ class Cell:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def key(self) -> str:
+        """``FEATURE→LABEL``: the cell's name in records (``meta.cell``) and reports."""
+        return f"{self.feature}→{self.label}"
 
 
 def z_value(c: int, n: int, num_labels: int) -> float:
@@ -171,11 +181,100 @@ def cells_report(cells: Sequence[Cell], *, threshold: float, labels: Sequence[st
     }
 
 
+def load_cells(source: str | Path | Mapping[str, Any]) -> list[Cell]:
+    """The cells of a ``zdebias stats --cells`` file (its ``cells``), or of a saved stats
+    report (``zdebias stats --out``, a recipe's stats stage: its Gardner points, at its
+    ``z_critical``); a path or the loaded JSON. A bad file fails with its path and field."""
+    where = str(source) if isinstance(source, str | Path) else "cells"
+    if isinstance(source, str | Path):
+        try:
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(f"not a readable JSON file ({err})", path=where) from None
+    else:
+        data = source
+    if not isinstance(data, Mapping) or ("cells" not in data and "gardner" not in data):
+        raise DataError(
+            "expected `zdebias stats --cells` output (a 'cells' list) or a stats report "
+            "(`zdebias stats --out`, with 'gardner' points)",
+            path=where,
+            field="cells",
+        )
+    if "cells" not in data:
+        try:
+            return cells_from_report(dict(data))
+        except (KeyError, ValueError) as err:
+            raise DataError(f"not a usable stats report ({err})", path=where) from None
+    names = [f.name for f in fields(Cell)]
+    out = []
+    for i, row in enumerate(data["cells"]):
+        if not isinstance(row, Mapping) or any(k not in row for k in names):
+            raise DataError(
+                f"cell {i}: expected the keys {', '.join(names)}", path=where, field="cells"
+            )
+        out.append(Cell(**{k: row[k] for k in names}))
+    return out
+
+
+def cell_report(
+    d0_records: Sequence[Record],
+    samples: Sequence[Record],
+    cells: Sequence[Cell],
+    *,
+    labels: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Per cell, the shortcut before and after adding ``samples`` to ``d0_records``: the z of
+    its feature for the favoured label (:func:`z_value`) on D0 (``z_before``, ``n_before``)
+    and on D0 ∪ samples (``z_after``, ``n_after``), and the rows of the cell's label
+    (``rows_before``, ``rows_after``). Features are recomputed on the rows with the default
+    settings (:func:`~zdebias.features.extract.feature_presence`); a feature not computable
+    from the rows alone (hypothesis-only, custom) gets None."""
+    from zdebias.data.labels import infer_task
+    from zdebias.features.extract import feature_presence
+
+    labels = list(labels) if labels is not None else list(infer_task(d0_records).labels)
+    names = [c.feature for c in cells]
+    before = feature_presence(d0_records, names, labels=labels)
+    added = feature_presence(samples, names, labels=labels)
+    y0 = np.array([r.label for r in d0_records], dtype=object)
+    y1 = np.array([r.label for r in samples], dtype=object)
+    out = []
+    for cell in cells:
+        row: dict[str, Any] = {
+            "cell": cell.key,
+            "feature": cell.feature,
+            "label": cell.label,
+            "favoured": cell.favoured,
+        }
+        has0, has1 = before[cell.feature], added[cell.feature]
+        if has0 is None or has1 is None:
+            out.append({**row, "z_before": None, "z_after": None})
+            continue
+        n0, n1 = int(has0.sum()), int(has1.sum())
+        fav0 = int((y0[has0] == cell.favoured).sum())
+        fav1 = fav0 + int((y1[has1] == cell.favoured).sum())
+        mine0 = int((y0[has0] == cell.label).sum())
+        out.append(
+            {
+                **row,
+                "z_before": round(z_value(fav0, n0, len(labels)), 4),
+                "z_after": round(z_value(fav1, n0 + n1, len(labels)), 4),
+                "n_before": n0,
+                "n_after": n0 + n1,
+                "rows_before": mine0,
+                "rows_after": mine0 + int((y1[has1] == cell.label).sum()),
+            }
+        )
+    return out
+
+
 __all__ = [
     "Cell",
+    "cell_report",
     "cells_from_report",
     "cells_of",
     "cells_report",
+    "load_cells",
     "rows_needed",
     "shortcut_cells",
     "spread",

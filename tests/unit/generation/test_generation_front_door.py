@@ -55,8 +55,10 @@ def test_stage_config_is_the_settings_plus_references(settings, config, name, fn
         assert _default(staged) == _default(info), field
         assert staged.metadata == info.metadata, field  # the constraints (ge, gt ...)
     extra = set(config.model_fields) - set(settings.model_fields) - {"stage"}
-    if config is SampleConfig:  # prompted sampling: its settings and its two datasets
-        extra -= set(PromptSettings.model_fields) | {"premises", "examples"}
+    if config is SampleConfig:  # prompted sampling: its settings and its two datasets;
+        # targeted sampling: the cells and the D0 that measures them
+        extra -= set(PromptSettings.model_fields) | {"premises", "examples", "cells"}
+        extra -= {"measure_with"}
     assert extra <= {"model", "train", "generator", "kept", "rejected"}, extra
 
 

@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from zdebias.data.schema import Record
+from zdebias.errors import DataError
 from zdebias.stats.cells import (
     Cell,
+    cell_report,
     cells_from_report,
     cells_of,
+    load_cells,
     rows_needed,
     shortcut_cells,
     spread,
@@ -152,3 +155,37 @@ def test_stats_cells_cli(tmp_path: Path) -> None:
     assert written["rows_needed"] == sum(c["needed"] for c in written["cells"])
     assert "shortcut-breaking cells" in result.output
     assert f"written to {out}" in result.output.replace("\n", "")
+
+
+def _pair(i: int, hypothesis: str, label: str) -> Record:
+    return Record(id=f"r{i}", premise="A man sits.", hypothesis=hypothesis, label=label)
+
+
+def test_cell_report_z_before_and_after_by_hand() -> None:
+    """D0: "nobody" in 5 hypotheses, 4 contradiction and 1 entailment; the samples add 2
+    entailment rows with it (and one without, which changes nothing)."""
+    d0 = [_pair(i, "Nobody sits.", "contradiction") for i in range(4)]
+    d0 += [_pair(4, "Nobody is here.", "entailment"), _pair(5, "A man sits.", "neutral")]
+    samples = [_pair(10, "Nobody sits down.", "entailment"), _pair(11, "nobody.", "entailment")]
+    samples.append(_pair(12, "A man rests.", "entailment"))
+    cell = Cell("nobody@hypothesis", "contradiction", "entailment", 4.9, 5, 1, 2)
+    (row,) = cell_report(d0, samples, [cell], labels=LABELS)
+    p0 = 1 / 3
+    before = (4 / 5 - p0) / np.sqrt(p0 * (1 - p0) / 5)  # 2.2136
+    after = (4 / 7 - p0) / np.sqrt(p0 * (1 - p0) / 7)  # 1.3363
+    assert row["cell"] == "nobody@hypothesis→entailment"
+    assert row["z_before"] == pytest.approx(before, abs=1e-4) == pytest.approx(2.2136, abs=1e-4)
+    assert row["z_after"] == pytest.approx(after, abs=1e-4) == pytest.approx(1.3363, abs=1e-4)
+    assert (row["n_before"], row["n_after"], row["rows_before"], row["rows_after"]) == (5, 7, 1, 3)
+    other = Cell("hypo-only-pred=contradiction", "contradiction", "neutral", 9.0, 9, 0, 3)
+    assert cell_report(d0, samples, [other], labels=LABELS)[0]["z_after"] is None
+
+
+def test_load_cells_from_cells_json_and_from_a_report(tmp_path: Path) -> None:
+    cell = Cell("nobody@hypothesis", "contradiction", "entailment", 4.9, 5, 1, 2)
+    path = tmp_path / "cells.json"
+    path.write_text(json.dumps({"cells": [cell.to_dict()]}))
+    assert load_cells(path) == [cell]
+    path.write_text(json.dumps({"top": []}))
+    with pytest.raises(DataError, match=r"cells.json: field 'cells': expected `zdebias stats"):
+        load_cells(path)

@@ -7,7 +7,7 @@ references; the stage's seed is the recipe's unless the stage sets its own.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from zdebias.errors import ConfigError
 from zdebias.generation.settings import (
@@ -17,8 +17,14 @@ from zdebias.generation.settings import (
     SampleSettings,
 )
 from zdebias.generation.transforms import TransformSettings
-from zdebias.pipeline.config import StageConfig
-from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
+from zdebias.pipeline.config import Ref, StageConfig
+from zdebias.pipeline.registry import (
+    Inputs,
+    OutputInput,
+    StageContext,
+    StageResult,
+    register_stage,
+)
 from zdebias.pipeline.stages._common import (
     ModelRef,
     OptRecordsRef,
@@ -100,11 +106,15 @@ class SampleConfig(SampleSettings, PromptSettings, StageConfig):
     """Sample (P, l, H) from a generator (SPEC §6), in resumable shards; with ``premises``,
     a trained generator writes the label (or, with ``per_premise``, the hypothesis of each
     forced label) after each premise; with ``backend`` openai / local, prompt an instruction
-    model with ``premises`` (few-shot ``examples``)."""
+    model with ``premises`` (few-shot ``examples``); with ``premises`` and ``cells`` (a stats
+    stage, or a ``zdebias stats --cells`` file), fill those shortcut-breaking cells, each
+    cell's z before and after measured on ``measure_with`` (D0)."""
 
     generator: ModelRef
     premises: OptRecordsRef = None
     examples: OptRecordsRef = None
+    cells: Annotated[str | None, Ref("json", external=True)] = None
+    measure_with: OptRecordsRef = None
 
 
 @register_stage(
@@ -134,6 +144,8 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
         prompt=PromptSettings.take(cfg),
         premises=inputs.records("premises") if "premises" in inputs else None,
         examples=inputs.records("examples") if "examples" in inputs else None,
+        cells=_cells_input(inputs),
+        measure_with=inputs.records("measure_with") if "measure_with" in inputs else None,
         progress=ctx.progress,
     )
     if not summary.get("complete"):
@@ -142,6 +154,12 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
         ctx.note(f"resumed sampling: {before} of {cfg.n} samples were already written")
     records = read_records(ctx.out_dir / MERGED, format="jsonl", task=ctx.task)
     write_examples(ctx, records)
+    if cells := summary.get("cells"):
+        ctx.note(
+            f"cells: {cells['fired']} of {cells['asked']} rows with their feature in "
+            f"{cells['n_cells']} cells, {cells['short']} short; {cells['n_skipped']} cells "
+            "skipped (summary.json)"
+        )
     return StageResult(
         {"data": MERGED, "summary": SUMMARY},
         rows_out={"samples": len(records)},
@@ -159,6 +177,18 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
 
 
 # --------------------------------------------------------------------------- transforms
+
+
+def _cells_input(inputs: Inputs) -> Any:
+    """The ``cells`` setting: a stats stage's report or a cells file's content (loaded),
+    or a path outside the run; None when unset."""
+    if "cells" not in inputs:
+        return None
+    return (
+        inputs.json("cells")
+        if isinstance(inputs.get("cells"), OutputInput)
+        else inputs.path("cells")
+    )
 
 
 class TransformConfig(TransformSettings, StageConfig):
