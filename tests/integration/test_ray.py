@@ -99,7 +99,8 @@ def test_two_actors_write_the_one_process_folder(
     assert summary["complete"] and summary["ray"]["actors"] == 2
     assert summary["ray"]["actors_lost"] == 0
     mine, theirs = _files(tmp_path / "s"), _files(one_process)
-    assert len(theirs) == 2 * 5 + 2  # 5 shards and their dropped files, samples, state
+    # 5 shards and their dropped files, samples, state, the ownership marker
+    assert len(theirs) == 2 * 5 + 3 and ".zdebias-output.json" in theirs
     assert mine == theirs
 
 
