@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from zdebias.commands._cli import check_output, emit
+from zdebias.commands._cli import check_output, emit, stdout_to_stderr
 from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.settings import RunSettings
 from zdebias.report.text import interrupted_text, plan_text, stages_text
@@ -32,15 +32,18 @@ def run(
 
     from zdebias.pipeline.runner import open_run
 
-    # with --json, stdout carries only the final JSON; the progress text goes to stderr
-    console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)
+    # with --json, stdout carries only the final JSON; the progress text goes to stderr; the
+    # libraries' output goes to stderr always (stdout_to_stderr below)
+    out = sys.stderr if cli.json_out else sys.stdout
+    console = Console(file=out, highlight=False, soft_wrap=True)
     runner = open_run(recipe, overrides or [], settings, progress=cli.progress, console=console)
     if settings.dry_run:
         typer.echo(plan_text(recipe, runner.run_dir, runner.recipe.to_dict(), runner.plan()))
         return
     console.print(f"[bold]zdebias run[/bold] {recipe} → {runner.run_dir}")
     try:
-        manifest = runner.run()  # SIGTERM interrupts it as Ctrl-C does
+        with stdout_to_stderr():
+            manifest = runner.run()  # SIGTERM interrupts it as Ctrl-C does
     except KeyboardInterrupt:
         sys.stderr.write(interrupted_text(runner.run_dir))
         raise SystemExit(130) from None

@@ -46,7 +46,7 @@ class DebiasGeneratorConfig(DebiasSettings, StageConfig):
     rejected: RecordsRef
 
 
-_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
+_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained", "compute")
 
 
 def _model_result(ctx: StageContext, summary: dict[str, Any], *shown: str) -> StageResult:
@@ -151,5 +151,6 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             "malformed",
             "usage",
             "n_cross_worker_duplicates",
+            "compute",
         ),
     )
