@@ -14,49 +14,24 @@ from typing import Any
 
 import torch
 import yaml
+from test_pipeline_tiny import tiny_recipe
 
 import zdebias
 
 #: the source tree of the zdebias under test
 SRC = Path(zdebias.__file__).resolve().parents[1]
-FEATURES = ["ngrams", "lex-overlap"]
 
 
 def _recipe(gen: Path, clf: Path) -> dict[str, Any]:
-    """Demo data, a z-filter, a generator fine-tune and a classifier (with a dev set)."""
-    return {
-        "name": "streams",
-        "task": "nli",
-        "seed": 3,
-        "stages": {
-            "corpus": {"stage": "demo-data", "n_train": 120, "n_dev": 12, "n_test": 12},
-            "zfilter": {
-                "stage": "filter",
-                "input": "corpus.train",
-                "biased_k": 5,
-                "zfilter_batch_size": 25,
-                "features": FEATURES,
-            },
-            "generator": {
-                "stage": "debias-generator",
-                "generator": str(gen),
-                "kept": "zfilter",
-                "rejected": "zfilter.rejected",
-                "max_steps": 2,
-                "batch_size": 4,
-                "max_length": 64,
-            },
-            "clf": {
-                "stage": "train-classifier",
-                "model": str(clf),
-                "train": "corpus.train",
-                "dev": "corpus.dev",
-                "epochs": 1,
-                "batch_size": 32,
-                "warmup_steps": 0,
-            },
-        },
-    }
+    """The tiny demo recipe's first stages: demo data, a z-filter, a generator fine-tune and
+    a classifier with a dev set (smaller: 120 rows, 4 classifier steps)."""
+    data = tiny_recipe(gen, clf)
+    del data["plugins"], data["report"]
+    stages = data["stages"]
+    data["stages"] = {k: stages[k] for k in ("corpus", "zfilter", "generator", "clf_original")}
+    data["stages"]["corpus"].update(n_train=120, n_dev=12, n_test=12)
+    data["stages"]["clf_original"]["batch_size"] = 32
+    return data
 
 
 def _run(recipe: Path, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -93,7 +68,7 @@ def test_run_stdout_is_the_result_and_quiet_silences_the_rest(
     # the manifest records what each training stage ran on
     stages = {e["name"]: e for e in json.loads((run / "manifest.json").read_text())["stages"]}
     trained = [stages["generator"]["metrics"]["compute"]]
-    trained.append(stages["clf"]["metrics"]["runs"][0]["compute"])
+    trained.append(stages["clf_original"]["metrics"]["runs"][0]["compute"])
     if not torch.cuda.is_available():
         assert [(c["device"], c["dtype"], c["bf16_by_auto"]) for c in trained] == [
             ("cpu", "float32", False),
@@ -102,8 +77,8 @@ def test_run_stdout_is_the_result_and_quiet_silences_the_rest(
     assert {c["torch"] for c in trained} == {torch.__version__}
 
     # -q: the classifier trained again (another seed), the rest skipped; nothing on stderr
-    quiet = _run(recipe, run, "-q", "stages.clf.seed=4")
+    quiet = _run(recipe, run, "-q", "stages.clf_original.seed=4")
     assert quiet.returncode == 0, quiet.stderr
     assert _result_lines(quiet.stdout) == []
-    assert "↷ [3/4] generator" in quiet.stdout and "✓ [4/4] clf" in quiet.stdout
+    assert "↷ [3/4] generator" in quiet.stdout and "✓ [4/4] clf_original" in quiet.stdout
     assert quiet.stderr == ""
