@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -328,6 +329,36 @@ def configure_logging(cli: Verbosity) -> None:
     for h in root.handlers:
         if getattr(h, "_zdebias", False):
             h.stream = sys.stderr  # the current stderr (tests swap it)
+    library_bars(not cli.quiet)
+
+
+#: the environment variables that turn the HF libraries' own progress bars off (model
+#: loading and saving, downloads, dataset maps), read when they are imported
+_BARS_OFF = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+#: those of them set by :func:`library_bars` (a user's own setting is left alone)
+_BARS_SET: set[str] = set()
+
+
+def library_bars(show: bool) -> None:
+    """The progress bars of transformers, huggingface_hub and datasets on or off (``-q``):
+    through the environment for a library not imported yet (nothing is imported here), and
+    through its own switch for one already imported."""
+    for name in _BARS_OFF:
+        if not show and name not in os.environ:
+            os.environ[name] = "1"
+            _BARS_SET.add(name)
+        elif show and name in _BARS_SET:
+            os.environ.pop(name, None)
+            _BARS_SET.discard(name)
+    for module, name, env in (
+        ("transformers.utils.logging", "progress_bar", _BARS_OFF[0]),
+        ("datasets.utils.tqdm", "progress_bars", _BARS_OFF[1]),
+    ):
+        loaded = sys.modules.get(module)
+        if loaded is not None and not (show and env in os.environ):  # the user's "off" wins
+            with warnings.catch_warnings():  # a library that read our "off" at import: stays
+                warnings.simplefilter("ignore")
+                getattr(loaded, f"{'enable' if show else 'disable'}_{name}")()
 
 
 __all__ = [
@@ -338,4 +369,5 @@ __all__ = [
     "command",
     "configure_logging",
     "flag_of",
+    "library_bars",
 ]

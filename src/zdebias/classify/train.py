@@ -51,11 +51,12 @@ from zdebias.data.writers import check_out_dir, write_json, write_records
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
+from zdebias.models.compute import compute_record
 from zdebias.models.datasets import ListDataset
 from zdebias.models.distributed import barrier, is_main_process, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
-from zdebias.models.training_run import TrainingRun
+from zdebias.models.training_run import TrainingRun, route_logs
 from zdebias.settings import DEFAULT_SEED
 
 #: Name of the per-run metrics file written into every classifier folder.
@@ -335,7 +336,6 @@ def _train(
     overwrite: bool,
 ) -> dict[str, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
-    from transformers.trainer_callback import PrinterCallback
     from transformers.utils import logging as hf_logging
 
     started = time.time()
@@ -483,8 +483,7 @@ def _train(
             compute_metrics=accuracy,
             callbacks=[best, run.checkpoints],
         )
-        if not progress:
-            trainer.remove_callback(PrinterCallback)
+        route_logs(trainer)  # off stdout: logged, or under the progress bar on stderr
         result = trainer.train(resume_from_checkpoint=run.resume(early_stopping=best))
         best.restore_best(net)
         for attr in (GATE_ATTR, BIAS_HEAD_ATTR):
@@ -528,6 +527,11 @@ def _train(
                 "device": "cpu" if args.use_cpu else "cuda",
                 "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
             },
+            "compute": compute_record(  # the precision is always chosen for the device
+                args.device,
+                "bfloat16" if args.bf16 else "float16" if args.fp16 else "float32",
+                setting="auto",
+            ),
             "n_train": len(train),
             "n_dev": len(dev) if dev else 0,
             "train_label_counts": dict(Counter(r.label for r in train)),

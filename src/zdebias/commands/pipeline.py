@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from zdebias.commands._cli import check_output, emit
+from zdebias.commands._cli import check_output, emit, stdout_to_stderr
 from zdebias.errors import ConfigError
 from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.settings import RunSettings
@@ -33,8 +33,10 @@ def run(
 
     from zdebias.pipeline.runner import open_run
 
-    # with --json, stdout carries only the final JSON; the progress text goes to stderr
-    console = Console(stderr=cli.json_out, highlight=False, soft_wrap=True)
+    # with --json, stdout carries only the final JSON; the progress text goes to stderr; the
+    # libraries' output goes to stderr always (stdout_to_stderr below)
+    out = sys.stderr if cli.json_out else sys.stdout
+    console = Console(file=out, highlight=False, soft_wrap=True)
     runner = open_run(recipe, overrides or [], settings, progress=cli.progress, console=console)
     if settings.dry_run:
         plan = runner.plan()
@@ -44,7 +46,8 @@ def run(
         return
     console.print(f"[bold]zdebias run[/bold] {recipe} → {runner.run_dir}")
     try:
-        manifest = runner.run()  # SIGTERM interrupts it as Ctrl-C does
+        with stdout_to_stderr():
+            manifest = runner.run()  # SIGTERM interrupts it as Ctrl-C does
     except KeyboardInterrupt:
         sys.stderr.write(interrupted_text(runner.run_dir))
         raise SystemExit(130) from None

@@ -30,9 +30,10 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import check_out_dir
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
+from zdebias.models.compute import compute_record
 from zdebias.models.distributed import world_size
 from zdebias.models.early_stopping import EarlyStopping
-from zdebias.models.training_run import TrainingRun
+from zdebias.models.training_run import TrainingRun, route_logs
 
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
 DEFAULT_ALPHA = {True: 1.0, False: 0.3}
@@ -247,6 +248,7 @@ def train_infiller(
             processing_class=tok,
             callbacks=[stopper, run.checkpoints] if has_dev else [run.checkpoints],
         )
+        route_logs(trainer)
         resume = run.resume(trainer=trainer, early_stopping=stopper)
         result = trainer.train(resume_from_checkpoint=resume)
         stopper.restore_best(trainer.model)
@@ -287,6 +289,7 @@ def train_infiller(
             "train_loss": round(float(result.training_loss), 6),
             "eval_loss": None if eval_loss is None else round(float(eval_loss), 6),
             "parameters_changed": changed,
+            "compute": compute_record(args.device, "bfloat16" if args.bf16 else "float32"),
             "resumed_from_step": run.resumed_from,
             "history": [h for h in history if h],
         }

@@ -329,8 +329,7 @@ def _encode_rows(start: int, end: int) -> str:
 
 
 def _write_jsonl_parallel(records: list[Record], path: str | Path, num_proc: int) -> int:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from zdebias.data.process import forked_pool
 
     n = len(records)
     starts = list(range(0, n, JSONL_TASK))
@@ -339,7 +338,7 @@ def _write_jsonl_parallel(records: list[Record], path: str | Path, num_proc: int
     try:
         with (
             atomic_open(path) as fh,
-            ProcessPoolExecutor(num_proc, mp_context=multiprocessing.get_context("fork")) as pool,
+            forked_pool(num_proc) as pool,
         ):
             for text in pool.map(_encode_rows, starts, ends):
                 fh.write(text)

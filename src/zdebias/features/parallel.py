@@ -19,13 +19,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zdebias.data.process import gc_paused
+from zdebias.data.process import forked_pool, gc_paused
 from zdebias.data.schema import Record
 from zdebias.features.context import FeatureContext
 from zdebias.features.groups import run_group
@@ -250,7 +249,7 @@ def run_groups_parallel(
         hypo_ngrams=hypo_ngrams,
     )
     try:
-        with ProcessPoolExecutor(num_proc, mp_context=multiprocessing.get_context("fork")) as pool:
+        with forked_pool(num_proc) as pool:
             futures = [pool.submit(_chunk_worker, a, b) for a, b in pairwise(bounds)]
             results = [f.result() for f in futures]
     finally:

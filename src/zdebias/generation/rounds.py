@@ -348,7 +348,7 @@ def _summary(state: dict[str, Any], n: int, complete: bool, out: Path) -> dict[s
             round(usage["completion_tokens"] / seconds, 2) if seconds else None
         )
         summary["usage"] = usage
-    for key in ("backend", "model", "prompting", "premises"):
+    for key in ("backend", "model", "prompting", "premises", "compute"):
         if key in state:
             summary[key] = state[key]
     return summary

@@ -72,6 +72,8 @@ class HFBackend:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
 
+        from zdebias.models.compute import compute_record
+
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -81,6 +83,8 @@ class HFBackend:
             raise ConfigError(f"unknown dtype {dtype!r}; expected one of {', '.join(dtypes)}")
         self.model = AutoModelForCausalLM.from_pretrained(generator, dtype=dtypes[dtype])
         self.model.to(self.device).eval()
+        #: what it samples on, for the summary (:func:`~zdebias.models.compute.compute_record`)
+        self.compute = compute_record(self.device, dtype, setting=settings.dtype)
         self.fmt = fmt
         self.threads = settings.threads
         #: decoding steps and rows x steps the model ran, over all rounds (:func:`decode`)
@@ -446,6 +450,8 @@ def sample_trained(
         done = goal.finished(state) if goal is not None else state["n_written"] >= cfg.n
         if not (done or state.get("exhausted")):  # exhausted: a targeted run's cells are done
             engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
+            if hasattr(engine, "compute"):  # the latest call's device and dtype, in the summary
+                state["compute"] = engine.compute
         rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
     gen_name = gen.path.name
 

@@ -48,7 +48,7 @@ from zdebias.generation.settings import DebiasSettings, GeneratorSettings
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
 from zdebias.models.distributed import sum_over_processes, world_size
-from zdebias.models.training_run import TrainingRun
+from zdebias.models.training_run import TrainingRun, route_logs
 
 TRAIN_SUMMARY = "train_summary.json"
 
@@ -325,6 +325,7 @@ def train_generator(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
+    from zdebias.models.compute import compute_record
     from zdebias.models.resolve import resolve_model
 
     cls = type(settings) if isinstance(settings, GeneratorSettings) else GeneratorSettings
@@ -388,6 +389,7 @@ def train_generator(
             data_collator=collator,
             callbacks=[run.checkpoints, _CollatorEpoch(collator)],
         )
+        route_logs(trainer)
         resume = run.resume(trainer=trainer)
         tokens_before = trainer.tokens_seen  # a resumed run's rate counts this start only
         start = time.perf_counter()
@@ -411,6 +413,9 @@ def train_generator(
             "train_tokens": tokens[1],
             "train_tokens_per_s": round(tokens[0] / max(seconds, 1e-9), 1),
             "processes": world_size(),
+            "compute": compute_record(
+                args.device, "bfloat16" if args.bf16 else "float32", setting=cfg.precision
+            ),
             "resumed_from_step": run.resumed_from,
             "settings": {
                 k: getattr(args, k)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from zdebias.data.process import end_with_parent
 from zdebias.data.schema import Record
 from zdebias.data.writers import atomic_open, claim, write_json
 from zdebias.errors import ConfigError, DataError, ZdebiasError
@@ -532,27 +533,19 @@ def _progress(out: Path, workers: int, n: int, enabled: bool) -> Iterator[Callab
             view.close()
 
 
-def _die_with_parent() -> None:
-    """Linux: end this process when the process that started it dies (even by SIGKILL)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _worker_main(
     generator: str,
     out: str,
     settings: SampleSettings,
     gpus: str | None,
     backends: dict[str, Any],
+    parent: int,
 ) -> None:
-    """One worker process of :func:`run_workers`."""
+    """One worker process of :func:`run_workers` (ends with process ``parent``)."""
     import sys
 
     global WAIT_FOR_PEERS
-    _die_with_parent()
+    end_with_parent(parent)
     WAIT_FOR_PEERS = True
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus
@@ -611,7 +604,7 @@ def run_workers(
             settings = SampleSettings.of(cfg, worker=f"{i}/{workers}", workers=1)
             proc = ctx.Process(
                 target=_worker_main,
-                args=(str(generator), str(out), settings, gpus[i], extra),
+                args=(str(generator), str(out), settings, gpus[i], extra, os.getpid()),
                 name=f"zdebias-worker-{i}",
             )
             proc.start()

@@ -21,11 +21,15 @@ This module imports transformers (through :mod:`zdebias.models.checkpoints`): im
 
 from __future__ import annotations
 
+import logging
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from transformers.trainer_callback import ProgressCallback, TrainerCallback
 
 from zdebias.data.writers import mark_owned, publish_dir, work_dir_for
 from zdebias.models.checkpoints import (
@@ -117,4 +121,42 @@ class TrainingRun:
         barrier()  # the others return once OUT is whole
 
 
-__all__ = ["TrainingRun"]
+def route_logs(trainer: Any) -> None:
+    """The Trainer's log lines (``{'loss': ...}``) off stdout, which carries only a command's
+    result: HF prints them there (``PrinterCallback``, or under its progress bar). With
+    progress bars they are written under the bar on stderr, without them logged (logger
+    ``zdebias``, INFO: on stderr, silenced by ``-q``)."""
+    from transformers.trainer_callback import PrinterCallback
+
+    if trainer.pop_callback(PrinterCallback) is not None:
+        trainer.add_callback(_LogLines())
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(_StderrProgress())
+
+
+class _LogLines(TrainerCallback):
+    """The Trainer's log lines through ``logging`` (main process only)."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        if state.is_local_process_zero and logs:
+            logging.getLogger("zdebias").info("%s", _shown(logs))
+
+
+class _StderrProgress(ProgressCallback):
+    """HF's progress bars (on stderr), with the log lines written under them on stderr."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        if not (state.is_local_process_zero and logs and self.training_bar is not None):
+            return
+        if logging.getLogger("zdebias").isEnabledFor(logging.INFO):
+            self.training_bar.write(str(_shown(logs)), file=sys.stderr)
+
+
+def _shown(logs: dict[str, Any]) -> dict[str, Any]:
+    """A log line as HF shows it: floats to 4 digits, without ``total_flos``."""
+    return {
+        k: f"{v:.4g}" if isinstance(v, float) else v for k, v in logs.items() if k != "total_flos"
+    }
+
+
+__all__ = ["TrainingRun", "route_logs"]

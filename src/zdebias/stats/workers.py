@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import inspect
 import multiprocessing
+import os
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from zdebias.data.process import end_with_parent
 from zdebias.errors import ZdebiasError
 
 
@@ -26,7 +28,10 @@ class Workers:
         self.procs: list[Any] = []
         for obj in served:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(child, obj), daemon=True)
+            # the worker closes the parent's ends it inherits (its own, its elder siblings'),
+            # and ends when this process does (data.process.end_with_parent)
+            others = (parent, *self.conns)
+            proc = ctx.Process(target=_serve, args=(child, obj, os.getpid(), others), daemon=True)
             proc.start()
             child.close()
             self.conns.append(parent)
@@ -94,10 +99,12 @@ class Workers:
                 proc.join()
 
 
-def _serve(conn: Any, served: Any) -> None:
+def _serve(conn: Any, served: Any, parent: int, others: Sequence[Any]) -> None:
     """A worker's loop: run each ``(method, args)`` received, send back ``("ok", value)`` or
     ``("error", exception)`` (a generator's items first, each as ``("part", item)``); stop on
-    None."""
+    None, on the pipe's end, or with process ``parent`` (``others``: the inherited connections
+    it does not use, closed first)."""
+    end_with_parent(parent, close=others)
     try:
         while True:
             message = conn.recv()

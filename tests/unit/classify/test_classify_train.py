@@ -112,6 +112,13 @@ def test_train_saves_contract_folder_and_best_epoch(tiny_model, tmp_path: Path) 
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["n_train"] == 96 and saved["n_dev"] == 12 and saved["steps"] == 60
     assert [h["step"] for h in saved["history"]] == [12, 24, 36, 48, 60]
+    assert saved["compute"] == {
+        "device": "cuda:0" if torch.cuda.is_available() else "cpu",
+        "dtype": saved["compute"]["dtype"] if torch.cuda.is_available() else "float32",
+        "setting": "auto",
+        "bf16_by_auto": saved["compute"]["dtype"] == "bfloat16",
+        "torch": torch.__version__,
+    }
     best = max(h["dev_accuracy"] for h in saved["history"])
     assert saved["best"]["dev_accuracy"] == best == metrics["best"]["dev_accuracy"]
     assert saved["history"][0]["dev_accuracy"] == pytest.approx(1 / 3)  # one label at first

@@ -245,3 +245,36 @@ def test_bad_settings_fail_clearly(tiny_model, tmp_path: Path) -> None:
         )
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's choice")
+@pytest.mark.parametrize(
+    ("precision", "fast", "dtype"),
+    [("auto", True, "bfloat16"), ("fp32", True, "float32"), ("auto", False, "float32")],
+)
+def test_summary_records_the_device_and_dtype_used(
+    tiny_model,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    precision: str,
+    fast: bool,
+    dtype: str,
+) -> None:
+    """What `auto` chose on this machine, and where: in the summary (and train_summary.json)."""
+    import json
+
+    from zdebias.generation import settings as generation_settings
+
+    monkeypatch.setattr(generation_settings, "fast_bf16", lambda: fast)
+    out = tmp_path / "g"
+    summary = train_generator(
+        toy_records(), tiny_model("gpt2"), out, max_steps=1, precision=precision, progress=False
+    )
+    assert summary["compute"] == {
+        "device": "cpu",
+        "dtype": dtype,
+        "setting": precision,
+        "bf16_by_auto": dtype == "bfloat16",
+        "torch": torch.__version__,
+    }
+    assert json.loads((out / "train_summary.json").read_text())["compute"] == summary["compute"]

@@ -130,7 +130,7 @@ def train_classifier_stage(
             {
                 "seed": seed,
                 "folder": folder,
-                **pick_keys(metrics, "steps", "train_loss", "best", "wall_time_s"),
+                **pick_keys(metrics, "steps", "train_loss", "best", "wall_time_s", "compute"),
             }
         )
     write_json({"runs": runs}, ctx.out_dir / "runs.json")

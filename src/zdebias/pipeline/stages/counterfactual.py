@@ -115,7 +115,9 @@ def infiller_stage(cfg: InfillerConfig, inputs: Inputs, ctx: StageContext) -> St
         progress=ctx.progress,
     )
     note_resumed(ctx, summary)
-    return StageResult({"model": "model"}, metrics=pick_keys(summary, "n_train", "n_skipped"))
+    return StageResult(
+        {"model": "model"}, metrics=pick_keys(summary, "n_train", "n_skipped", "compute")
+    )
 
 
 class CounterfactualGenerateConfig(SelectSettings, StageConfig):

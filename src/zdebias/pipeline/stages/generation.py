@@ -53,7 +53,7 @@ class DebiasGeneratorConfig(DebiasSettings, StageConfig):
     rejected: RecordsRef
 
 
-_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained")
+_TRAINED = ("steps", "train_loss", "train_seconds", "n_trained", "compute")
 
 
 def _model_result(ctx: StageContext, summary: dict[str, Any], *shown: str) -> StageResult:
@@ -172,6 +172,7 @@ def sample_stage(cfg: SampleConfig, inputs: Inputs, ctx: StageContext) -> StageR
             "malformed",
             "usage",
             "n_cross_worker_duplicates",
+            "compute",
         ),
     )
 
