@@ -52,12 +52,13 @@ def _rows(n: int) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A JSONL file of about 3 MB (the writer way: 2 MB or more) and the same rows as CSV
-    (never sharded: one process)."""
+    """A JSONL file of about 3 MB (the writer way: 2 MB or more) and a CSV of three times as
+    many rows (never sharded: one process, whose feature pool must outlast the longest
+    kill delay)."""
     folder = tmp_path_factory.mktemp("killed")
-    rows = _rows(30_000)
+    rows = _rows(90_000)
     jsonl = folder / "train.jsonl"
-    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows[:30_000]), encoding="utf-8")
     table = folder / "train.csv"
     with table.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
