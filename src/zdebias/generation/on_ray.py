@@ -48,6 +48,11 @@ class RoundSampler:
     def __init__(self, gen: TrainedGenerator, cfg: SampleSettings, backend: type) -> None:
         engine = backend(gen.path, gen.fmt, cfg, device=cfg.device, dtype=gen.dtype)
         self.rounds = RoundBatches(engine, cfg.batch_size, cfg.seed)
+        self.compute = getattr(engine, "compute", None)
+
+    def compute_record(self) -> dict[str, Any] | None:
+        """The device and dtype this actor samples on (the summary's ``compute``)."""
+        return self.compute
 
     def sample(self, indices: list[int]) -> list[list[list[int]]]:
         """The id rows of each round of ``indices`` (one group)."""
@@ -71,6 +76,8 @@ class ActorRounds:
         self.ready: dict[int, list[list[int]]] = {}
         self.counts = {"actors": 0, "groups": 0, "rounds": 0, "actors_lost": 0}
         self.last_error = ""
+        #: the first actor's device and dtype, once the actors run
+        self.compute: dict[str, Any] | None = None
 
     def _start(self, first_group: int) -> None:
         ray, cfg = self.ray, self.cfg
@@ -86,6 +93,7 @@ class ActorRounds:
         ]
         self.load = dict.fromkeys(self.actors, 0)
         self.counts["actors"] = n
+        self.compute = ray.get(self.actors[0].compute_record.remote())
         self.next_group = first_group
         log.info("sampling on %d Ray actors (%s each)", n, cfg.actor_options())
 

@@ -464,6 +464,9 @@ def sample_trained(
         for ids in rounds(round_index):
             parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
             candidates.append(Candidate(parsed, tokenizer.decode(ids) if not parsed.ok else ""))
+        remote = getattr(rounds, "compute", None)  # Ray actors: what they sample on
+        if engine is None and remote is not None:
+            state["compute"] = remote
         return RoundOutput(candidates)
 
     def make_record(c: Candidate, index: int, round_index: int) -> Record:
