@@ -264,6 +264,23 @@ class OpenAIBackend:
         self.pool = ThreadPoolExecutor(prompt.concurrency, thread_name_prefix="zdebias-request")
         self._stop = threading.Event()
 
+    def reach(self) -> None:
+        """One GET of ``/models``: fail before anything is removed when no server answers
+        or it refuses the key (any other answer, a 404 too, means a server is there)."""
+        httpx = self.httpx
+        try:
+            resp = self.client.get(self.url + "/models")
+        except (httpx.TimeoutException, httpx.TransportError) as err:
+            raise ZdebiasError(
+                f"{self.url}/models: no answer ({type(err).__name__}); is the server up? "
+                "Nothing was removed"
+            ) from err
+        if resp.status_code in (401, 403):
+            raise ConfigError(
+                f"{self.url}/models: the server refused the key (HTTP {resp.status_code}); "
+                f"check ${self.prompt.api_key_env}. Nothing was removed"
+            )
+
     def close(self) -> None:
         self._stop.set()  # requests waiting to retry give up; queued ones are cancelled
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -530,6 +547,18 @@ class RequestPlanner:
         return out
 
 
+def open_backend(model: str, cfg: SampleSettings, prompt: ClientSettings) -> Any:
+    """The backend of ``cfg.backend``, reached: a server that answers, a model loaded."""
+    engine = PROMPT_BACKENDS[cfg.backend](model, cfg, prompt)
+    if hasattr(engine, "reach"):
+        try:
+            engine.reach()
+        except BaseException:
+            engine.close()
+            raise
+    return engine
+
+
 def sample_prompted(
     model: str,
     out_dir: str | Path,
@@ -538,10 +567,12 @@ def sample_prompted(
     *,
     premises: Sequence[Record],
     examples: Sequence[Record] | None = None,
+    engine: Any = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Prompted sampling of ``premises`` into ``out_dir`` (what ``sample_generator`` runs for
-    ``backend`` ``openai`` / ``local``); see the module doc. Returns the sampling summary."""
+    ``backend`` ``openai`` / ``local``); see the module doc. ``engine``: a backend already
+    opened (see :func:`open_backend`), closed at the end. Returns the sampling summary."""
     pool = list(examples) if examples is not None else list(premises)
     task = infer_task(pool)
     if not task.pair or any(r.premise is None for r in premises):
@@ -577,8 +608,10 @@ def sample_prompted(
         },
     )
     planner = RequestPlanner(unique, pool, labels, cfg, prompt, avoid)
-    engine: Any = None
-    if state["n_written"] < cfg.n:
+    if state["n_written"] >= cfg.n and engine is not None:
+        engine.close()
+        engine = None
+    elif state["n_written"] < cfg.n and engine is None:
         engine = PROMPT_BACKENDS[cfg.backend](model, cfg, prompt)
         if prompt.avoid_biased:
             log.info("avoiding per label: %s", json.dumps(avoid))

@@ -119,10 +119,21 @@ def sample_generator(
         rows = _records(premises, read, "premise")
         assert rows is not None  # _check_request refuses a prompted run without premises
         pool = _records(examples, read, "example")
-        if overwrite:
+        engine = None
+        if overwrite:  # reach the server (load the model) before removing the old run
+            from zdebias.generation.prompted import open_backend
+
+            engine = open_backend(str(generator), cfg, prompting)
             start_over(out)
         return sample_prompted(
-            str(generator), out, cfg, prompting, premises=rows, examples=pool, progress=progress
+            str(generator),
+            out,
+            cfg,
+            prompting,
+            premises=rows,
+            examples=pool,
+            engine=engine,
+            progress=progress,
         )
     from zdebias.generation.trained import sample_trained
     from zdebias.generation.workers import find_workers, run_workers, sample_worker, worker_folder

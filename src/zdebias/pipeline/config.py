@@ -129,6 +129,11 @@ class Recipe(BaseModel):
     task: str = "nli"
     seed: int = DEFAULT_SEED
     out: str | None = Field(default=None, description="default run folder")
+    extends: list[str] = Field(
+        default_factory=list,
+        description="recipes whose run folders this recipe may run in: it adds stages to "
+        "their runs, reusing every finished stage with the same settings",
+    )
     plugins: list[str] = Field(
         default_factory=list, description="modules to import first (they register stages)"
     )

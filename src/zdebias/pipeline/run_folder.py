@@ -23,7 +23,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,17 @@ def run_dir_for(recipe: Recipe, out: str | None) -> Path:
     return Path(out or recipe.out or f"runs/{recipe.name}")
 
 
-def check_run_dir(folder: Path, recipe: str) -> None:
-    """The run folder is new, empty, or a run of the recipe named ``recipe`` (its ownership
-    marker says so): a run never mixes its files into a foreign folder, another zdebias
-    output or a run of another recipe. A run folder of zdebias 0.2 (no marker) is taken when
-    its manifest names ``recipe`` and it holds only what a run writes."""
+def check_run_dir(folder: Path, recipe: str, extends: Sequence[str] = ()) -> None:
+    """The run folder is new, empty, or a run of the recipe named ``recipe`` or of one it
+    ``extends`` (its ownership marker says so): a run never mixes its files into a foreign
+    folder, another zdebias output or a run of an unrelated recipe. A run folder of zdebias
+    0.2 (no marker) is taken when its manifest names the recipe and it holds only what a run
+    writes."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder} is a file; choose a folder for the run (--out)")
     owner = owner_of(folder)
     if owner is None:
-        if not _older_run(folder, recipe):
+        if not any(_older_run(folder, name) for name in (recipe, *extends)):
             check_ours(folder)
         return
     kind = owner.get("kind", "output")
@@ -63,10 +64,11 @@ def check_run_dir(folder: Path, recipe: str) -> None:
         raise ConfigError(
             f"{folder} holds a zdebias {kind} folder, not a run; choose a new --out for the run"
         )
-    if owner.get("recipe") != recipe:
+    if owner.get("recipe") != recipe and owner.get("recipe") not in extends:
+        also = f" (nor of {', '.join(map(repr, extends))}, which it extends)" if extends else ""
         raise ConfigError(
-            f"{folder} holds a run of recipe {owner.get('recipe')!r}, not {recipe!r}; choose a "
-            "new --out"
+            f"{folder} holds a run of recipe {owner.get('recipe')!r}, not {recipe!r}{also}; "
+            "choose a new --out, or list that recipe under the recipe's `extends`"
         )
 
 

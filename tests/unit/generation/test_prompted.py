@@ -170,6 +170,27 @@ def test_a_server_that_never_answers_stops_the_run(tmp_path: Path) -> None:
     assert not (tmp_path / "s" / "state.json").exists()
 
 
+def test_overwrite_removes_nothing_until_the_server_answers(tmp_path: Path) -> None:
+    import socket
+
+    out = tmp_path / "s"
+    with StubServer() as server:
+        first = _run(server, out, n=6)
+    before = sorted(p.name for p in out.iterdir())
+    assert first["n_written"] == 6 and "state.json" in before
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = type("Dead", (), {"url": f"http://127.0.0.1:{port}/v1"})()
+    with pytest.raises(ZdebiasError, match=r"/v1/models: no answer .*Nothing was removed"):
+        _run(dead, out, n=3, batch_size=3, overwrite=True)  # type: ignore[arg-type]
+    assert sorted(p.name for p in out.iterdir()) == before  # the old run is still there
+    assert len(read_samples(out)) == 6
+    with StubServer() as server:  # a server that answers: the old run is replaced
+        again = _run(server, out, n=3, batch_size=3, overwrite=True)
+    assert again["n_written"] == 3 and len(read_samples(out)) == 3
+
+
 def test_stop_and_resume_equals_uninterrupted(tmp_path: Path) -> None:
     with StubServer() as server:
         whole = _run(server, tmp_path / "whole")

@@ -423,6 +423,34 @@ def test_a_run_uses_only_its_own_recipe_s_folder(run_dir: Path) -> None:
     assert CALLS == []
 
 
+def test_a_recipe_that_extends_another_runs_in_its_folder_and_reuses_its_stages(
+    run_dir: Path,
+) -> None:
+    """`extends: [fake]`: the recipe adds a stage to fake's run; the shared stages (same
+    settings) are skipped, the folder stays fake's; without `extends` it is refused."""
+    from zdebias.data.ownership import owner_of
+
+    run_recipe(_recipe(), run_dir)
+    CALLS.clear()
+    plus = _recipe().to_dict()
+    plus["name"] = "fake-plus"
+    plus["stages"]["up2"] = {"stage": "t-upper", "input": "up", "keep": 1}
+    with pytest.raises(ConfigError, match=r"holds a run of recipe 'fake', not 'fake-plus'; "):
+        run_recipe(recipe_from_dict(plus), run_dir)
+    assert CALLS == []
+    manifest = run_recipe(recipe_from_dict({**plus, "extends": ["fake"]}), run_dir)
+    assert _statuses(manifest) == {
+        **dict.fromkeys(["src", "up", "shards", "ext_up"], "skipped"),
+        "up2": "done",
+    }
+    assert len(CALLS) == 1 and owner_of(run_dir)["recipe"] == "fake"
+    CALLS.clear()
+    assert _statuses(run_recipe(_recipe(), run_dir)) == dict.fromkeys(
+        ["src", "up", "shards", "ext_up"], "skipped"
+    )  # the base recipe still runs there, and finds its stages done
+    assert CALLS == []
+
+
 def test_a_run_folder_of_zdebias_0_2_is_taken_only_when_it_holds_only_a_run(
     run_dir: Path,
 ) -> None:
