@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -153,29 +153,42 @@ def gardner_plot(
     plot = _Plot(
         pts, names, labels, xs, ys, p0, z_c, title, outliers(pts, z_c, num_labels, label_top)
     )
+    return _draw(lambda: _figure(plot), lambda: _plotly(plot), png, html, backend, "gardner")
+
+
+def _draw(
+    matplotlib: Callable[[], Any],
+    plotly: Callable[[], Any],
+    png: str | Path | None,
+    html: str | Path | None,
+    backend: str,
+    kind: str,
+) -> Any:
+    """The figure of ``backend``, drawn by ``matplotlib`` or ``plotly``; ``png`` / ``html``:
+    also written there, both in full and then renamed, the PNG first, the HTML last."""
     files: dict[Path, str | bytes] = {}
     fig = None
     if png is not None or backend == "matplotlib":
-        fig = _figure(plot)
+        fig = matplotlib()
         if png is not None:
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png")
             files[Path(png)] = buffer.getvalue()
     plotly_fig = None
     if html is not None or backend == "plotly":
-        plotly_fig = _plotly(plot)
+        plotly_fig = plotly()
         if html is not None:
             files[Path(html)] = plotly_fig.to_html(
-                include_plotlyjs=True, full_html=True, div_id=_div_id(Path(html))
+                include_plotlyjs=True, full_html=True, div_id=_div_id(Path(html), kind)
             )
-    write_together(files)  # both written in full, then renamed: the PNG first, the HTML last
+    write_together(files)
     return plotly_fig if backend == "plotly" else fig
 
 
-def _div_id(html: Path) -> str:
+def _div_id(html: Path, kind: str) -> str:
     """The plot's HTML element id, from the file's name (plotly's own is random), so that the
     same plot gives the same bytes."""
-    return "gardner-" + re.sub(r"[^A-Za-z0-9_-]", "-", html.stem)
+    return f"{kind}-" + re.sub(r"[^A-Za-z0-9_-]", "-", html.stem)
 
 
 @dataclass(frozen=True)
@@ -383,32 +396,20 @@ def data_map_plot(
     groups = [
         (level, colour, np.flatnonzero(np.round(corr, 3) == level)) for level, colour in colours
     ]
-    files: dict[Path, str | bytes] = {}
-    fig = None
-    if png is not None or backend == "matplotlib":
-        fig = _data_map_figure(conf, var, groups, title)
-        if png is not None:
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format="png")
-            files[Path(png)] = buffer.getvalue()
-    plotly_fig = None
-    if html is not None or backend == "plotly":
-        plotly_fig = _data_map_plotly(conf, var, groups, title)
-        if html is not None:
-            files[Path(html)] = plotly_fig.to_html(
-                include_plotlyjs=True, full_html=True, div_id="data-map-" + _safe(Path(html).stem)
-            )
-    write_together(files)
+    figure = _draw(
+        lambda: _data_map_figure(conf, var, groups, title),
+        lambda: _data_map_plotly(conf, var, groups, title),
+        png,
+        html,
+        backend,
+        "data-map",
+    )
     summary = {"n_examples": n, "n_plotted": len(shown), "title": title}
     if png is not None:
         summary["png"] = str(png)
     if html is not None:
         summary["html"] = str(html)
-    return DataMap(plotly_fig if backend == "plotly" else fig, summary)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "-", name)
+    return DataMap(figure, summary)
 
 
 def _data_map_figure(
