@@ -8,6 +8,9 @@
   row) and ``rejected_by_z`` (their z for the row's label when it was rejected).
 - :func:`confidence_filter`: ``zdebias confidence-filter``; the rows with ``keep`` and
   ``confidence`` (the classifier's probability of the row's label).
+- :func:`cartography`: a classifier's training dynamics as a table (dataset cartography);
+  :func:`cartography_filter`: ``zdebias filter --method cartography``; the rows with ``keep``,
+  ``confidence``, ``variability`` and ``correctness``.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
 ``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
@@ -99,6 +102,8 @@ def _aligned(rows: MemoryRows, columns: dict[str, list[Any]]) -> Any:
             "shortcuts": datasets.List(datasets.Value("string")),
             "shortcut_z": datasets.List(datasets.Value("float64")),
             "confidence": datasets.Value("float64"),
+            "variability": datasets.Value("float64"),
+            "correctness": datasets.Value("float64"),
         }
         out = data.remove_columns([c for c in columns if c in data.column_names])
         for name, values in columns.items():
@@ -224,6 +229,74 @@ def confidence_filter(
     return (out, summary) if return_summary else out
 
 
+def cartography(dynamics: Any) -> Any:
+    """The training dynamics of a classifier folder zdebias trained (or of its
+    ``training_dynamics.jsonl``) as a pandas DataFrame, one row per training example:
+    ``id``, ``label``, ``confidence``, ``variability``, ``correctness``, ``epochs`` and
+    ``gold_probs`` (per epoch; NaN where not trained on)."""
+    import pandas as pd
+
+    from zdebias.stats.dynamics import read_dynamics
+
+    dyn = read_dynamics(dynamics)
+    return pd.DataFrame(
+        {
+            "id": dyn.ids,
+            "label": dyn.labels,
+            "confidence": dyn.confidence,
+            "variability": dyn.variability,
+            "correctness": dyn.correctness,
+            "epochs": (~np.isnan(dyn.gold_probs)).sum(axis=1),
+            "gold_probs": [row.tolist() for row in dyn.gold_probs],
+        }
+    )
+
+
+def cartography_filter(
+    data: Any,
+    settings: Any = None,
+    *,
+    read: ReadOptions | None = None,
+    return_summary: bool = False,
+    **keywords: Any,
+) -> Any:
+    """Keep the rows of ``data`` in a region of a classifier's data map (dataset
+    cartography, ``zdebias filter --method cartography``).
+
+    ``settings`` / keywords: :class:`~zdebias.stats.settings.CartographySettings` fields
+    (``dynamics``: a classifier folder trained on these rows, or its dynamics file;
+    ``region``: ``ambiguous``, ``hard-to-learn`` or ``easy``; ``fraction``) and
+    :class:`ReadOptions` fields. Rows are matched by id (a DataFrame needs the ``id`` column
+    the classifier's training records had); a row without dynamics is an error. Returns the
+    rows (same type, length and order; a list of dicts for a list) with ``keep``,
+    ``confidence``, ``variability`` and ``correctness`` (None for a row not read).
+    """
+    from zdebias.stats.cartography_filter import cartography_split
+    from zdebias.stats.dynamics import read_dynamics
+    from zdebias.stats.settings import CartographySettings
+
+    cfg, options = _options(CartographySettings, settings, read, dict(keywords))
+    if cfg.dynamics is None:
+        raise ConfigError("cartography_filter needs dynamics= (a classifier folder)")
+    rows = _read(data, options)
+    dynamics = read_dynamics(cfg.dynamics)
+    _, _, summary, keep = cartography_split(rows.records, dynamics, cfg, "data")
+    columns: dict[str, list[Any]] = {"keep": [False] * rows.n_rows}
+    columns.update(
+        {name: [None] * rows.n_rows for name in ("confidence", "variability", "correctness")}
+    )
+    index = dynamics.index()
+    for i, record in enumerate(rows.records):
+        pos, row = rows.positions[i], index[record.id]
+        columns["keep"][pos] = bool(keep[i])
+        columns["confidence"][pos] = float(dynamics.confidence[row])
+        columns["variability"][pos] = float(dynamics.variability[row])
+        columns["correctness"][pos] = float(dynamics.correctness[row])
+    summary = {**summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    out = _aligned(rows, columns)
+    return (out, summary) if return_summary else out
+
+
 @dataclass
 class Shortcuts:
     """What :func:`find_shortcuts` found.
@@ -345,6 +418,8 @@ __all__ = [
     "FILTER_COLUMNS",
     "SHORTCUT_COLUMNS",
     "Shortcuts",
+    "cartography",
+    "cartography_filter",
     "confidence_filter",
     "find_shortcuts",
     "z_filter",

@@ -176,6 +176,21 @@ def test_the_classifier_weights_agree(runs: dict) -> None:
     assert max(abs(one[k] - two[k]).max() for k in one) < 1e-4
 
 
+def test_the_classifier_training_dynamics_agree(runs: dict) -> None:
+    """Each process records its own batches; merged, every example has one value per epoch,
+    the one process's values (issue 30)."""
+    root = runs["root"]
+    for what in ("clf", "poe"):
+        one, two = (
+            [json.loads(line) for line in (root / f"{what}{n}" / "training_dynamics.jsonl").open()]
+            for n in (1, 2)
+        )
+        assert [r["id"] for r in one] == [r["id"] for r in two] and len(one) == 24
+        assert {r["epochs"] for r in one} == {r["epochs"] for r in two} == {2}
+        probs = [p for r in one for p in r["gold_probs"]]
+        assert probs == pytest.approx([p for r in two for p in r["gold_probs"]], abs=1e-4)
+
+
 def test_only_rank_0_writes_and_prints(runs: dict) -> None:
     root, stdout = runs["root"], runs["stdout"]
     assert stdout.count(f"wrote {root / 'clf2'}") == 1

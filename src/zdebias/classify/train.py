@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainingArguments
 
+from zdebias.classify.dynamics import INDEX_COLUMN, DynamicsRecorder
 from zdebias.classify.hypo_only import CROSS_FIT_FILE as HYPO_CROSS_FIT_FILE
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
 from zdebias.classify.predict import (
@@ -109,10 +110,13 @@ class ClassifierTrainer(Trainer):
     Training batches may carry ``bias_probs`` / ``teacher_probs`` (precomputed, per example),
     or, for joint PoE, the hypothesis alone (``hyp_input_ids``...): the hypothesis-only head
     attached as :data:`BIAS_HEAD_ATTR` then gives ``b`` (:func:`bias_head_logits`).
-    Evaluation always scores the main model alone with plain cross-entropy.
+    Evaluation always scores the main model alone with plain cross-entropy. ``dynamics``
+    (when set) records each training batch's main-model probabilities, by the batch's
+    ``zdebias_index`` column (:mod:`zdebias.classify.dynamics`).
     """
 
     loss_is_scaled_for_ga = False  # our loss is a per-batch mean
+    dynamics: DynamicsRecorder | None = None
 
     def compute_loss(
         self,
@@ -124,6 +128,7 @@ class ClassifierTrainer(Trainer):
         args: ClassifierTrainingArguments = self.args  # type: ignore[assignment]
         inputs = dict(inputs)
         labels = inputs.pop("labels")
+        index = inputs.pop(INDEX_COLUMN, None)
         extras = {k: inputs.pop(k) for k in _EXTRA_COLUMNS if k in inputs}
         n_prefix = len(HYP_PREFIX)
         hyp = {k[n_prefix:]: inputs.pop(k) for k in list(inputs) if k.startswith(HYP_PREFIX)}
@@ -131,6 +136,8 @@ class ClassifierTrainer(Trainer):
         debias = model.training and args.loss != "ce"
         want_gate = debias and "gate_logits" in needs
         outputs = model(**inputs, output_hidden_states=want_gate)
+        if model.training and index is not None and self.dynamics is not None:
+            self.dynamics.record(index, outputs.logits, labels)
         if not debias:
             loss = cross_entropy(outputs.logits, labels)
         else:
@@ -179,7 +186,7 @@ class _Collator:
         self.tokenizer = tokenizer
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        special = ("labels", *_EXTRA_COLUMNS)
+        special = ("labels", INDEX_COLUMN, *_EXTRA_COLUMNS)
         tokens = [
             {k: v for k, v in f.items() if k not in special and not k.startswith(HYP_PREFIX)}
             for f in features
@@ -191,6 +198,8 @@ class _Collator:
             padded = self.tokenizer.pad(hyp, return_tensors="pt")
             batch.update({HYP_PREFIX + k: v for k, v in padded.items()})
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        if INDEX_COLUMN in features[0]:  # training rows: their position, for the dynamics
+            batch[INDEX_COLUMN] = torch.tensor([f[INDEX_COLUMN] for f in features])
         for key in _EXTRA_COLUMNS:
             if key in features[0]:
                 batch[key] = torch.tensor(np.stack([f[key] for f in features]), dtype=torch.float32)
@@ -240,6 +249,7 @@ def _encode(
     extras: dict[str, np.ndarray | None],
     *,
     with_hypothesis: bool = False,
+    index: bool = False,
 ) -> ListDataset:
     first, second = model_inputs(records, kind)
     enc = tokenizer(first, second, truncation=True, max_length=max_length)
@@ -254,6 +264,8 @@ def _encode(
         if hyp is not None:
             row.update({HYP_PREFIX + k: hyp[k][i] for k in hyp.keys()})
         row["labels"] = int(ids[i])
+        if index:
+            row[INDEX_COLUMN] = i
         for key, values in extras.items():
             if values is not None:
                 row[key] = values[i].astype(np.float32)
@@ -414,6 +426,7 @@ def _train(
         s.max_length,
         extras,
         with_hypothesis=joint,
+        index=True,
     )
     dev_ds = None
     if dev:  # evaluation order is free: sorted by length, batches pad less
@@ -466,6 +479,7 @@ def _train(
         # for unused parameters (it would count theirs twice); every parameter gets a gradient
         base["ddp_find_unused_parameters"] = False
     best = BestEpochCallback(s.patience)
+    dynamics = DynamicsRecorder(len(train_ds))
 
     def accuracy(pred: Any) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
@@ -481,10 +495,12 @@ def _train(
             eval_dataset=dev_ds,
             processing_class=tokenizer,
             compute_metrics=accuracy,
-            callbacks=[best, run.checkpoints],
+            callbacks=[best, dynamics, run.checkpoints],  # dynamics merged before a save
         )
+        trainer.dynamics = dynamics
         route_logs(trainer)  # off stdout: logged, or under the progress bar on stderr
-        result = trainer.train(resume_from_checkpoint=run.resume(early_stopping=best))
+        resume = run.resume(early_stopping=best, training_dynamics=dynamics)
+        result = trainer.train(resume_from_checkpoint=resume)
         best.restore_best(net)
         for attr in (GATE_ATTR, BIAS_HEAD_ATTR):
             if hasattr(net, attr):
@@ -548,12 +564,15 @@ def _train(
             },
             "stopped_early": best.stopped_early,
             "resumed_from_step": run.resumed_from,
+            "training_dynamics": None,  # filled in when saved
             "wall_time_s": round(time.time() - started, 3),
         }
 
         def save(folder: Path) -> None:
             net.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
+            labels_of = [r.label for r in train]
+            metrics["training_dynamics"] = dynamics.write(folder, [r.id for r in train], labels_of)
             write_json(info, folder / CLASSIFIER_INFO)
             write_json(metrics, folder / METRICS_FILE)
 

@@ -16,7 +16,7 @@ from zdebias.commands._cli import check_output, emit, require
 from zdebias.data.options import OutputOptions, ReadOptions
 from zdebias.report.text import cells_text, combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
-from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings
 
 OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
 
@@ -80,7 +80,7 @@ def stats(
 def filter_command(
     input: InputArg,
     out: OutDir,
-    settings: ZFilterSettings,
+    settings: FilterSettings,
     read: ReadOptions,
     output: OutputOptions,
     cli: CliOptions,
@@ -89,7 +89,8 @@ def filter_command(
         typer.Option("--seed-data", help="Seed dataset: conditional z-filtering Z(D | seed)."),
     ] = None,
 ) -> None:
-    """z-filter a dataset (GD-NLI Algorithm 1): DIR/kept.jsonl, rejected.jsonl, summary.json."""
+    """z-filter a dataset (GD-NLI Algorithm 1), or keep a cartography region (--method
+    cartography --dynamics MODEL_DIR): DIR/kept.jsonl, rejected.jsonl, summary.json."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import filter_file
     from zdebias.stats.source import FileInput
@@ -139,8 +140,31 @@ def combine_command(
     emit(summary, cli, lambda: combine_text(summary, out))
 
 
+@command
+def data_map(
+    dynamics: Annotated[
+        str, typer.Argument(help="A classifier folder (its training_dynamics.jsonl) or that file.")
+    ],
+    out: Annotated[str, typer.Option("--out", help="Write the data map as OUT.png and OUT.html.")],
+    cli: CliOptions,
+) -> None:
+    """The data map of a classifier's training (dataset cartography): variability × confidence,
+    coloured by correctness."""
+    from zdebias.report.plots import data_map_files, plot_paths
+
+    for target in plot_paths(out):
+        check_output(target, cli)
+    done = data_map_files(dynamics, out)
+    emit(
+        done,
+        cli,
+        lambda: f"data map of {done['n_plotted']:,} examples: {done['png']}, {done['html']}",
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add the stats commands."""
     app.command("stats")(stats)
     app.command("filter")(filter_command)
     app.command("combine")(combine_command)
+    app.command("data-map")(data_map)

@@ -90,6 +90,9 @@ class StageConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
     #: bump in a subclass when a stage's behaviour changes so old outputs are redone
     version: ClassVar[int] = 1
+    #: settings added after run folders existed: left out of the stage hash while at their
+    #: default, so those folders' finished stages stay done
+    hashed_when_set: ClassVar[tuple[str, ...]] = ()
 
     stage: str
     seed: int | None = Field(default=None, description="random seed (default: the recipe's)")

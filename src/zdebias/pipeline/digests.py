@@ -170,6 +170,10 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
     """
     refs = field_refs(type(cfg))
     settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS})
+    fields = type(cfg).model_fields
+    for key in type(cfg).hashed_when_set:
+        if key in settings and getattr(cfg, key) == fields[key].default:
+            del settings[key]
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,

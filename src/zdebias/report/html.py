@@ -14,6 +14,8 @@ Sections (when the run has the stages they need):
 - Gardner plots before and after debiasing;
 - top biased features per label before and after (GD-NLI Table 12 shape);
 - dataset sizes (Table 1 shape);
+- data maps of the classifiers trained (dataset cartography: each train-classifier stage's
+  first seed, from its ``training_dynamics.jsonl``);
 - evaluation tables (Tables 2-5 shape, plus HANS-style group tables);
 - generated and counterfactual examples (Table 14 shape);
 - the stages: status, time, rows in and out.
@@ -359,6 +361,37 @@ def _gardner_section(run: RunData) -> list[dict[str, Any]]:
     return figures
 
 
+def _data_map_section(run: RunData) -> list[dict[str, Any]]:
+    """The data map of each train-classifier stage that recorded training dynamics."""
+    import tempfile
+
+    from zdebias.report.plots import data_map_plot
+    from zdebias.stats.dynamics import DYNAMICS_FILE, read_dynamics
+
+    figures = []
+    for stage in run.of_kind("train-classifier"):
+        folder = run.output(stage, "model")
+        if folder is None or not (folder / DYNAMICS_FILE).is_file():
+            continue
+        dyn = read_dynamics(folder)
+        with tempfile.TemporaryDirectory(prefix="zdebias-report-") as tmp:
+            png = Path(tmp) / "data_map.png"
+            drawn = data_map_plot(
+                dyn.confidence, dyn.variability, dyn.correctness, png=png, title=stage["name"]
+            )
+            data = png.read_bytes()
+        figures.append(
+            {
+                "stage": stage["name"],
+                "png": base64.b64encode(data).decode("ascii"),
+                "n_examples": format_number(drawn.summary["n_examples"]),
+                "n_plotted": format_number(drawn.summary["n_plotted"]),
+                "epochs": dyn.n_epochs,
+            }
+        )
+    return figures
+
+
 def _top_section(run: RunData, top_n: int) -> dict[str, Any] | None:
     """The top ``top_n`` features per label before (and after): one row per rank."""
     before, after = before_after(run)
@@ -569,6 +602,7 @@ def report_context(run: RunData) -> dict[str, Any]:
         "gardner": _gardner_section(run),
         "top": _top_section(run, int(settings.get("top_n", 5))),
         "sizes": _sizes_section(run),
+        "data_maps": _data_map_section(run),
         "evaluation": _evaluation_section(run),
         "examples": _examples_section(run, int(settings.get("examples", 8))),
         "stages": _stages_section(run),

@@ -1,4 +1,5 @@
-"""The Gardner plot (Gardner et al. 2021, Fig. 1; SPEC §3) as PNG and interactive HTML.
+"""The Gardner plot (Gardner et al. 2021, Fig. 1; SPEC §3) and the data map of dataset
+cartography (:func:`data_map_plot`, SPEC §12) as PNG and interactive HTML.
 
 Every feature seen in more than ``min_n`` examples is a point at (n, p̂(l|x)) for the label l it
 favours most (its highest z), coloured by that label; n is on a log axis. The curve
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -152,29 +153,42 @@ def gardner_plot(
     plot = _Plot(
         pts, names, labels, xs, ys, p0, z_c, title, outliers(pts, z_c, num_labels, label_top)
     )
+    return _draw(lambda: _figure(plot), lambda: _plotly(plot), png, html, backend, "gardner")
+
+
+def _draw(
+    matplotlib: Callable[[], Any],
+    plotly: Callable[[], Any],
+    png: str | Path | None,
+    html: str | Path | None,
+    backend: str,
+    kind: str,
+) -> Any:
+    """The figure of ``backend``, drawn by ``matplotlib`` or ``plotly``; ``png`` / ``html``:
+    also written there, both in full and then renamed, the PNG first, the HTML last."""
     files: dict[Path, str | bytes] = {}
     fig = None
     if png is not None or backend == "matplotlib":
-        fig = _figure(plot)
+        fig = matplotlib()
         if png is not None:
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png")
             files[Path(png)] = buffer.getvalue()
     plotly_fig = None
     if html is not None or backend == "plotly":
-        plotly_fig = _plotly(plot)
+        plotly_fig = plotly()
         if html is not None:
             files[Path(html)] = plotly_fig.to_html(
-                include_plotlyjs=True, full_html=True, div_id=_div_id(Path(html))
+                include_plotlyjs=True, full_html=True, div_id=_div_id(Path(html), kind)
             )
-    write_together(files)  # both written in full, then renamed: the PNG first, the HTML last
+    write_together(files)
     return plotly_fig if backend == "plotly" else fig
 
 
-def _div_id(html: Path) -> str:
+def _div_id(html: Path, kind: str) -> str:
     """The plot's HTML element id, from the file's name (plotly's own is random), so that the
     same plot gives the same bytes."""
-    return "gardner-" + re.sub(r"[^A-Za-z0-9_-]", "-", html.stem)
+    return f"{kind}-" + re.sub(r"[^A-Za-z0-9_-]", "-", html.stem)
 
 
 @dataclass(frozen=True)
@@ -322,3 +336,147 @@ def gardner_files(
     gardner_plot(*arrays, z_c=z_c, png=png, html=html, min_n=min_n, title=title)
     summary = gardner_summary(*arrays[1:], z_c=z_c, min_n=min_n)
     return {**summary, "png": str(png), "html": str(html)}
+
+
+# --------------------------------------------------------------------------- data map
+
+#: at most this many examples are drawn on a data map (a seeded subsample beyond it)
+DATA_MAP_POINTS = 25_000
+
+
+@dataclass(frozen=True)
+class DataMap:
+    """A drawn data map: the figure (matplotlib or plotly) and what it shows."""
+
+    figure: Any
+    summary: dict[str, Any]
+
+
+def _correctness_colours(values: np.ndarray) -> list[tuple[float, str]]:
+    """Each distinct correctness (rounded to 3 digits) with its colour, low to high (RdYlBu,
+    so that PNG and HTML agree)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    levels = sorted({round(float(v), 3) for v in values.tolist()})
+    cmap = colormaps["RdYlBu"]
+    return [(level, to_hex(cmap(0.05 + 0.9 * level))) for level in levels]
+
+
+def data_map_plot(
+    confidence: np.ndarray,
+    variability: np.ndarray,
+    correctness: np.ndarray,
+    *,
+    png: str | Path | None = None,
+    html: str | Path | None = None,
+    title: str | None = None,
+    max_points: int = DATA_MAP_POINTS,
+    seed: int = 0,
+    backend: Literal["matplotlib", "plotly"] = "matplotlib",
+) -> DataMap:
+    """The data map of dataset cartography (Swayamdipta et al. 2020, Fig. 1): each training
+    example at (variability, confidence), coloured by correctness. More than ``max_points``
+    examples: a seeded random subsample of them is drawn (the same for the same data). ``png``
+    / ``html``: also written there, together (:func:`gardner_plot`'s way; same bytes for the
+    same map)."""
+    if backend not in ("matplotlib", "plotly"):
+        raise ConfigError(f"unknown plot backend {backend!r}; expected matplotlib or plotly")
+    conf = np.asarray(confidence, dtype=np.float64)
+    var = np.asarray(variability, dtype=np.float64)
+    corr = np.asarray(correctness, dtype=np.float64)
+    n = len(conf)
+    shown = np.arange(n)
+    if n > max_points:
+        shown = np.sort(np.random.default_rng(seed).choice(n, max_points, replace=False))
+    conf, var, corr = conf[shown], var[shown], corr[shown]
+    drawn = f"{len(shown):,} of {n:,} examples" if len(shown) < n else f"{n:,} examples"
+    title = f"{title}: {drawn}" if title else f"data map: {drawn}"
+    colours = _correctness_colours(corr)
+    groups = [
+        (level, colour, np.flatnonzero(np.round(corr, 3) == level)) for level, colour in colours
+    ]
+    figure = _draw(
+        lambda: _data_map_figure(conf, var, groups, title),
+        lambda: _data_map_plotly(conf, var, groups, title),
+        png,
+        html,
+        backend,
+        "data-map",
+    )
+    summary = {"n_examples": n, "n_plotted": len(shown), "title": title}
+    if png is not None:
+        summary["png"] = str(png)
+    if html is not None:
+        summary["html"] = str(html)
+    return DataMap(figure, summary)
+
+
+def _data_map_figure(
+    conf: np.ndarray, var: np.ndarray, groups: list[tuple[float, str, np.ndarray]], title: str
+) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for level, colour, sel in groups:
+        ax.scatter(
+            var[sel],
+            conf[sel],
+            s=6,
+            alpha=0.6,
+            color=colour,
+            label=f"{level:g} ({len(sel):,})",
+            linewidths=0,
+        )
+    ax.set_xlim(0, max(0.5, float(var.max()) * 1.05) if len(var) else 0.5)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("variability (std of p(gold) over epochs)")
+    ax.set_ylabel("confidence (mean p(gold) over epochs)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(title="correctness", loc="lower right", fontsize=7, markerscale=2)
+    fig.tight_layout()
+    return fig
+
+
+def _data_map_plotly(
+    conf: np.ndarray, var: np.ndarray, groups: list[tuple[float, str, np.ndarray]], title: str
+) -> Any:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for level, colour, sel in groups:
+        fig.add_trace(
+            go.Scattergl(
+                x=var[sel],
+                y=conf[sel],
+                mode="markers",
+                name=f"correctness {level:g}",
+                marker={"size": 4, "opacity": 0.6, "color": colour},
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis={"title": "variability (std of p(gold) over epochs)"},
+        yaxis={"title": "confidence (mean p(gold) over epochs)", "range": [0, 1.02]},
+        template="plotly_white",
+    )
+    return fig
+
+
+def data_map_files(
+    dynamics: str | Path, out: str | Path, *, title: str | None = None
+) -> dict[str, Any]:
+    """Write the data map of a classifier folder's training dynamics (or of the file) as
+    OUT.png and OUT.html (:func:`plot_paths`); what ``zdebias data-map`` reports."""
+    from zdebias.stats.dynamics import read_dynamics
+
+    dyn = read_dynamics(dynamics)
+    png, html = plot_paths(out)
+    shown = title or Path(dyn.path).parent.name
+    drawn = data_map_plot(
+        dyn.confidence, dyn.variability, dyn.correctness, png=png, html=html, title=shown
+    )
+    return {"dynamics": dyn.path, "epochs": dyn.n_epochs, **drawn.summary}

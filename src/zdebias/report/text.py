@@ -124,6 +124,8 @@ def batches_text(summary: dict[str, Any]) -> str:
 
 
 def filter_text(summary: dict[str, Any], out: Path) -> str:
+    if summary.get("method") == "cartography":
+        return cartography_text(summary, out)
     lines = [
         f"input {summary['n_input']:,}"
         + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
@@ -149,6 +151,40 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
         lines.append(
             f"  `zdebias stats` of kept.jsonl (features refit on it, z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
+        )
+    names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
+    lines.append(f"wrote {', '.join(str(out / name) for name in names)}")
+    return "\n".join(lines)
+
+
+def cartography_text(summary: dict[str, Any], out: Path) -> str:
+    """What ``zdebias filter --method cartography`` prints."""
+    means = summary["kept_means"]
+    lines = [
+        f"input {summary['n_input']:,}: kept {summary['n_kept']:,} {summary['region']} "
+        f"({summary['fraction']:.0%}, {summary['region_order']}), rejected "
+        f"{summary['n_rejected']:,}; dynamics of {summary['epochs']} epochs",
+    ]
+    if means:
+        inp = summary["input_means"]
+        lines.append(
+            "  mean confidence {:.3f} → {:.3f}, variability {:.3f} → {:.3f}, correctness "
+            "{:.3f} → {:.3f} (input → kept)".format(
+                inp["confidence"],
+                means["confidence"],
+                inp["variability"],
+                means["variability"],
+                inp["correctness"],
+                means["correctness"],
+            )
+        )
+    for label, n in summary["label_counts_before"].items():
+        lines.append(f"  {label}: {n:,} → {summary['label_counts_after'].get(label, 0):,}")
+    kept = summary.get("stats_of_kept")
+    if kept:
+        lines.append(
+            f"  `zdebias stats` of kept.jsonl (z_c {kept['z_critical']:.2f}): "
+            f"{kept['n_significant']:,} significant features"
         )
     names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
     lines.append(f"wrote {', '.join(str(out / name) for name in names)}")

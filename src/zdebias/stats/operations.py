@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zdebias.data.options import OutputOptions
+from zdebias.errors import ConfigError
 from zdebias.stats.plan import Filtered, FilterPlan, plan_filter
-from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings, ZFilterSettings
 from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
@@ -101,21 +102,22 @@ def run_filter(
     """Read and z-filter ``source`` as :func:`~zdebias.stats.plan.plan_filter` chooses;
     entered once the filter has run, it gives ``write(folder, *, sources=True)``, which
     writes the three files into ``folder`` and returns the summary (``sources``: it names
-    the input files and holds their read reports, as ``zdebias filter``'s does)."""
+    the input files and holds their read reports, as ``zdebias filter``'s does). A
+    :class:`FilterSettings` with ``method`` ``cartography`` keeps a data-map region instead
+    (:mod:`zdebias.stats.cartography_filter`)."""
     seed_data = seed.path if seed is not None else None
-    plan = plan_filter(source.path, source.read, settings, seed_data=seed_data)
     way: contextlib.AbstractContextManager[Callable[[Path], Filtered]]
-    if plan.way == "sharded":
-        from zdebias.stats.sharded import filter_sharded
+    cartography = isinstance(settings, FilterSettings) and settings.method == "cartography"
+    if isinstance(settings, FilterSettings) and settings.dynamics and not cartography:
+        raise ConfigError("--dynamics is for --method cartography")
+    if cartography:
+        from zdebias.stats.cartography_filter import filter_by_dynamics
 
-        way = filter_sharded(source, plan.ranges, settings, progress=progress)
-    elif plan.way == "writer":
-        from zdebias.stats.writer import filter_records
-
-        assert plan.size is not None
-        way = filter_records(source, plan.size, settings, progress=progress)
+        if seed is not None:
+            raise ConfigError("--seed-data is for z-filtering, not --method cartography")
+        way = filter_by_dynamics(source, settings, hypo_only, progress)  # type: ignore[arg-type]
     else:
-        way = _filter_one(source, seed, plan, settings, hypo_only, progress)
+        way = _z_filter_way(source, seed, settings, hypo_only, progress)
     with way as write_outputs:
 
         def write(folder: Path, *, sources: bool = True) -> dict[str, Any]:
@@ -138,6 +140,28 @@ def run_filter(
             return summary
 
         yield write
+
+
+def _z_filter_way(
+    source: FileInput,
+    seed: FileInput | None,
+    settings: ZFilterSettings,
+    hypo_only: HypoOnly | None,
+    progress: bool,
+) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
+    """The way :func:`~zdebias.stats.plan.plan_filter` chooses to z-filter ``source``."""
+    seed_data = seed.path if seed is not None else None
+    plan = plan_filter(source.path, source.read, settings, seed_data=seed_data)
+    if plan.way == "sharded":
+        from zdebias.stats.sharded import filter_sharded
+
+        return filter_sharded(source, plan.ranges, settings, progress=progress)
+    if plan.way == "writer":
+        from zdebias.stats.writer import filter_records
+
+        assert plan.size is not None
+        return filter_records(source, plan.size, settings, progress=progress)
+    return _filter_one(source, seed, plan, settings, hypo_only, progress)
 
 
 @contextlib.contextmanager

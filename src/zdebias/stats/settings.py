@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import model_validator
 
 from zdebias.features.settings import FeatureSettings
-from zdebias.settings import setting
+from zdebias.settings import Settings, setting
 
 #: Algorithm 1's defaults: k (Table 8) and the z-filtering batch of large data (GD-NLI)
 DEFAULT_TOP_K = 20
@@ -19,6 +19,8 @@ DEFAULT_BATCH_SIZE = 1000
 SMALL_DATA_BATCHES = 20
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
+#: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (SPEC §12)
+FILTER_METHODS = ("z", "cartography")
 
 
 class StatsSettings(FeatureSettings):
@@ -95,6 +97,35 @@ def scaled_batch_size(n_rows: int, given: int | None = None) -> int:
 SCALED_RULE = f"min({DEFAULT_BATCH_SIZE}, ceil(n_input / {SMALL_DATA_BATCHES}))"
 
 
+class CartographySettings(Settings):
+    """A dataset-cartography region (Swayamdipta et al. 2020): the filter's ``cartography``
+    method keeps the ``fraction`` of the input in ``region`` of a classifier's data map."""
+
+    help_panel: ClassVar[str] = "Cartography"
+
+    dynamics: str | None = setting(
+        None,
+        "Training dynamics for --method cartography: a classifier folder trained by zdebias "
+        "(its training_dynamics.jsonl) or that file; rows are matched by id.",
+    )
+    region: Literal["ambiguous", "hard-to-learn", "easy"] = setting(
+        "ambiguous",
+        "Cartography region kept: ambiguous (highest variability), hard-to-learn (lowest "
+        "confidence) or easy (highest confidence).",
+    )
+    fraction: float = setting(
+        0.33, "Share of the input the cartography region keeps (rounded half up).", gt=0, le=1
+    )
+
+
+class FilterSettings(ZFilterSettings, CartographySettings):
+    """The filter command and stage: z-filtering, or a cartography region (``method``)."""
+
+    method: Literal["z", "cartography"] = setting(
+        "z", "z (z-filtering, GD-NLI Algorithm 1) or cartography (a data-map region)."
+    )
+
+
 class CombineSettings(ZFilterSettings):
     """A dataset recipe (SPEC §5) over the z-filter settings."""
 
@@ -104,10 +135,13 @@ class CombineSettings(ZFilterSettings):
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TOP_K",
+    "FILTER_METHODS",
     "RECIPE_NAMES",
     "SCALED_RULE",
     "SMALL_DATA_BATCHES",
+    "CartographySettings",
     "CombineSettings",
+    "FilterSettings",
     "StatsSettings",
     "ZFilterSettings",
     "scaled_batch_size",

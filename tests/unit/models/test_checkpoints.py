@@ -110,6 +110,10 @@ def test_classifier_resumes_to_the_same_weights(
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(
         p.name for p in (tmp_path / "a").iterdir()
     )
+    # the training dynamics of the epochs before the cuts were kept in the checkpoints
+    dynamics = "training_dynamics.jsonl"
+    assert (tmp_path / "b" / dynamics).read_bytes() == (tmp_path / "a" / dynamics).read_bytes()
+    assert whole["training_dynamics"]["values"] == 96  # 48 examples x 2 epochs
 
 
 def test_generator_resumes_to_the_same_weights(

@@ -35,7 +35,7 @@ from zdebias.pipeline.stages._common import (
     task_labels,
     write_examples,
 )
-from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings, ZFilterSettings
 from zdebias.stats.source import FileInput, Teller
 
 # --------------------------------------------------------------------------- statistics
@@ -94,12 +94,19 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 # --------------------------------------------------------------------------- z-filter
 
 
-class FilterConfig(ZFilterSettings, StageConfig):
-    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set."""
+class FilterConfig(FilterSettings, StageConfig):
+    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set;
+    ``method: cartography``: the ``region`` of the data map of ``dynamics`` (a
+    train-classifier stage trained on ``input``: its first seed's dynamics)."""
+
+    hashed_when_set = ("method", "region", "fraction")
 
     input: RecordsRef
     seed_data: OptRecordsRef = None
     hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
+    dynamics: OptModelRef = Field(  # type: ignore[assignment]
+        None, description=FilterSettings.model_fields["dynamics"].description
+    )
 
 
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
@@ -109,7 +116,8 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import run_filter
 
-    settings = feature_settings(ZFilterSettings, cfg, inputs, ctx)
+    settings = feature_settings(FilterSettings, cfg, inputs, ctx)
+    settings = settings.model_copy(update={"dynamics": inputs.path("dynamics")})
     source = _file_input(inputs, "input", ctx)
     seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
     hypo_only = apply_hypo_only_model
