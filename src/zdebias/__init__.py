@@ -16,13 +16,14 @@ __all__ = [
     "Record",
     "Shortcuts",
     "__version__",
+    "aflite_filter",
     "confidence_filter",
     "find_shortcuts",
     "z_filter",
 ]
 
 #: loaded on first use, so that ``import zdebias`` (and the CLI) stays light
-_LAZY = {"confidence_filter", "find_shortcuts", "z_filter", "Shortcuts"}
+_LAZY = {"aflite_filter", "confidence_filter", "find_shortcuts", "z_filter", "Shortcuts"}
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from zdebias.commands._cli import check_output, emit, require
 from zdebias.data.options import OutputOptions, ReadOptions
 from zdebias.report.text import cells_text, combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
-from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings
 
 OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
 
@@ -80,7 +80,7 @@ def stats(
 def filter_command(
     input: InputArg,
     out: OutDir,
-    settings: ZFilterSettings,
+    settings: FilterSettings,
     read: ReadOptions,
     output: OutputOptions,
     cli: CliOptions,
@@ -89,7 +89,9 @@ def filter_command(
         typer.Option("--seed-data", help="Seed dataset: conditional z-filtering Z(D | seed)."),
     ] = None,
 ) -> None:
-    """z-filter a dataset (GD-NLI Algorithm 1): DIR/kept.jsonl, rejected.jsonl, summary.json."""
+    """Filter a dataset: z-filtering (GD-NLI Algorithm 1) or ``--method aflite``:
+    DIR/kept.jsonl, rejected.jsonl, summary.json."""
+    from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import filter_file
     from zdebias.stats.source import FileInput
@@ -102,6 +104,7 @@ def filter_command(
         settings,
         seed=FileInput.seed_of(seed_data, read) if seed_data else None,
         hypo_only=apply_hypo_only_model,
+        embed=embed_records,
         overwrite=cli.overwrite,
         progress=cli.progress,
         output=output,

@@ -164,12 +164,15 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
 
     Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
     how often a training stage saves checkpoints, how many processes or CPU threads sample,
-    whether it runs on Ray)
+    whether it runs on Ray) and the settings of a method the stage does not run
+    (``hash_excluded()`` of its config, e.g. AFLite's in a z-filtering stage)
     are left out: changing them neither redoes a finished stage nor throws away an
     interrupted one's work.
     """
     refs = field_refs(type(cfg))
-    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS})
+    # settings of a method the stage does not run (e.g. AFLite's in a z-filter stage)
+    unused = cfg.hash_excluded() if hasattr(cfg, "hash_excluded") else set()
+    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS, *unused})
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import model_validator
 
 from zdebias.features.settings import FeatureSettings
-from zdebias.settings import setting
+from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 #: Algorithm 1's defaults: k (Table 8) and the z-filtering batch of large data (GD-NLI)
 DEFAULT_TOP_K = 20
@@ -95,6 +95,87 @@ def scaled_batch_size(n_rows: int, given: int | None = None) -> int:
 SCALED_RULE = f"min({DEFAULT_BATCH_SIZE}, ceil(n_input / {SMALL_DATA_BATCHES}))"
 
 
+#: AFLite's published defaults (Le Bras et al. 2020; m from a public reimplementation)
+AFLITE_N, AFLITE_M, AFLITE_K, AFLITE_TAU = 64, 5620, 500, 0.75
+#: the default m and k on small data: a quarter of the rows trains each model, a fiftieth is
+#: removed per round (:func:`scaled_aflite`)
+AFLITE_M_SHARE, AFLITE_K_ROUNDS = 4, 50
+AFLITE_RULE = {
+    "aflite_m": f"min({AFLITE_M}, floor(n_input / {AFLITE_M_SHARE}))",
+    "aflite_k": f"min({AFLITE_K}, ceil(n_input / {AFLITE_K_ROUNDS}))",
+    "aflite_target": "2 * aflite_m",
+}
+
+
+class AfliteSettings(Settings):
+    """AFLite (Le Bras et al. 2020): n linear models per round on frozen embeddings, each
+    row scored by the share of the models that did not train on it and got it right; the k
+    most predictable rows at or above τ go, until fewer than k qualify or the target size."""
+
+    help_panel: ClassVar[str] = "AFLite"
+
+    encoder: str = setting(
+        "minilm",
+        "AFLite: the encoder whose mean-pooled embeddings the models see: minilm (packaged), "
+        "a local folder or a hub name; cached on disk.",
+    )
+    max_length: int = setting(128, "AFLite: max tokens per embedded input.", ge=8)
+    aflite_n: int = setting(AFLITE_N, "AFLite: linear models per round (n).", ge=1)
+    aflite_m: int | None = setting(
+        None,
+        f"AFLite: rows each model trains on (m). Default: min({AFLITE_M}, floor(n / "
+        f"{AFLITE_M_SHARE})) for n rows.",
+        ge=1,
+    )
+    aflite_k: int | None = setting(
+        None,
+        f"AFLite: rows removed per round at most (k). Default: min({AFLITE_K}, ceil(n / "
+        f"{AFLITE_K_ROUNDS})).",
+        ge=1,
+    )
+    aflite_tau: float = setting(
+        AFLITE_TAU, "AFLite: a row is removable when its score is at least this (τ).", gt=0, le=1
+    )
+    aflite_target: int | None = setting(None, "AFLite: stop at this many rows. Default: 2·m.", ge=1)
+    aflite_steps: int = setting(
+        200, "AFLite: gradient steps of each logistic regression.", ge=1, cli=False
+    )
+    aflite_l2: float = setting(
+        1e-3, "AFLite: L2 penalty of each logistic regression.", ge=0, cli=False
+    )
+    seed: int = setting(DEFAULT_SEED, "Random seed (AFLite's train subsets).")
+
+
+def scaled_aflite(n_rows: int, settings: AfliteSettings) -> tuple[int, int, int]:
+    """AFLite's ``(m, k, target)`` for ``n_rows`` rows: the settings where given, else the
+    published m and k scaled to the data (:data:`AFLITE_RULE`) and a target of 2·m, so each
+    model trains on at most half the rows left and every row is held out by about half the
+    models or more.
+
+    >>> scaled_aflite(600, AfliteSettings()), scaled_aflite(549_367, AfliteSettings())
+    ((150, 12, 300), (5620, 500, 11240))
+    """
+    m = settings.aflite_m or max(1, min(AFLITE_M, n_rows // AFLITE_M_SHARE))
+    k = settings.aflite_k or max(1, min(AFLITE_K, -(-n_rows // AFLITE_K_ROUNDS)))
+    target = settings.aflite_target or 2 * m
+    return m, k, target
+
+
+class FilterSettings(ZFilterSettings, AfliteSettings):
+    """A filter of one dataset: z-filtering (the default) or AFLite, and their settings."""
+
+    help_panel: ClassVar[str] = "Filter"
+
+    method: Literal["z", "aflite"] = setting("z", "z (z-filtering, GD-NLI) or aflite.")
+
+    def hash_excluded(self) -> set[str]:
+        """Settings left out of a recipe stage's hash: another method's, so that adding
+        them left the hashes of z-filter stages as they were."""
+        if self.method == "z":
+            return {"method", *AfliteSettings.model_fields} - {"seed"}
+        return set()
+
+
 class CombineSettings(ZFilterSettings):
     """A dataset recipe (SPEC §5) over the z-filter settings."""
 
@@ -102,13 +183,17 @@ class CombineSettings(ZFilterSettings):
 
 
 __all__ = [
+    "AFLITE_RULE",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TOP_K",
     "RECIPE_NAMES",
     "SCALED_RULE",
     "SMALL_DATA_BATCHES",
+    "AfliteSettings",
     "CombineSettings",
+    "FilterSettings",
     "StatsSettings",
     "ZFilterSettings",
+    "scaled_aflite",
     "scaled_batch_size",
 ]

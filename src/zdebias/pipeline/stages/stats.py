@@ -35,7 +35,12 @@ from zdebias.pipeline.stages._common import (
     task_labels,
     write_examples,
 )
-from zdebias.stats.settings import CombineSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import (
+    CombineSettings,
+    FilterSettings,
+    StatsSettings,
+    ZFilterSettings,
+)
 from zdebias.stats.source import FileInput, Teller
 
 # --------------------------------------------------------------------------- statistics
@@ -94,8 +99,9 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 # --------------------------------------------------------------------------- z-filter
 
 
-class FilterConfig(ZFilterSettings, StageConfig):
-    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set."""
+class FilterConfig(FilterSettings, StageConfig):
+    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set;
+    AFLite with ``method: aflite``."""
 
     input: RecordsRef
     seed_data: OptRecordsRef = None
@@ -105,15 +111,19 @@ class FilterConfig(ZFilterSettings, StageConfig):
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it), run the way
-    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`)."""
+    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`);
+    or AFLite's kept and rejected rows."""
+    from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import run_filter
 
-    settings = feature_settings(ZFilterSettings, cfg, inputs, ctx)
+    settings = feature_settings(FilterSettings, cfg, inputs, ctx)
     source = _file_input(inputs, "input", ctx)
     seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
-    hypo_only = apply_hypo_only_model
-    with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=ctx.progress) as w:
+    hypo_only, embed = apply_hypo_only_model, embed_records
+    with run_filter(
+        source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=ctx.progress
+    ) as w:
         summary = w(ctx.out_dir, sources=False)  # the run's manifest says where they came from
     return StageResult(
         {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
