@@ -93,9 +93,9 @@ def test_bad_aflite_settings_fail_in_one_line(
     data: Path, tmp_path: Path, args: list[str], message: str
 ) -> None:
     out = tmp_path / "f"
+    base = ["filter", str(data), "--out", str(out), "--method", "aflite"]
     proc = subprocess.run(
-        [sys.executable, "-m", "zdebias.cli", "filter", str(data), "--out", str(out)]
-        + ["--method", "aflite", "--encoder", str(tmp_path / "no-such-encoder"), *args],
+        [sys.executable, "-m", "zdebias.cli", *base, "--encoder", str(tmp_path / "none"), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "ZDEBIAS_CACHE": str(tmp_path / "cache")},

@@ -52,7 +52,8 @@ def test_a_dataframe_with_given_embeddings() -> None:
         ).kept
     }
     assert set(out.loc[out["keep"], "hypothesis"]) == kept
-    # most removed rows are the planted first third (44 of 56 here: m = 37 rows on 8 dimensions overfit some noise)
+    # most removed rows are the planted first third (44 of 56 here: models of m = 37 rows
+    # on 8 dimensions overfit some noise)
     assert np.mean([int(i[1:]) < 50 for i in removed.index]) >= 0.75
 
 

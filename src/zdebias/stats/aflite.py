@@ -157,7 +157,7 @@ def aflite_arrays(
     tau: float,
     target: int,
     seed: int,
-    steps: int = 200,
+    steps: int = 100,
     l2: float = 1e-3,
     progress: bool = False,
 ) -> AfliteArrays:

@@ -138,7 +138,7 @@ class AfliteSettings(Settings):
     )
     aflite_target: int | None = setting(None, "AFLite: stop at this many rows. Default: 2·m.", ge=1)
     aflite_steps: int = setting(
-        200, "AFLite: gradient steps of each logistic regression.", ge=1, cli=False
+        100, "AFLite: gradient steps of each logistic regression.", ge=1, cli=False
     )
     aflite_l2: float = setting(
         1e-3, "AFLite: L2 penalty of each logistic regression.", ge=0, cli=False

@@ -148,3 +148,25 @@ def test_embeddings_must_match_the_records() -> None:
     x, y, _ = planted(rows=60)
     with pytest.raises(ConfigError, match=r"embeddings of shape \(59, 16\) for 60 records"):
         aflite_filter(_records(y), embeddings=x[:59], labels=LABELS)
+
+
+def test_the_models_agree_with_scikit_learn() -> None:
+    # the same objective (mean cross-entropy + l2/2·|W|², intercept not penalised) solved by
+    # scikit-learn's L-BFGS to convergence: C = 1 / (l2 · rows)
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(5)
+    rows, dim = 800, 48
+    base = rng.normal(size=(rows, 6)) @ rng.normal(size=(6, dim)) + 0.3 * rng.normal(
+        size=(rows, dim)
+    )
+    y = (base @ rng.normal(size=(dim, 3)) + 6 * rng.normal(size=(rows, 3))).argmax(axis=1)
+    x = base - base.mean(axis=0)
+    x = (x / np.sqrt((x**2).sum(axis=1).mean())).astype(np.float32)  # as aflite_arrays does
+    train = rng.random((1, rows)) < 0.5
+    settings = AfliteSettings()
+    w, b = train_models(x, y, train, 3, steps=settings.aflite_steps, l2=settings.aflite_l2)
+    ours = (x @ w[:, 0] + b[0]).argmax(axis=1)
+    c = 1 / (settings.aflite_l2 * train.sum())
+    theirs = LogisticRegression(C=c, max_iter=5000).fit(x[train[0]], y[train[0]]).predict(x)
+    assert (ours == theirs).mean() >= 0.99
