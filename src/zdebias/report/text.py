@@ -167,9 +167,10 @@ def aflite_text(s: dict[str, Any], out: Path) -> str:
     """``zdebias filter --method aflite``'s lines: counts, settings, rounds, embeddings."""
     emb = s["embeddings"]
     cache = "cache hit" if emb.get("cache_hit") else "embedded, cached"
+    rounds = f"{s['n_rounds']} round" + ("" if s["n_rounds"] == 1 else "s")
     lines = [
         f"input {s['n_input']:,}: kept {s['n_kept']:,}, rejected {s['n_rejected']:,} "
-        f"(aflite: {s['n_rounds']} rounds, n={s['aflite_n']} m={s['aflite_m']:,} "
+        f"(aflite: {rounds}, n={s['aflite_n']} m={s['aflite_m']:,} "
         f"k={s['aflite_k']:,} τ={s['aflite_tau']} target={s['aflite_target']:,}; "
         f"stopped: {s['stopped']})",
         f"  embeddings: {emb.get('encoder', 'given')} {emb['shape'][0]:,}×{emb['shape'][1]}"

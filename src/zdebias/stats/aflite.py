@@ -249,6 +249,21 @@ def checked_sizes(n_rows: int, settings: AfliteSettings) -> tuple[int, int, int]
     return m, k, target
 
 
+def aflite_options(cfg: AfliteSettings, m: int, k: int, target: int) -> dict[str, Any]:
+    """The keywords of :func:`aflite_arrays` that the settings and the sizes
+    (:func:`checked_sizes`) give."""
+    return {
+        "n": cfg.aflite_n,
+        "m": m,
+        "k": k,
+        "tau": cfg.aflite_tau,
+        "target": target,
+        "seed": cfg.seed,
+        "steps": cfg.aflite_steps,
+        "l2": cfg.aflite_l2,
+    }
+
+
 def _score(value: float) -> float | None:
     return None if np.isnan(value) else round(float(value), 4)
 
@@ -276,18 +291,7 @@ def aflite_filter(
     m, k, target = checked_sizes(len(records), cfg)
     y = label_ids(records, labels)
     arrays = aflite_arrays(
-        x,
-        y,
-        len(labels),
-        n=cfg.aflite_n,
-        m=m,
-        k=k,
-        tau=cfg.aflite_tau,
-        target=target,
-        seed=cfg.seed,
-        steps=cfg.aflite_steps,
-        l2=cfg.aflite_l2,
-        progress=progress,
+        x, y, len(labels), **aflite_options(cfg, m, k, target), progress=progress
     )
     kept: list[Record] = []
     rejected: list[Record] = []
@@ -344,6 +348,7 @@ __all__ = [
     "Embed",
     "aflite_arrays",
     "aflite_filter",
+    "aflite_options",
     "checked_sizes",
     "predictability",
     "train_models",

@@ -41,16 +41,9 @@ def test_an_aflite_filter_stage(
 ) -> None:
     monkeypatch.setenv("ZDEBIAS_CACHE", str(tmp_path / "cache"))
     bert = tiny_model("bert")
-    stages = {
-        "corpus": {"stage": "demo-data", "n_train": 90, "n_dev": 12, "n_test": 12},
-        "af": {
-            "stage": "filter",
-            "input": "corpus.train",
-            "method": "aflite",
-            "encoder": str(bert),
-            "aflite_n": 8,
-        },
-    }
+    corpus = dict(stage="demo-data", n_train=90, n_dev=12, n_test=12)
+    af = dict(stage="filter", input="corpus.train", method="aflite", encoder=str(bert), aflite_n=8)
+    stages = {"corpus": corpus, "af": af}
     run_recipe(recipe_from_dict({"name": "af", "seed": 3, "stages": stages}), tmp_path / "run")
     out = tmp_path / "run" / "af"
     kept, rejected = read_records(out / "kept.jsonl"), read_records(out / "rejected.jsonl")
