@@ -16,6 +16,7 @@ __all__ = [
     "Record",
     "Shortcuts",
     "__version__",
+    "aflite_filter",
     "cartography",
     "cartography_filter",
     "confidence_filter",
@@ -25,6 +26,7 @@ __all__ = [
 
 #: loaded on first use, so that ``import zdebias`` (and the CLI) stays light
 _LAZY = {
+    "aflite_filter",
     "cartography",
     "cartography_filter",
     "confidence_filter",

@@ -11,6 +11,9 @@
 - :func:`cartography`: a classifier's training dynamics as a table (dataset cartography);
   :func:`cartography_filter`: ``zdebias filter --method cartography``; the rows with ``keep``,
   ``confidence``, ``variability`` and ``correctness``.
+- :func:`aflite_filter`: AFLite (``zdebias filter --method aflite``); the rows with ``keep``,
+  ``rejected_by`` (``["aflite"]`` or ``[]``), ``aflite_round`` (the round that removed the
+  row) and ``aflite_score`` (its predictability), on given ``embeddings=`` or the encoder's.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
 ``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
@@ -36,13 +39,15 @@ import numpy as np
 from zdebias.data.memory import MemoryRows, read_rows
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
-from zdebias.stats.settings import StatsSettings, ZFilterSettings
+from zdebias.stats.settings import AfliteSettings, StatsSettings, ZFilterSettings
 
 if TYPE_CHECKING:
     from zdebias.stats.measure import Measurement
 
 #: Columns :func:`z_filter` adds to (a copy of) the input.
 FILTER_COLUMNS = ("keep", "rejected_by", "rejected_by_z")
+#: Columns :func:`aflite_filter` adds to (a copy of) the input.
+AFLITE_COLUMNS = ("keep", "rejected_by", "aflite_round", "aflite_score")
 #: Columns :func:`find_shortcuts` adds to (a copy of) the input.
 SHORTCUT_COLUMNS = ("shortcuts", "shortcut_z")
 
@@ -104,6 +109,8 @@ def _aligned(rows: MemoryRows, columns: dict[str, list[Any]]) -> Any:
             "confidence": datasets.Value("float64"),
             "variability": datasets.Value("float64"),
             "correctness": datasets.Value("float64"),
+            "aflite_round": datasets.Value("int64"),
+            "aflite_score": datasets.Value("float64"),
         }
         out = data.remove_columns([c for c in columns if c in data.column_names])
         for name, values in columns.items():
@@ -297,6 +304,74 @@ def cartography_filter(
     return (out, summary) if return_summary else out
 
 
+def aflite_filter(
+    data: Any,
+    settings: AfliteSettings | None = None,
+    *,
+    embeddings: Any = None,
+    read: ReadOptions | None = None,
+    return_summary: bool = False,
+    progress: bool = False,
+    **keywords: Any,
+) -> Any:
+    """AFLite (Le Bras et al. 2020) of ``data``: the rows whose label n linear models on
+    frozen embeddings predict, removed round by round (``zdebias filter --method aflite``).
+
+    ``data`` as for :func:`z_filter`; the result is a copy of the same type, same length and
+    order, with ``keep``, ``rejected_by`` (``["aflite"]`` when removed, ``[]`` when kept,
+    None for a row not read), ``aflite_round`` (the round that removed the row, else None)
+    and ``aflite_score`` (its share of held-out models predicting its label). A list of
+    :class:`Record` returns a :class:`~zdebias.stats.aflite.AfliteResult`.
+
+    ``embeddings``: an array ``[len(data), dim]``, one row per input row (rows not read are
+    skipped), instead of embedding with ``encoder``. ``settings`` / keywords:
+    :class:`AfliteSettings` fields (``aflite_n``, ``aflite_m``, ``aflite_k``,
+    ``aflite_tau``, ``aflite_target``, ``encoder``, ``max_length``, ``seed``) and
+    :class:`ReadOptions` fields. ``return_summary``: return ``(rows, summary)``.
+
+    >>> out = zdebias.aflite_filter(df, task="nli", embeddings=x)   # doctest: +SKIP
+    """
+    from zdebias.stats import aflite
+
+    cfg, options = _options(AfliteSettings, settings, read, dict(keywords))
+    rows = _read(data, options)
+    if embeddings is not None:
+        x = np.asarray(embeddings)
+        if x.ndim != 2 or x.shape[0] != rows.n_rows:
+            raise ConfigError(f"embeddings of shape {x.shape} for {rows.n_rows} rows")
+        x, info = x[np.asarray(rows.positions, dtype=np.int64)], {"encoder": "given"}
+    else:
+        from zdebias.classify.embed import embed_records
+
+        aflite.checked_sizes(len(rows.records), cfg)  # before the embedding
+        x, info = embed_records(rows.records, cfg, progress=progress)
+    result = aflite.aflite_filter(
+        rows.records,
+        cfg,
+        embeddings=x,
+        labels=rows.report.labels,
+        embedding_info=info,
+        progress=progress,
+    )
+    summary = {**result.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    if rows.kind == "records":
+        result.summary = summary
+        return result
+    keep: list[bool] = [False] * rows.n_rows
+    rejected_by: list[list[str] | None] = [None] * rows.n_rows
+    removed_in: list[int | None] = [None] * rows.n_rows
+    scores: list[float | None] = [None] * rows.n_rows
+    for i, pos in enumerate(rows.positions):
+        r, s = int(result.arrays.removed_in[i]), float(result.arrays.score[i])
+        keep[pos] = r == 0
+        rejected_by[pos] = [aflite.REASON] if r else []
+        removed_in[pos] = r or None
+        scores[pos] = None if np.isnan(s) else round(s, 4)
+    columns = {"keep": keep, "rejected_by": rejected_by, "aflite_round": removed_in}
+    out = _aligned(rows, {**columns, "aflite_score": scores})
+    return (out, summary) if return_summary else out
+
+
 @dataclass
 class Shortcuts:
     """What :func:`find_shortcuts` found.
@@ -415,9 +490,11 @@ def find_shortcuts(
 
 
 __all__ = [
+    "AFLITE_COLUMNS",
     "FILTER_COLUMNS",
     "SHORTCUT_COLUMNS",
     "Shortcuts",
+    "aflite_filter",
     "cartography",
     "cartography_filter",
     "confidence_filter",

@@ -131,6 +131,8 @@ def test_command_offers_every_setting(name: str, entry: Any) -> None:
 
 LIBRARY = {
     "zdebias.stats.zfilter:z_filter": "ZFilterSettings",
+    "zdebias.stats.aflite:aflite_filter": "AfliteSettings",
+    "zdebias.api:aflite_filter": "AfliteSettings",
     "zdebias.stats.recipes:combine": "ZFilterSettings",
     "zdebias.stats.measure:measure": "StatsSettings",
     "zdebias.classify.train:train_classifier": "ClassifierSettings",

@@ -89,8 +89,10 @@ def filter_command(
         typer.Option("--seed-data", help="Seed dataset: conditional z-filtering Z(D | seed)."),
     ] = None,
 ) -> None:
-    """z-filter a dataset (GD-NLI Algorithm 1), or keep a cartography region (--method
-    cartography --dynamics MODEL_DIR): DIR/kept.jsonl, rejected.jsonl, summary.json."""
+    """Filter a dataset: z-filtering (GD-NLI Algorithm 1), a cartography region (--method
+    cartography --dynamics MODEL_DIR) or AFLite (--method aflite): DIR/kept.jsonl,
+    rejected.jsonl, summary.json."""
+    from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import filter_file
     from zdebias.stats.source import FileInput
@@ -103,6 +105,7 @@ def filter_command(
         settings,
         seed=FileInput.seed_of(seed_data, read) if seed_data else None,
         hypo_only=apply_hypo_only_model,
+        embed=embed_records,
         overwrite=cli.overwrite,
         progress=cli.progress,
         output=output,

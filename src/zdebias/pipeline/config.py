@@ -97,6 +97,12 @@ class StageConfig(BaseModel):
     stage: str
     seed: int | None = Field(default=None, description="random seed (default: the recipe's)")
 
+    def hash_excluded(self) -> set[str]:
+        """Settings left out of the stage hash: those of :attr:`hashed_when_set` at their
+        default (a stage kind may leave out more, e.g. another method's settings)."""
+        fields = type(self).model_fields
+        return {k for k in self.hashed_when_set if getattr(self, k) == fields[k].default}
+
 
 class DataSpec(ReadOptions):
     """A dataset the recipe reads: a path (a file, a ``save_to_disk`` folder, or

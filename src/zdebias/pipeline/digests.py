@@ -164,16 +164,14 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
 
     Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
     how often a training stage saves checkpoints, how many processes or CPU threads sample,
-    whether it runs on Ray)
-    are left out: changing them neither redoes a finished stage nor throws away an
-    interrupted one's work.
+    whether it runs on Ray) and ``cfg.hash_excluded()`` (settings added later, at their
+    default; a method's settings in a stage that runs another, e.g. AFLite's in a
+    z-filtering stage) are left out: changing them neither redoes a finished stage nor throws
+    away an interrupted one's work.
     """
     refs = field_refs(type(cfg))
-    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS})
-    fields = type(cfg).model_fields
-    for key in type(cfg).hashed_when_set:
-        if key in settings and getattr(cfg, key) == fields[key].default:
-            del settings[key]
+    unused = cfg.hash_excluded()
+    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS, *unused})
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,

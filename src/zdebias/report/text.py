@@ -126,6 +126,8 @@ def batches_text(summary: dict[str, Any]) -> str:
 def filter_text(summary: dict[str, Any], out: Path) -> str:
     if summary.get("method") == "cartography":
         return cartography_text(summary, out)
+    if summary.get("method") == "aflite":
+        return aflite_text(summary, out)
     lines = [
         f"input {summary['n_input']:,}"
         + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
@@ -143,18 +145,47 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"{summary['n_significant_after']:,} (features as filtered, z_c "
             f"{summary['z_critical']:.2f})"
         )
+    return "\n".join([*lines, *_kept_and_written(summary, out, "features refit on it, ")])
+
+
+def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str]:
+    """A filter's last lines: ``zdebias stats`` of the kept rows, and the files written."""
+    lines = []
     kept = summary.get("stats_of_kept")
     if kept:
         tops = " / ".join(
             f"{r['feature']} z={r['z']:.1f}" if r else "-" for r in kept["top_z"].values()
         )
         lines.append(
-            f"  `zdebias stats` of kept.jsonl (features refit on it, z_c "
+            f"  `zdebias stats` of kept.jsonl ({note}z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
         )
     names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
     lines.append(f"wrote {', '.join(str(out / name) for name in names)}")
-    return "\n".join(lines)
+    return lines
+
+
+def aflite_text(s: dict[str, Any], out: Path) -> str:
+    """``zdebias filter --method aflite``'s lines: counts, settings, rounds, embeddings."""
+    emb = s["embeddings"]
+    cache = "cache hit" if emb.get("cache_hit") else "embedded, cached"
+    rounds = f"{s['n_rounds']} round" + ("" if s["n_rounds"] == 1 else "s")
+    lines = [
+        f"input {s['n_input']:,}: kept {s['n_kept']:,}, rejected {s['n_rejected']:,} "
+        f"(aflite: {rounds}, n={s['aflite_n']} m={s['aflite_m']:,} "
+        f"k={s['aflite_k']:,} τ={s['aflite_tau']} target={s['aflite_target']:,}; "
+        f"stopped: {s['stopped']})",
+        f"  embeddings: {emb.get('encoder', 'given')} {emb['shape'][0]:,}×{emb['shape'][1]}"
+        + (f" ({cache})" if "cache_hit" in emb else ""),
+    ]
+    removed = ", ".join(str(r["removed"]) for r in s["rounds"])
+    if removed:
+        lines.append(f"  removed per round: {removed}")
+    before, after = s["label_counts_before"], s["label_counts_after"]
+    lines.append(
+        "  labels: " + ", ".join(f"{k} {before[k]:,} → {after.get(k, 0):,}" for k in before)
+    )
+    return "\n".join([*lines, *_kept_and_written(s, out, "")])
 
 
 def cartography_text(summary: dict[str, Any], out: Path) -> str:

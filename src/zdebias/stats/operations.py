@@ -26,6 +26,7 @@ from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
     from zdebias.data.export import InputSchema
+    from zdebias.stats.aflite import Embed
     from zdebias.stats.measure import Measurement
 
 
@@ -36,6 +37,7 @@ def filter_file(
     *,
     seed: FileInput | None = None,
     hypo_only: HypoOnly | None = None,
+    embed: Embed | None = None,
     overwrite: bool = False,
     progress: bool = False,
     output: OutputOptions | None = None,
@@ -46,11 +48,14 @@ def filter_file(
     ``overwrite``); the summary. ``hypo_only``: applies a trained hypothesis-only model
     (:data:`~zdebias.stats.source.HypoOnly`). ``output``: with ``output_schema`` ``input``,
     kept and rejected are written in the input's schema instead (``kept.csv`` for a CSV,
-    :mod:`zdebias.data.export`)."""
+    :mod:`zdebias.data.export`). ``settings.method`` ``aflite`` (a :class:`FilterSettings`):
+    AFLite instead, on the embeddings ``embed`` gives (:mod:`zdebias.stats.aflite`)."""
     from zdebias.data.writers import publish_folder
 
     schema = _input_schema(source, output)
-    with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=progress) as write:
+    with run_filter(
+        source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=progress
+    ) as write:
         if schema is None:
             return publish_folder(out, write, overwrite=overwrite)
 
@@ -97,27 +102,18 @@ def run_filter(
     *,
     seed: FileInput | None = None,
     hypo_only: HypoOnly | None = None,
+    embed: Embed | None = None,
     progress: bool = False,
 ) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Read and z-filter ``source`` as :func:`~zdebias.stats.plan.plan_filter` chooses;
+    """Read and z-filter ``source`` as :func:`~zdebias.stats.plan.plan_filter` chooses (or
+    run AFLite in this process, when ``settings.method`` says so);
     entered once the filter has run, it gives ``write(folder, *, sources=True)``, which
     writes the three files into ``folder`` and returns the summary (``sources``: it names
     the input files and holds their read reports, as ``zdebias filter``'s does). A
     :class:`FilterSettings` with ``method`` ``cartography`` keeps a data-map region instead
     (:mod:`zdebias.stats.cartography_filter`)."""
     seed_data = seed.path if seed is not None else None
-    way: contextlib.AbstractContextManager[Callable[[Path], Filtered]]
-    cartography = isinstance(settings, FilterSettings) and settings.method == "cartography"
-    if isinstance(settings, FilterSettings) and settings.dynamics and not cartography:
-        raise ConfigError("--dynamics is for --method cartography")
-    if cartography:
-        from zdebias.stats.cartography_filter import filter_by_dynamics
-
-        if seed is not None:
-            raise ConfigError("--seed-data is for z-filtering, not --method cartography")
-        way = filter_by_dynamics(source, settings, hypo_only, progress)  # type: ignore[arg-type]
-    else:
-        way = _z_filter_way(source, seed, settings, hypo_only, progress)
+    way = _way(source, settings, seed, hypo_only, embed, progress)
     with way as write_outputs:
 
         def write(folder: Path, *, sources: bool = True) -> dict[str, Any]:
@@ -142,14 +138,28 @@ def run_filter(
         yield write
 
 
-def _z_filter_way(
+def _way(
     source: FileInput,
-    seed: FileInput | None,
     settings: ZFilterSettings,
+    seed: FileInput | None,
     hypo_only: HypoOnly | None,
+    embed: Embed | None,
     progress: bool,
 ) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
-    """The way :func:`~zdebias.stats.plan.plan_filter` chooses to z-filter ``source``."""
+    """The filter of ``source``, run the way the method and the plan choose."""
+    method = getattr(settings, "method", "z")
+    if isinstance(settings, FilterSettings) and settings.dynamics and method != "cartography":
+        raise ConfigError("--dynamics is for --method cartography")
+    if method != "z" and seed is not None:
+        raise ConfigError(
+            f"--seed-data (seed_data) is for z-filtering; --method {method} takes none"
+        )
+    if method == "cartography":
+        from zdebias.stats.cartography_filter import filter_by_dynamics
+
+        return filter_by_dynamics(source, settings, hypo_only, progress)  # type: ignore[arg-type]
+    if method == "aflite":
+        return _aflite_one(source, settings, hypo_only, embed, progress)
     seed_data = seed.path if seed is not None else None
     plan = plan_filter(source.path, source.read, settings, seed_data=seed_data)
     if plan.way == "sharded":
@@ -202,6 +212,40 @@ def _filter_one(
         files = {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected}
         write_files(folder, files, num_proc=plan.num_proc)
         return Filtered(result.summary, of_kept, report, seed_report)
+
+    yield write
+
+
+@contextlib.contextmanager
+def _aflite_one(
+    source: FileInput,
+    settings: ZFilterSettings,
+    hypo_only: HypoOnly | None,
+    embed: Embed | None,
+    progress: bool,
+) -> Iterator[Callable[[Path], Filtered]]:
+    """AFLite in this process: read, embed (``embed``), filter, the kept rows' statistics."""
+    from zdebias.stats.aflite import aflite_filter, checked_sizes
+    from zdebias.stats.measure import stats_of_kept
+    from zdebias.stats.settings import AfliteSettings
+
+    if embed is None:
+        raise ConfigError("AFLite needs embed= (zdebias.classify.embed.embed_records)")
+    cfg = AfliteSettings.take(settings)
+    records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
+    checked_sizes(len(records), cfg)  # before the embedding, which takes the time
+    x, info = embed(records, cfg, progress=progress)
+    result = aflite_filter(
+        records, cfg, embeddings=x, labels=report.labels, embedding_info=info, progress=progress
+    )
+    of_kept = stats_of_kept(result.kept, settings, labels=report.labels)
+
+    def write(folder: Path) -> Filtered:
+        from zdebias.data.writers import write_files
+
+        files = {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected}
+        write_files(folder, files, num_proc=1)
+        return Filtered(result.summary, of_kept, report)
 
     yield write
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import model_validator
 
 from zdebias.features.settings import FeatureSettings
-from zdebias.settings import Settings, setting
+from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 #: Algorithm 1's defaults: k (Table 8) and the z-filtering batch of large data (GD-NLI)
 DEFAULT_TOP_K = 20
@@ -20,7 +20,7 @@ SMALL_DATA_BATCHES = 20
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 #: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (SPEC §12)
-FILTER_METHODS = ("z", "cartography")
+FILTER_METHODS = ("z", "cartography", "aflite")
 
 
 class StatsSettings(FeatureSettings):
@@ -118,12 +118,90 @@ class CartographySettings(Settings):
     )
 
 
-class FilterSettings(ZFilterSettings, CartographySettings):
-    """The filter command and stage: z-filtering, or a cartography region (``method``)."""
+#: AFLite's published defaults (Le Bras et al. 2020; m from a public reimplementation)
+AFLITE_N, AFLITE_M, AFLITE_K, AFLITE_TAU = 64, 5620, 500, 0.75
+#: the default m and k on small data: a quarter of the rows trains each model, a fiftieth is
+#: removed per round (:func:`scaled_aflite`)
+AFLITE_M_SHARE, AFLITE_K_ROUNDS = 4, 50
+AFLITE_RULE = {
+    "aflite_m": f"min({AFLITE_M}, floor(n_input / {AFLITE_M_SHARE}))",
+    "aflite_k": f"min({AFLITE_K}, ceil(n_input / {AFLITE_K_ROUNDS}))",
+    "aflite_target": "2 * aflite_m",
+}
 
-    method: Literal["z", "cartography"] = setting(
-        "z", "z (z-filtering, GD-NLI Algorithm 1) or cartography (a data-map region)."
+
+class AfliteSettings(Settings):
+    """AFLite (Le Bras et al. 2020): n linear models per round on frozen embeddings, each
+    row scored by the share of the models that did not train on it and got it right; the k
+    most predictable rows at or above τ go, until fewer than k qualify or the target size."""
+
+    help_panel: ClassVar[str] = "AFLite"
+
+    encoder: str = setting(
+        "minilm",
+        "AFLite: the encoder whose mean-pooled embeddings the models see: minilm (packaged), "
+        "a local folder or a hub name; cached on disk.",
     )
+    max_length: int = setting(128, "AFLite: max tokens per embedded input.", ge=8)
+    aflite_n: int = setting(AFLITE_N, "AFLite: linear models per round (n).", ge=1)
+    aflite_m: int | None = setting(
+        None,
+        f"AFLite: rows each model trains on (m). Default: min({AFLITE_M}, floor(n / "
+        f"{AFLITE_M_SHARE})) for n rows.",
+        ge=1,
+    )
+    aflite_k: int | None = setting(
+        None,
+        f"AFLite: rows removed per round at most (k). Default: min({AFLITE_K}, ceil(n / "
+        f"{AFLITE_K_ROUNDS})).",
+        ge=1,
+    )
+    aflite_tau: float = setting(
+        AFLITE_TAU, "AFLite: a row is removable when its score is at least this (τ).", gt=0, le=1
+    )
+    aflite_target: int | None = setting(None, "AFLite: stop at this many rows. Default: 2·m.", ge=1)
+    aflite_steps: int = setting(
+        100, "AFLite: gradient steps of each logistic regression.", ge=1, cli=False
+    )
+    aflite_l2: float = setting(
+        1e-3, "AFLite: L2 penalty of each logistic regression.", ge=0, cli=False
+    )
+    seed: int = setting(DEFAULT_SEED, "Random seed (AFLite's train subsets).")
+
+
+def scaled_aflite(n_rows: int, settings: AfliteSettings) -> tuple[int, int, int]:
+    """AFLite's ``(m, k, target)`` for ``n_rows`` rows: the settings where given, else the
+    published m and k scaled to the data (:data:`AFLITE_RULE`) and a target of 2·m, so each
+    model trains on at most half the rows left and every row is held out by about half the
+    models or more.
+
+    >>> scaled_aflite(600, AfliteSettings()), scaled_aflite(549_367, AfliteSettings())
+    ((150, 12, 300), (5620, 500, 11240))
+    """
+    m = settings.aflite_m or max(1, min(AFLITE_M, n_rows // AFLITE_M_SHARE))
+    k = settings.aflite_k or max(1, min(AFLITE_K, -(-n_rows // AFLITE_K_ROUNDS)))
+    target = settings.aflite_target or 2 * m
+    return m, k, target
+
+
+class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
+    """The filter command and stage: z-filtering (the default), a cartography region or
+    AFLite (``method``), and their settings."""
+
+    method: Literal["z", "cartography", "aflite"] = setting(
+        "z",
+        "z (z-filtering, GD-NLI Algorithm 1), cartography (a data-map region) or aflite "
+        "(adversarial filtering on embeddings).",
+    )
+
+    def hash_excluded(self) -> set[str]:
+        """Settings left out of a recipe stage's hash: the methods' it does not run (and
+        ``method`` itself for z), so that adding them left z-filter stages' hashes as they were."""
+        carto = set(CartographySettings.model_fields) - set(Settings.model_fields)
+        aflite = set(AfliteSettings.model_fields) - {"seed"}
+        return {"z": {"method", *carto, *aflite}, "cartography": aflite, "aflite": carto}[
+            self.method
+        ]
 
 
 class CombineSettings(ZFilterSettings):
@@ -133,16 +211,19 @@ class CombineSettings(ZFilterSettings):
 
 
 __all__ = [
+    "AFLITE_RULE",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TOP_K",
     "FILTER_METHODS",
     "RECIPE_NAMES",
     "SCALED_RULE",
     "SMALL_DATA_BATCHES",
+    "AfliteSettings",
     "CartographySettings",
     "CombineSettings",
     "FilterSettings",
     "StatsSettings",
     "ZFilterSettings",
+    "scaled_aflite",
     "scaled_batch_size",
 ]

@@ -114,18 +114,20 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
     with pytest.raises(ConfigError) as err:
         recipe_from_dict(data)
     assert str(err.value) == (
-        "stages.zf: unknown key 'topk'; valid keys: biased_k, dynamics, feature_options, "
-        "features, fraction, hypo_len_bins, hypo_only_classifier, hypo_only_folds, "
-        "hypo_only_model, input, len_ratio_bins, lex_overlap_thresholds, lowercase, method, "
-        "min_z, ngram_fields, ngram_range, num_proc, region, seed, seed_data, shuffle, stage, "
-        "text_len_bins, token_pattern, zfilter_batch_size"
+        "stages.zf: unknown key 'topk'; valid keys: aflite_k, aflite_l2, aflite_m, "
+        "aflite_n, aflite_steps, aflite_target, aflite_tau, biased_k, dynamics, encoder, "
+        "feature_options, features, fraction, hypo_len_bins, hypo_only_classifier, "
+        "hypo_only_folds, hypo_only_model, input, len_ratio_bins, lex_overlap_thresholds, "
+        "lowercase, max_length, method, min_z, ngram_fields, ngram_range, num_proc, "
+        "region, seed, seed_data, shuffle, stage, text_len_bins, token_pattern, "
+        "zfilter_batch_size"
     )
     data = _base()
     data["sed"] = 3
     with pytest.raises(
         ConfigError,
         match=r"the recipe: unknown key 'sed'; valid keys: data, "
-        r"description, name, out, plugins, report, seed, stages, task",
+        r"description, extends, name, out, plugins, report, seed, stages, task",
     ):
         recipe_from_dict(data)
     data = _base()

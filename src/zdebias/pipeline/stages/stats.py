@@ -97,9 +97,8 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 class FilterConfig(FilterSettings, StageConfig):
     """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set;
     ``method: cartography``: the ``region`` of the data map of ``dynamics`` (a
-    train-classifier stage trained on ``input``: its first seed's dynamics)."""
-
-    hashed_when_set = ("method", "region", "fraction")
+    train-classifier stage trained on ``input``: its first seed's dynamics); AFLite with
+    ``method: aflite``."""
 
     input: RecordsRef
     seed_data: OptRecordsRef = None
@@ -112,7 +111,9 @@ class FilterConfig(FilterSettings, StageConfig):
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it), run the way
-    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`)."""
+    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`);
+    or AFLite's kept and rejected rows."""
+    from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import run_filter
 
@@ -120,8 +121,10 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     settings = settings.model_copy(update={"dynamics": inputs.path("dynamics")})
     source = _file_input(inputs, "input", ctx)
     seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
-    hypo_only = apply_hypo_only_model
-    with run_filter(source, settings, seed=seed, hypo_only=hypo_only, progress=ctx.progress) as w:
+    hypo_only, embed = apply_hypo_only_model, embed_records
+    with run_filter(
+        source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=ctx.progress
+    ) as w:
         summary = w(ctx.out_dir, sources=False)  # the run's manifest says where they came from
     return StageResult(
         {"data": "kept.jsonl", "rejected": "rejected.jsonl", "summary": "summary.json"},
