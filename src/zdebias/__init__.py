@@ -25,15 +25,7 @@ __all__ = [
 ]
 
 #: loaded on first use, so that ``import zdebias`` (and the CLI) stays light
-_LAZY = {
-    "aflite_filter",
-    "cartography",
-    "cartography_filter",
-    "confidence_filter",
-    "find_shortcuts",
-    "z_filter",
-    "Shortcuts",
-}
+_LAZY = set(__all__) - {"Record", "__version__"}
 
 
 def __getattr__(name: str) -> Any:

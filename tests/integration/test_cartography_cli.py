@@ -122,27 +122,3 @@ def test_data_map_subsamples_large_data_the_same_way() -> None:
     assert one.summary["n_plotted"] == 100 and one.summary["n_examples"] == 500
     assert one.figure.to_json() == two.figure.to_json()
     assert sum(len(t.x) for t in one.figure.data) == 100
-
-
-def _hash(**settings: Any) -> str:
-    from zdebias.pipeline.digests import stage_hash
-    from zdebias.pipeline.loader import recipe_from_dict
-
-    stage = {"stage": "filter", "input": "d", **settings}
-    recipe = recipe_from_dict(
-        {"name": "r", "task": "nli", "data": {"d": {"path": "x.jsonl"}}, "stages": {"f": stage}}
-    )
-    return stage_hash(recipe, "f", recipe.stages["f"], {})
-
-
-def test_z_filter_stage_hashes_are_unchanged() -> None:
-    # the hashes main's code gives these stages: existing run folders do not rerun them
-    assert _hash() == "0524f5f35aa8998dad7b7684bf18eb6657c5292e90ddb00662f3fd5cfd3c30e0"
-    assert (
-        _hash(biased_k=5, zfilter_batch_size=100)
-        == "b19b0a34e0ded53b1a4e5620a8fe450730b8b2449a8310be58b08b6f7e204b01"
-    )
-    assert _hash(method="z", region="ambiguous", fraction=0.33) == _hash()
-    cartography = _hash(method="cartography", dynamics="m")
-    assert cartography != _hash()
-    assert _hash(method="cartography", dynamics="m", fraction=0.5) != cartography

@@ -32,6 +32,15 @@ def test_z_filter_stage_hashes_are_those_of_before() -> None:
     )
     assert _hashed(method="z") == plain
     assert _hashed(aflite_n=32, encoder="other") == plain  # another method's settings
+    assert _hashed(region="easy", fraction=0.5) == plain
+    assert (
+        _hashed(biased_k=5, zfilter_batch_size=100)
+        == "b19b0a34e0ded53b1a4e5620a8fe450730b8b2449a8310be58b08b6f7e204b01"
+    )
+    cartography = _hashed(method="cartography", dynamics="m")
+    assert cartography not in (plain, _hashed(method="aflite"))
+    assert _hashed(method="cartography", dynamics="m", fraction=0.5) != cartography
+    assert _hashed(method="cartography", dynamics="m", aflite_n=32) == cartography
     aflite = _hashed(method="aflite")
     assert aflite != plain and _hashed(method="aflite", aflite_n=32) != aflite
 
