@@ -190,6 +190,97 @@ def decode(
     return out[:, :steps].tolist()
 
 
+def decode_prompted(
+    model: Any,
+    start_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    u: torch.Tensor,
+    prompts: Sequence[Sequence[int]],
+    *,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    temperature: float = 1.0,
+    width: int = DEFAULT_WIDTH,
+    compact_share: float = COMPACT_SHARE,
+    stats: dict[str, int] | None = None,
+    choices: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """:func:`decode` with ``prompts``, the prompts read in one forward pass (prefill).
+
+    The rows are left-padded to the longest prompt (the padding masked out, each row at its own
+    positions), so every row starts sampling at the same step. Row i's token at place p of its
+    output (after the start token) is drawn with ``u[p, i]``, as :func:`decode` draws it when
+    it feeds the prompt one token a step: the same ids up to float rounding, in a fraction of
+    the forward passes (a step costs about as much at 1 token a row as at 20 on a CPU).
+    ``stats``: ``steps`` (forward passes) and ``row_steps`` (rows x passes) added."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    rows = u.shape[1]
+    if len(prompts) != rows:
+        raise ValueError(f"{len(prompts)} prompts for {rows} rows")
+    longest = max((len(p) for p in prompts), default=0)
+    tokens = torch.full((rows, longest + 1), pad_id, dtype=torch.long)
+    mask = torch.zeros(rows, longest + 1, dtype=torch.long)
+    out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        tokens[i, longest - len(p)] = start_id
+        tokens[i, longest + 1 - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[i, longest - len(p) :] = 1
+        out[i, : min(len(p), max_new_tokens)] = torch.tensor(list(p)[:max_new_tokens])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    tokens, mask, positions, out = (t.to(device) for t in (tokens, mask, positions, out))
+    place = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
+    choice_ids = torch.tensor(list(choices), device=device) if choices is not None else None
+    active = torch.arange(rows, device=device)
+    running = place < max_new_tokens
+    cache = DynamicCache(config=model.config)
+    keyword = _cache_keyword(model)
+    steps = row_steps = 0
+    with torch.inference_mode():
+        while bool(running.any()):
+            steps, row_steps = steps + 1, row_steps + len(active)
+            logits = model(
+                input_ids=tokens,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                **{keyword: cache},
+            ).logits[:, -1, :]
+            if choice_ids is not None and steps == 1:  # the token right after each prompt
+                allowed = logits[:, choice_ids]
+                logits = torch.full_like(logits, -math.inf)
+                logits[:, choice_ids] = allowed
+            at = place[active].clamp(max=max_new_tokens - 1)
+            nxt = sample_next(
+                logits,
+                u[at, active],
+                top_p=top_p,
+                top_k=top_k,
+                temperature=temperature,
+                width=width,
+            )
+            nxt = torch.where(running, nxt, pad_id)
+            out[active[running], at[running]] = nxt[running]
+            place[active] += running.long()
+            running &= (nxt != eos_id) & (place[active] < max_new_tokens)
+            if not bool(running.any()):
+                break
+            if len(active) - int(running.sum()) >= compact_share * len(active):
+                keep = running.nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                active, nxt, running, mask = active[keep], nxt[keep], running[keep], mask[keep]
+            tokens = nxt.unsqueeze(-1)
+            mask = torch.cat([mask, mask.new_ones(len(mask), 1)], dim=-1)
+            positions = place[active].unsqueeze(-1)
+    if stats is not None:
+        stats["steps"] = stats.get("steps", 0) + steps
+        stats["row_steps"] = stats.get("row_steps", 0) + row_steps
+    return out[:, : int(place.max()) if rows else 0].tolist()
+
+
 def _forced(
     prompts: Sequence[Sequence[int]] | None, rows: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
