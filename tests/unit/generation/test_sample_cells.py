@@ -252,5 +252,5 @@ def test_cells_max_unset_leaves_settings_and_stage_hashes_as_before() -> None:
     # it keep the hashes (and resumable runs) they had before the setting existed
     from zdebias.generation.settings import SampleSettings
 
-    assert "cells_max" not in SampleSettings().model_dump()
-    assert SampleSettings(cells_max=3).model_dump()["cells_max"] == 3
+    assert "cells_max" not in SampleSettings(n=5).model_dump()
+    assert SampleSettings(n=5, cells_max=3).model_dump()["cells_max"] == 3
