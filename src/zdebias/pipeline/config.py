@@ -132,6 +132,11 @@ class Recipe(BaseModel):
     plugins: list[str] = Field(
         default_factory=list, description="modules to import first (they register stages)"
     )
+    reuses: list[str] = Field(
+        default_factory=list,
+        description="recipes whose run folders this one may run in: it repeats their stages "
+        "with the same settings, so their finished stages are skipped",
+    )
     data: dict[str, DataSpec] = Field(default_factory=dict)
     stages: dict[str, StageConfig]
     report: ReportConfig = Field(default_factory=ReportConfig)

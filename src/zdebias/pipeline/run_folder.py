@@ -23,7 +23,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,12 @@ def run_dir_for(recipe: Recipe, out: str | None) -> Path:
     return Path(out or recipe.out or f"runs/{recipe.name}")
 
 
-def check_run_dir(folder: Path, recipe: str) -> None:
-    """The run folder is new, empty, or a run of the recipe named ``recipe`` (its ownership
-    marker says so): a run never mixes its files into a foreign folder, another zdebias
-    output or a run of another recipe. A run folder of zdebias 0.2 (no marker) is taken when
-    its manifest names ``recipe`` and it holds only what a run writes."""
+def check_run_dir(folder: Path, recipe: str, reuses: Collection[str] = ()) -> None:
+    """The run folder is new, empty, or a run of the recipe named ``recipe`` or of one it
+    ``reuses`` (its ownership marker says so): a run never mixes its files into a foreign
+    folder, another zdebias output or a run of another recipe. A run folder of zdebias 0.2
+    (no marker) is taken when its manifest names ``recipe`` and it holds only what a run
+    writes."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder} is a file; choose a folder for the run (--out)")
     owner = owner_of(folder)
@@ -63,7 +64,7 @@ def check_run_dir(folder: Path, recipe: str) -> None:
         raise ConfigError(
             f"{folder} holds a zdebias {kind} folder, not a run; choose a new --out for the run"
         )
-    if owner.get("recipe") != recipe:
+    if owner.get("recipe") != recipe and owner.get("recipe") not in reuses:
         raise ConfigError(
             f"{folder} holds a run of recipe {owner.get('recipe')!r}, not {recipe!r}; choose a "
             "new --out"

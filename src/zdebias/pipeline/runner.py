@@ -183,7 +183,7 @@ class Runner:
         kept for the next run to resume).
         """
         with _sigterm_interrupts():
-            check_run_dir(self.run_dir, self.recipe.name)
+            check_run_dir(self.run_dir, self.recipe.name, self.recipe.reuses)
             self._check_data()
             t0 = time.time()
             claim_run_dir(self.run_dir, self.recipe.name)
@@ -402,7 +402,7 @@ class Runner:
             if row["action"].startswith("error: ")
         ]
         try:
-            check_run_dir(self.run_dir, self.recipe.name)
+            check_run_dir(self.run_dir, self.recipe.name, self.recipe.reuses)
         except ConfigError as err:
             found.insert(0, str(err))
         return found

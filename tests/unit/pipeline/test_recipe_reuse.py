@@ -1,0 +1,99 @@
+"""A recipe that ``reuses`` another repeats its stages with the same settings, so it runs in
+that recipe's run folder and skips what is done there: the stages' hashes are equal, and the
+run folder of the reused recipe is accepted (another recipe's is still refused)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zdebias.data.ownership import MARKER
+from zdebias.errors import ConfigError
+from zdebias.pipeline.config import Recipe
+from zdebias.pipeline.digests import stage_hash
+from zdebias.pipeline.loader import load_recipe
+from zdebias.pipeline.registry import DataInput, ExternalInput, OutputInput
+from zdebias.pipeline.run_folder import check_run_dir
+from zdebias.pipeline.runner import Runner
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+TARGETED = CONFIGS / "snli20k-targeted-cpu.yaml"
+
+
+def chained_hashes(recipe: Recipe, tmp_path: Path) -> dict[str, str]:
+    """Each stage's hash as the runner computes it (:func:`stage_hash`), an earlier stage's
+    output standing for itself by that stage's hash (its output digest is unknown before a
+    run) and a dataset by its resolved reader spec: equal hashes, equal runs."""
+    runner = Runner(recipe, tmp_path / "never-written")
+    hashes: dict[str, str] = {}
+
+    def digest(value: Any) -> Any:
+        if isinstance(value, DataInput):
+            return {"data": value.spec.model_dump(mode="json")}
+        if isinstance(value, ExternalInput):
+            return {"external": value.value}
+        if isinstance(value, OutputInput):
+            return {"stage": hashes[value.stage], "output": value.output}
+        if isinstance(value, dict):
+            return {k: digest(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [digest(v) for v in value]
+        return None
+
+    for name, cfg in recipe.stages.items():
+        hashes[name] = stage_hash(recipe, name, cfg, digest(runner._resolve(name, cfg)))
+    return hashes
+
+
+REUSING = [p for p in sorted(CONFIGS.glob("*.yaml")) if load_recipe(p).reuses]
+
+
+def test_the_targeted_recipe_reuses_snli20k_cpu() -> None:
+    assert TARGETED in REUSING
+    assert load_recipe(TARGETED).reuses == ["snli20k-cpu"]
+
+
+@pytest.mark.parametrize("path", REUSING, ids=lambda p: p.stem)
+def test_reused_stages_hash_as_in_the_reused_recipe(path: Path, tmp_path: Path) -> None:
+    recipe = load_recipe(path)
+    for reused in recipe.reuses:
+        other = load_recipe(CONFIGS / f"{reused}.yaml")
+        assert other.name == reused
+        mine, theirs = chained_hashes(recipe, tmp_path), chained_hashes(other, tmp_path)
+        assert set(theirs) <= set(mine), sorted(set(theirs) - set(mine))
+        assert {n: mine[n] for n in theirs} == theirs
+        # the stages come first, in the reused recipe's order (the new ones read them)
+        assert list(recipe.stages)[: len(other.stages)] == list(other.stages)
+
+
+def test_a_changed_setting_changes_the_hash(tmp_path: Path) -> None:
+    # the comparison above can fail: a reused stage's setting, and what reads it downstream
+    plain = chained_hashes(load_recipe(TARGETED), tmp_path)
+    changed = chained_hashes(load_recipe(TARGETED, ["stages.generator.epochs=2"]), tmp_path)
+    differ = {n for n in plain if plain[n] != changed[n]}
+    assert {"generator", "debiased_generator", "samples", "samples_targeted"} <= differ
+    assert "clf_d0" not in differ
+
+
+def _run_folder(tmp_path: Path, recipe: str) -> Path:
+    folder = tmp_path / recipe
+    folder.mkdir()
+    (folder / MARKER).write_text(f'{{"kind": "run", "recipe": "{recipe}"}}')
+    return folder
+
+
+def test_a_run_folder_of_a_reused_recipe_is_accepted(tmp_path: Path) -> None:
+    folder = _run_folder(tmp_path, "snli20k-cpu")
+    check_run_dir(folder, "snli20k-targeted-cpu", ["snli20k-cpu"])
+    with pytest.raises(ConfigError, match="holds a run of recipe 'snli20k-cpu', not 'other'"):
+        check_run_dir(folder, "other", ["demo"])
+    recipe = load_recipe(TARGETED)
+    runner = Runner(recipe, folder)
+    assert runner.problems([]) == []
+    refused = Runner(recipe, _run_folder(tmp_path, "demo"))
+    assert refused.problems([]) == [
+        f"{tmp_path / 'demo'} holds a run of recipe 'demo', not 'snli20k-targeted-cpu'; "
+        "choose a new --out"
+    ]
