@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -128,18 +129,26 @@ def decode(
     stats: dict[str, int] | None = None,
     prompts: Sequence[Sequence[int]] | None = None,
     choices: Sequence[int] | None = None,
+    prefill: bool = True,
 ) -> list[list[int]]:
     """Sample ``u.shape[1]`` sequences from ``start_id`` (see the module doc): the ids after
     the start token, each ending with ``eos_id`` unless ``max_new_tokens`` cut it, padded with
     ``pad_id`` to the longest. ``u``: the uniforms, ``(max_new_tokens, rows)``; ``stats``, if
-    given, gets ``steps`` and ``row_steps`` (rows the model ran, summed over the steps) added.
+    given, gets ``steps`` (forward passes) and ``row_steps`` (rows the model ran, summed over
+    the passes) added.
 
-    ``prompts``: per row, the tokens that follow the start token, fed as they are (the row
-    samples from the step after its prompt; every row keeps the positions it would have
-    alone); ``choices``: the only tokens a row may draw at the step right after its prompt
-    (the label tokens, when the model picks the label of a given premise)."""
+    ``prompts``: per row, the tokens that follow the start token, kept as they are (the row
+    samples from the place after its prompt, its token at place p drawn with ``u[p]``; every
+    row keeps the positions it would have alone); ``choices``: the only tokens a row may draw
+    right after its prompt (the label tokens, when the model picks the label of a given
+    premise). ``prefill``: read the prompts in one forward pass (:func:`_prefilled`), else
+    feed them a token a step; the same ids up to float rounding."""
     from transformers import DynamicCache
 
+    draw = partial(sample_next, top_p=top_p, top_k=top_k, temperature=temperature, width=width)
+    if prompts is not None and prefill:
+        ends = (start_id, eos_id, pad_id, max_new_tokens)
+        return _prefilled(model, ends, u, prompts, draw, compact_share, stats, choices)
     device = next(model.parameters()).device
     rows = u.shape[1]
     forced = _forced(prompts, rows, device)
@@ -161,14 +170,7 @@ def decode(
                     allowed = logits[choose][:, choice_ids]
                     logits[choose] = -math.inf
                     logits[choose[:, None], choice_ids] = allowed
-            nxt = sample_next(
-                logits,
-                u[step, active],
-                top_p=top_p,
-                top_k=top_k,
-                temperature=temperature,
-                width=width,
-            )
+            nxt = draw(logits, u[step, active])
             if forced is not None and step < forced[0].shape[1]:  # prompt tokens as given
                 given = forced[1][active] > step
                 nxt = torch.where(given, forced[0][active, step], nxt)
@@ -180,43 +182,34 @@ def decode(
             if n_running == 0:
                 break
             if len(active) - n_running >= compact_share * len(active):
-                keep = running.nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                active, nxt, running = active[keep], nxt[keep], running[keep]
+                active, nxt, running = _leave(cache, running, active, nxt, running)
             tokens = nxt.unsqueeze(-1)
-    if stats is not None:
-        stats["steps"] = stats.get("steps", 0) + steps
-        stats["row_steps"] = stats.get("row_steps", 0) + row_steps
+    _count(stats, steps, row_steps)
     return out[:, :steps].tolist()
 
 
-def decode_prompted(
+def _prefilled(
     model: Any,
-    start_id: int,
-    eos_id: int,
-    pad_id: int,
-    max_new_tokens: int,
+    ends: tuple[int, int, int, int],
     u: torch.Tensor,
     prompts: Sequence[Sequence[int]],
-    *,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    temperature: float = 1.0,
-    width: int = DEFAULT_WIDTH,
-    compact_share: float = COMPACT_SHARE,
-    stats: dict[str, int] | None = None,
-    choices: Sequence[int] | None = None,
+    draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    compact_share: float,
+    stats: dict[str, int] | None,
+    choices: Sequence[int] | None,
 ) -> list[list[int]]:
-    """:func:`decode` with ``prompts``, the prompts read in one forward pass (prefill).
+    """:func:`decode` with the prompts read in one forward pass (prefill). ``ends``: the
+    start, end and pad ids and ``max_new_tokens``; ``draw``: :func:`sample_next` with the
+    sampling settings.
 
     The rows are left-padded to the longest prompt (the padding masked out, each row at its own
-    positions), so every row starts sampling at the same step. Row i's token at place p of its
-    output (after the start token) is drawn with ``u[p, i]``, as :func:`decode` draws it when
-    it feeds the prompt one token a step: the same ids up to float rounding, in a fraction of
-    the forward passes (a step costs about as much at 1 token a row as at 20 on a CPU).
-    ``stats``: ``steps`` (forward passes) and ``row_steps`` (rows x passes) added."""
+    positions), so every row starts sampling at the same pass; row i's token at place p is
+    drawn with ``u[p, i]``, as when the prompt is fed a token a step: the same ids up to float
+    rounding, in a fraction of the forward passes (on a CPU a pass costs about as much for 1
+    token a row as for 20)."""
     from transformers import DynamicCache
 
+    start_id, eos_id, pad_id, max_new_tokens = ends
     device = next(model.parameters()).device
     rows = u.shape[1]
     if len(prompts) != rows:
@@ -254,31 +247,33 @@ def decode_prompted(
                 logits = torch.full_like(logits, -math.inf)
                 logits[:, choice_ids] = allowed
             at = place[active].clamp(max=max_new_tokens - 1)
-            nxt = sample_next(
-                logits,
-                u[at, active],
-                top_p=top_p,
-                top_k=top_k,
-                temperature=temperature,
-                width=width,
-            )
-            nxt = torch.where(running, nxt, pad_id)
+            nxt = torch.where(running, draw(logits, u[at, active]), pad_id)
             out[active[running], at[running]] = nxt[running]
             place[active] += running.long()
             running &= (nxt != eos_id) & (place[active] < max_new_tokens)
             if not bool(running.any()):
                 break
             if len(active) - int(running.sum()) >= compact_share * len(active):
-                keep = running.nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                active, nxt, running, mask = active[keep], nxt[keep], running[keep], mask[keep]
+                active, nxt, running, mask = _leave(cache, running, active, nxt, running, mask)
             tokens = nxt.unsqueeze(-1)
             mask = torch.cat([mask, mask.new_ones(len(mask), 1)], dim=-1)
             positions = place[active].unsqueeze(-1)
+    _count(stats, steps, row_steps)
+    return out[:, : int(place.max()) if rows else 0].tolist()
+
+
+def _leave(cache: Any, running: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Drop the ended rows from the KV cache and from each of ``rows`` (batch-first)."""
+    keep = running.nonzero().squeeze(-1)
+    cache.batch_select_indices(keep)
+    return tuple(t[keep] for t in rows)
+
+
+def _count(stats: dict[str, int] | None, steps: int, row_steps: int) -> None:
+    """Add a decode's forward passes and rows x passes to ``stats``."""
     if stats is not None:
         stats["steps"] = stats.get("steps", 0) + steps
         stats["row_steps"] = stats.get("row_steps", 0) + row_steps
-    return out[:, : int(place.max()) if rows else 0].tolist()
 
 
 def _forced(

@@ -137,9 +137,9 @@ class HFBackend:
         choices: Sequence[int] | None = None,
     ) -> list[list[list[int]]]:
         """:meth:`complete` for each ``(prompts, seed)`` group (the rows of several rounds),
-        decoded as one batch with the prompts read in one pass
-        (:func:`~zdebias.generation.decode.decode_prompted`); each group's rows draw with its
-        seed's uniforms, as alone."""
+        decoded as one batch, the prompts read in one forward pass
+        (:func:`~zdebias.generation.decode.decode`); each group's rows draw with its seed's
+        uniforms, as alone."""
         from zdebias.generation.decode import uniforms
 
         steps = self.fmt.max_length - 1
@@ -160,7 +160,7 @@ class HFBackend:
     def _decode(self, u: Any, **options: Any) -> list[list[int]]:
         """:func:`~zdebias.generation.decode.decode` with the sampling settings, on
         ``threads`` CPU threads."""
-        from zdebias.generation.decode import decode, decode_prompted
+        from zdebias.generation.decode import decode
 
         fmt, cfg, torch = self.fmt, self.config, self.torch
         threads = torch.get_num_threads()
@@ -169,11 +169,6 @@ class HFBackend:
         args = (fmt.bos_token_id, fmt.eos_token_id, fmt.pad_token_id, fmt.max_length - 1, u)
         kw = {"top_p": cfg.top_p, "top_k": cfg.top_k, "temperature": cfg.temperature}
         try:
-            if options.get("prompts") is not None:  # prompts read in one pass
-                prompts = options.pop("prompts")
-                return decode_prompted(
-                    self.model, *args, prompts, stats=self.stats, **kw, **options
-                )
             return decode(self.model, *args, stats=self.stats, **kw, **options)
         finally:
             torch.set_num_threads(threads)

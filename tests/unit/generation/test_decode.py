@@ -13,7 +13,6 @@ import torch
 from zdebias.generation.decode import (
     candidates,
     decode,
-    decode_prompted,
     sample_next,
     uniforms,
 )
@@ -127,12 +126,9 @@ def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
     prompts.append([4] * steps)
     slow: dict[str, int] = {}
     fast: dict[str, int] = {}
-    old = decode(
-        model, 1, eos, 0, steps, u, top_p=0.9, prompts=prompts, choices=choices, stats=slow
-    )
-    new = decode_prompted(
-        model, 1, eos, 0, steps, u, prompts, top_p=0.9, choices=choices, stats=fast
-    )
+    options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
+    old = decode(model, 1, eos, 0, steps, u, prefill=False, stats=slow, **options)
+    new = decode(model, 1, eos, 0, steps, u, stats=fast, **options)
     assert new == old
     assert [row[: len(p)] for row, p in zip(new, prompts, strict=True)] == prompts
     if choices is not None:
