@@ -125,7 +125,7 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
     with pytest.raises(
         ConfigError,
         match=r"the recipe: unknown key 'sed'; valid keys: data, "
-        r"description, name, out, plugins, report, seed, stages, task",
+        r"description, name, out, plugins, report, reuses, seed, stages, task",
     ):
         recipe_from_dict(data)
     data = _base()
