@@ -37,6 +37,18 @@ class Completer(Protocol):
     ) -> list[list[int]]: ...
 
 
+def complete_groups(
+    engine: Completer,
+    groups: Sequence[tuple[Sequence[Sequence[int]], int]],
+    choices: Sequence[int] | None,
+) -> list[list[list[int]]]:
+    """Each ``(prompts, seed)`` group completed: in one batch where the backend can
+    (``complete_groups``, HF), else group by group."""
+    if hasattr(engine, "complete_groups"):
+        return engine.complete_groups(groups, choices=choices)  # type: ignore[no-any-return]
+    return [engine.complete(p, seed, choices=choices) if p else [] for p, seed in groups]
+
+
 def premises_digest(premises: Sequence[Record]) -> str:
     """The identity of a premises input (its de-duplicated premises, in file order)."""
     h = hashlib.blake2b(digest_size=12)
@@ -70,7 +82,10 @@ class ConditionedRounds:
     seed: int
     attempts: int
     special: frozenset[int] = frozenset()
+    #: rounds decoded as one batch (:func:`~zdebias.generation.trained.rounds_per_group`)
+    group: int = 1
     _prompts: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    _pending: dict[int, RoundOutput] = field(default_factory=dict, repr=False)
 
     def prompt(self, slot: Slot) -> list[int]:
         """The ids after the start token that row ``slot`` starts from."""
@@ -96,37 +111,57 @@ class ConditionedRounds:
         return candidates
 
     def __call__(self, engine: Completer, round_index: int) -> RoundOutput:
-        slots = self.slots(round_index)
-        prompts = [self.prompt(s) for s in slots]
+        """Round ``round_index``. Its group of ``group`` rounds (aligned to round 0, so a
+        resumed run decodes each round in the same batch as one that never stopped) is decoded
+        together on the first call; the other rounds wait for theirs."""
+        if round_index not in self._pending:
+            start = round_index - round_index % self.group
+            indices = list(range(start, start + self.group))
+            self._pending = dict(zip(indices, self._rounds(engine, indices), strict=True))
+        return self._pending.pop(round_index)
+
+    def _rounds(self, engine: Completer, indices: Sequence[int]) -> list[RoundOutput]:
+        """The rounds ``indices``, decoded together attempt by attempt (each round's rows
+        with its own seeds, as alone)."""
+        slots = [self.slots(r) for r in indices]
+        prompts = [[self.prompt(s) for s in round_slots] for round_slots in slots]
         choices = self.choices()
-        per_row: list[list[Candidate]] = [[] for _ in slots]
-        repeats: list[Candidate] = []
-        taken: set[tuple[str, str, str]] = set()
-        pending = list(range(len(slots)))
-        seed = round_seed(self.seed, round_index)
+        per_row: list[list[list[Candidate]]] = [[[] for _ in s] for s in slots]
+        repeats: list[list[Candidate]] = [[] for _ in indices]
+        taken: list[set[tuple[str, str, str]]] = [set() for _ in indices]
+        pending = [list(range(len(s))) for s in slots]
+        seeds = [round_seed(self.seed, r) for r in indices]
         for attempt in range(self.attempts):
-            rows = engine.complete(
-                [prompts[j] for j in pending],
-                seed if attempt == 0 else round_seed(seed, attempt),
-                choices=choices,
-            )
-            still = []
-            made = [
-                self._candidate(ids, slots[j], round_index, j)
-                for j, ids in zip(pending, rows, strict=True)
-            ]
-            for j, cand in zip(pending, self.check(made, [slots[j] for j in pending]), strict=True):
-                key = sample_key(cand.parsed) if cand.parsed.ok else None
-                if key is not None and key not in taken:
-                    taken.add(key)
-                    per_row[j].append(cand)
-                    continue
-                (per_row[j] if key is None else repeats).append(cand)
-                still.append(j)
-            pending = still
-            if not pending:
+            if not any(pending):
                 break
-        return RoundOutput([c for row in per_row for c in row] + repeats)
+            groups = [
+                (
+                    [prompts[k][j] for j in pending[k]],
+                    seed if attempt == 0 else round_seed(seed, attempt),
+                )
+                for k, seed in enumerate(seeds)
+            ]
+            decoded = complete_groups(engine, groups, choices)
+            for k, (r, rows) in enumerate(zip(indices, decoded, strict=True)):
+                made = [
+                    self._candidate(ids, slots[k][j], r, j)
+                    for j, ids in zip(pending[k], rows, strict=True)
+                ]
+                still = []
+                checked = self.check(made, [slots[k][j] for j in pending[k]]) if made else []
+                for j, cand in zip(pending[k], checked, strict=True):
+                    key = sample_key(cand.parsed) if cand.parsed.ok else None
+                    if key is not None and key not in taken[k]:
+                        taken[k].add(key)
+                        per_row[k][j].append(cand)
+                        continue
+                    (per_row[k][j] if key is None else repeats[k]).append(cand)
+                    still.append(j)
+                pending[k] = still
+        return [
+            RoundOutput([c for row in rows for c in row] + extra)
+            for rows, extra in zip(per_row, repeats, strict=True)
+        ]
 
     def _candidate(self, ids: list[int], slot: Slot, round_index: int, row: int) -> Candidate:
         parsed = parse_output(ids, self.tokenizer, self.fmt, special_ids=self.special)

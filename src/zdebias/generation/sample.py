@@ -169,12 +169,17 @@ def _check_cells(
     cfg: SampleSettings, premises: object, cells: object, measure_with: object
 ) -> None:
     """Refuse cells without premise-conditioned sampling of a trained generator, with
-    forced per-premise labels or workers, and ``cells_top`` / ``measure_with`` without
-    cells."""
+    forced per-premise labels or workers, and ``cells_top`` / ``cells_max`` /
+    ``measure_with`` without cells."""
     if cells is None:
-        if cfg.cells_top is not None or measure_with is not None:
-            flag = "--cells-top" if cfg.cells_top is not None else "--measure-with"
-            raise ConfigError(f"{flag}: only targeted sampling (--cells FILE) takes it")
+        given = {
+            "--cells-top": cfg.cells_top,
+            "--cells-max": cfg.cells_max,
+            "--measure-with": measure_with,
+        }
+        for flag, value in given.items():
+            if value is not None:
+                raise ConfigError(f"{flag}: only targeted sampling (--cells FILE) takes it")
         return
     if cfg.backend in PROMPTED_BACKENDS or premises is None:
         raise ConfigError(

@@ -218,6 +218,13 @@ class SampleSettings(ExecutorSettings):
         "(default: all of them, in order, while their rows fit in --n).",
         ge=1,
     )
+    cells_max: int | None = setting(
+        None,
+        "With --cells: ask at most N rows of one cell (default: all the rows it needs), so "
+        "--n spreads over more cells.",
+        ge=1,
+        exclude_if=lambda value: value is None,  # unset: runs and stage hashes as before it
+    )
 
     @field_validator("worker")
     @classmethod

@@ -33,7 +33,7 @@ import hashlib
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +117,13 @@ class TargetPlan:
         labels: Sequence[str],
         most: int,
         features: int | None = None,
+        cap: int | None = None,
     ) -> TargetPlan:
         """The plan of ``cells`` over the (distinct, fitting) ``premises`` for ``seed``;
         cells are taken in order, of the first ``features`` features that can be sampled
-        (None: all), while their rows fit in ``most``."""
+        (None: all), while their rows fit in ``most``; a cell asks ``cap`` rows at most."""
+        if cap is not None:
+            cells = [replace(c, needed=min(c.needed, cap)) for c in cells]
         order = list(premises)
         random.Random(seed).shuffle(order)
         targets, starts, skipped = [], [], []
@@ -333,11 +336,10 @@ def targeted_rounds(
     special: frozenset[int] = frozenset(),
 ) -> TargetedRounds:
     """The producer for ``cells`` over the (fitting, distinct) ``premises``: the first
-    ``cfg.cells_top`` features that can be sampled, ``cfg.n`` rows at most, ``cfg.attempts``
-    decodes a row; refused when no cell can be sampled."""
-    plan = TargetPlan.of(
-        cells, premises, seed=cfg.seed, labels=fmt.labels, most=cfg.n, features=cfg.cells_top
-    )
+    ``cfg.cells_top`` features that can be sampled, ``cfg.n`` rows at most (``cfg.cells_max`` a
+    cell), ``cfg.attempts`` decodes a row; refused when no cell can be sampled."""
+    limits = {"most": cfg.n, "features": cfg.cells_top, "cap": cfg.cells_max}
+    plan = TargetPlan.of(cells, premises, seed=cfg.seed, labels=fmt.labels, **limits)
     if not plan.targets:
         reasons = sorted({s["reason"] for s in plan.skipped})
         raise ConfigError(

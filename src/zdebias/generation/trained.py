@@ -128,10 +128,34 @@ class HFBackend:
         """One row per prompt (the ids after the start token), decoded on from it with the
         uniforms of ``seed``; ``choices``: the tokens allowed right after each prompt (the
         label tokens). The rows hold their prompt, as :meth:`generate`'s rows hold all."""
+        return self.complete_groups([(prompts, seed)], choices=choices)[0]
+
+    def complete_groups(
+        self,
+        groups: Sequence[tuple[Sequence[Sequence[int]], int]],
+        *,
+        choices: Sequence[int] | None = None,
+    ) -> list[list[list[int]]]:
+        """:meth:`complete` for each ``(prompts, seed)`` group (the rows of several rounds),
+        decoded as one batch, the prompts read in one forward pass
+        (:func:`~zdebias.generation.decode.decode`); each group's rows draw with its seed's
+        uniforms, as alone."""
         from zdebias.generation.decode import uniforms
 
-        u = uniforms(self.fmt.max_length - 1, len(prompts), seed, self.device)
-        return self._trim(self._decode(u, prompts=prompts, choices=choices))
+        steps = self.fmt.max_length - 1
+        prompts = [p for group, _ in groups for p in group]
+        if not prompts:
+            return [[] for _ in groups]
+        u = self.torch.cat(
+            [uniforms(steps, len(group), seed, self.device) for group, seed in groups if group],
+            dim=1,
+        )
+        rows = self._decode(u, prompts=prompts, choices=choices)
+        out, first = [], 0
+        for group, _ in groups:
+            out.append(self._trim(rows[first : first + len(group)]) if group else [])
+            first += len(group)
+        return out
 
     def _decode(self, u: Any, **options: Any) -> list[list[int]]:
         """:func:`~zdebias.generation.decode.decode` with the sampling settings, on
@@ -142,20 +166,10 @@ class HFBackend:
         threads = torch.get_num_threads()
         if self.threads:
             torch.set_num_threads(self.threads)
+        args = (fmt.bos_token_id, fmt.eos_token_id, fmt.pad_token_id, fmt.max_length - 1, u)
+        kw = {"top_p": cfg.top_p, "top_k": cfg.top_k, "temperature": cfg.temperature}
         try:
-            return decode(
-                self.model,
-                fmt.bos_token_id,
-                fmt.eos_token_id,
-                fmt.pad_token_id,
-                fmt.max_length - 1,
-                u,
-                top_p=cfg.top_p,
-                top_k=cfg.top_k,
-                temperature=cfg.temperature,
-                stats=self.stats,
-                **options,
-            )
+            return decode(self.model, *args, stats=self.stats, **kw, **options)
         finally:
             torch.set_num_threads(threads)
 
@@ -452,6 +466,8 @@ def sample_trained(
             engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
             if hasattr(engine, "compute"):  # the latest call's device and dtype, in the summary
                 state["compute"] = engine.compute
+            if conditioned is not None:
+                conditioned.group = rounds_per_group(engine, cfg.batch_size)
         rounds = RoundBatches(engine, cfg.batch_size, cfg.seed, worker[1] if worker else 1)
     gen_name = gen.path.name
 

@@ -54,9 +54,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
+from zdebias.data.labels import get_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.settings import DEFAULT_SEED, Settings, setting
+from zdebias.stats.cells import Cell, cells_filled
 
 ENTAILMENT = "entailment"
 
@@ -479,6 +481,13 @@ RULES: dict[str, Callable[..., Outcome]] = {
 }
 #: the rules whose label is the non-entailment label
 NON_ENTAILMENT_RULES = ("inversion", "subsequence")
+#: the HANS heuristic each rule's pairs belong to (``meta.heuristic``, as HANS records have)
+HEURISTICS = {
+    "inversion": "lexical_overlap",  # ln_subject/object_swap
+    "passive": "lexical_overlap",  # le_passive
+    "drop-modifier": "subsequence",  # se_adjective, se_PP_on_obj
+    "subsequence": "subsequence",  # sn_PP_on_subject
+}
 
 
 class TransformSettings(Settings):
@@ -521,13 +530,21 @@ class TransformResult:
 
 
 def transform_records(
-    records: Sequence[Record], settings: TransformSettings | None = None, **overrides: Any
+    records: Sequence[Record],
+    settings: TransformSettings | None = None,
+    *,
+    cells: Sequence[Cell] | None = None,
+    **overrides: Any,
 ) -> TransformResult:
     """Apply the rules to the distinct premises of ``records``, visited in a seeded order.
 
     Every record gets ``id`` ``tf-RULE:SOURCE_ID`` and ``meta`` ``{"type": "transform",
-    "rule", "source_id", "edit"}``. The summary counts per rule: tried, applied, skipped by
-    reason, cut by ``per_rule`` (``not_tried``) and by ``balance``."""
+    "rule", "heuristic", "source_id", "edit"}`` (``heuristic``: the HANS heuristic of the
+    rule, :data:`HEURISTICS`). With ``cells`` (shortcut-breaking cells, SPEC §12), a record
+    that fills one (:func:`~zdebias.stats.cells.cells_filled`: the first in order) also gets
+    ``meta.cell`` and ``meta.feature``, as a targeted sample does, and the summary counts the
+    records per cell. The summary counts per rule: tried, applied, skipped by reason, cut by
+    ``per_rule`` (``not_tried``) and by ``balance``."""
     cfg = TransformSettings.of(settings, **overrides)
     if any(r.premise is None for r in records):
         raise ConfigError("transforms need premise/hypothesis pairs (an nli task)")
@@ -557,7 +574,13 @@ def transform_records(
             if isinstance(got, Skipped):
                 skipped[got.reason] += 1
                 continue
-            meta = {"type": "transform", "rule": rule, "source_id": src.id, "edit": got.edit}
+            meta = {
+                "type": "transform",
+                "rule": rule,
+                "heuristic": HEURISTICS[rule],
+                "source_id": src.id,
+                "edit": got.edit,
+            }
             out.append(
                 Record(f"tf-{rule}:{src.id}", got.label, got.premise, got.hypothesis, None, meta)
             )
@@ -583,7 +606,25 @@ def transform_records(
         "rules": per_rule,
         "settings": cfg.model_dump(),
     }
+    if cells is not None:
+        kept, summary["cells"] = _tag_cells(kept, cells, labels=get_task("nli").labels)
     return TransformResult(kept, summary)
+
+
+def _tag_cells(
+    records: list[Record], cells: Sequence[Cell], *, labels: Sequence[str]
+) -> tuple[list[Record], dict[str, int]]:
+    """``records`` with ``meta.cell`` / ``meta.feature`` where they fill a cell, and the
+    records per cell (in the cells' order)."""
+    filled = cells_filled(records, cells, labels=labels) if records else []
+    out, counts = [], Counter[str]()
+    for r, cell in zip(records, filled, strict=True):
+        if cell is not None:
+            counts[cell.key] += 1
+            r = r.replace(meta={**r.meta, "cell": cell.key, "feature": cell.feature})
+        out.append(r)
+    order = list(dict.fromkeys(c.key for c in cells))
+    return out, {k: counts[k] for k in order if counts[k]}
 
 
 def _balanced(

@@ -16,6 +16,8 @@ Sections (when the run has the stages they need):
 - dataset sizes (Table 1 shape);
 - data maps of the classifiers trained (dataset cartography: each train-classifier stage's
   first seed, from its ``training_dynamics.jsonl``);
+- shortcut-breaking cells of targeted sampling: asked, generated, written, accepted by each
+  judge, rule-made pairs, the feature's z before → after (:mod:`zdebias.report.cells`);
 - evaluation tables (Tables 2-5 shape, plus HANS-style group tables);
 - generated and counterfactual examples (Table 14 shape);
 - the stages: status, time, rows in and out.
@@ -41,6 +43,7 @@ from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
 from zdebias.pipeline.run_folder import MANIFEST
+from zdebias.report.cells import cell_rows
 
 REPORT = "report.html"
 #: The page layout, in ``zdebias/resources``; this module computes what it shows.
@@ -426,6 +429,23 @@ def _sizes_section(run: RunData) -> list[dict[str, Any]]:
     return [{**r, "n": format_number(r["n"]), "detail": r.get("detail")} for r in sizes_rows(run)]
 
 
+def _cells_section(run: RunData) -> list[dict[str, Any]]:
+    """Per targeted sample stage: a row per shortcut-breaking cell, formatted
+    (:func:`zdebias.report.cells.cell_rows`)."""
+    before, after = before_after(run)
+    tables = cell_rows(run.of_kind, run.json_output, run.config.get("stages") or {}, before, after)
+    for table in tables:
+        table["before"] = before["name"] if before else None
+        table["after"] = after["name"] if after else None
+        for row in table["rows"]:
+            row["accepted_text"] = [f"{a['kept']}/{a['n']}" for a in row["accepted"].values()]
+            row["z_text"] = " → ".join(
+                MISSING if z is None else _z(z["z"]) + ("*" if z["significant"] else "")
+                for z in (row["z_before"], row["z_after"])
+            )
+    return tables
+
+
 def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
     """An evaluation cell: its text and whether to underline it (significant)."""
     return {
@@ -603,6 +623,7 @@ def report_context(run: RunData) -> dict[str, Any]:
         "top": _top_section(run, int(settings.get("top_n", 5))),
         "sizes": _sizes_section(run),
         "data_maps": _data_map_section(run),
+        "cells": _cells_section(run),
         "evaluation": _evaluation_section(run),
         "examples": _examples_section(run, int(settings.get("examples", 8))),
         "stages": _stages_section(run),

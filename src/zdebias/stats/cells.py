@@ -268,9 +268,31 @@ def cell_report(
     return out
 
 
+def cells_filled(
+    records: Sequence[Record], cells: Sequence[Cell], *, labels: Sequence[str]
+) -> list[Cell | None]:
+    """Per record, the first of ``cells`` (in order: the most biased feature first) that it
+    fills: it has the cell's feature (recomputed with the default settings,
+    :func:`~zdebias.features.extract.feature_presence`) and the cell's label; None for a
+    record that fills none. Features not computable from the rows alone are passed over."""
+    from zdebias.features.extract import feature_presence
+
+    has = feature_presence(records, [c.feature for c in cells], labels=labels)
+    out: list[Cell | None] = [None] * len(records)
+    for cell in cells:
+        present = has[cell.feature]
+        if present is None:
+            continue
+        for i in np.flatnonzero(present).tolist():
+            if out[i] is None and records[i].label == cell.label:
+                out[i] = cell
+    return out
+
+
 __all__ = [
     "Cell",
     "cell_report",
+    "cells_filled",
     "cells_from_report",
     "cells_of",
     "cells_report",

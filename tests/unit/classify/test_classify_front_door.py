@@ -83,7 +83,9 @@ def test_stage_config_is_the_settings_plus_references(settings: Any, stage: Any)
     refs |= {"input", "classifier"} if stage is ConfidenceFilterConfig else set()
     # evaluate also names which of its methods the t-tests compare against (stage-only: the
     # methods exist only in the recipe; `zdebias compare` takes the baseline file first)
-    refs |= {"classifiers", "suites", "baselines"} if stage is EvaluateConfig else set()
+    # and whether it also tests each group of a grouped suite (HANS heuristics; `zdebias
+    # compare --detail`)
+    refs |= {"classifiers", "suites", "baselines", "detail"} if stage is EvaluateConfig else set()
     assert extra == refs
 
 

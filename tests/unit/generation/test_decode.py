@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 import torch
 
-from zdebias.generation.decode import candidates, decode, sample_next, uniforms
+from zdebias.generation.decode import (
+    candidates,
+    decode,
+    sample_next,
+    uniforms,
+)
 
 
 def _distribution(logits: torch.Tensor, **options: Any) -> torch.Tensor:
@@ -105,6 +110,30 @@ def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) 
     for row, end in zip(batch, ends, strict=True):
         if end is not None:
             assert set(row[end + 1 :]) <= {0}  # padding after the end token
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("choices", [None, [7, 9, 11]])
+def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
+    kind: str, choices: list[int] | None, tiny_lms: dict[str, Any]
+) -> None:
+    # prompts of 3-9 tokens, one as long as the rows may be: the prefill (left padding, own
+    # positions) draws the same ids as feeding each prompt a token a step, in fewer passes
+    model, steps = tiny_lms[kind], 14
+    u = uniforms(steps, 12, seed=3)
+    eos = _frequent_token(model, steps, u)
+    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
+    prompts.append([4] * steps)
+    slow: dict[str, int] = {}
+    fast: dict[str, int] = {}
+    options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
+    old = decode(model, 1, eos, 0, steps, u, prefill=False, stats=slow, **options)
+    new = decode(model, 1, eos, 0, steps, u, stats=fast, **options)
+    assert new == old
+    assert [row[: len(p)] for row, p in zip(new, prompts, strict=True)] == prompts
+    if choices is not None:
+        assert all(row[len(p)] in choices for row, p in zip(new[:-1], prompts[:-1], strict=True))
+    assert fast["steps"] < slow["steps"]
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

@@ -130,6 +130,9 @@ def test_requests_that_are_refused(
     with pytest.raises(ConfigError, match=r"--cells-top: only targeted sampling"):
         sample_generator(ending_generator, out, 3, premises=str(files[0]), cells_top=2,
                          progress=False)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"--cells-max: only targeted sampling"):
+        sample_generator(ending_generator, out, 3, premises=str(files[0]), cells_max=2,
+                         progress=False)  # fmt: skip
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"cells": [{"feature": NOBODY}]}))
     with pytest.raises(DataError, match=r"bad.json: field 'cells': cell 0: expected the keys"):
@@ -232,3 +235,22 @@ def test_plan_takes_cells_in_order_within_cells_top_and_n() -> None:
         "reason": "beyond --n 6",
     }
     assert [t.key for t in within.targets][-1] == "hypo-len<5→neutral" and within.total == 6
+    # --cells-max 2: each cell asks 2 rows at most, so every cell that can be steered fits
+    capped = TargetPlan.of(cells, premises, seed=0, labels=labels, most=7, cap=2)
+    assert [(t.key, t.cell.needed) for t in capped.targets] == [
+        (f"{NOBODY}→entailment", 2),
+        ("man@premise→neutral", 2),
+        (f"{NOBODY}→neutral", 2),
+        ("hypo-len<5→neutral", 1),
+    ]
+    assert capped.starts == (0, 2, 4, 6) and capped.total == 7
+    assert capped.digest() != plan.digest()
+
+
+def test_cells_max_unset_leaves_settings_and_stage_hashes_as_before() -> None:
+    # an unset cells_max is left out of the settings' dump, so sample stages that do not set
+    # it keep the hashes (and resumable runs) they had before the setting existed
+    from zdebias.generation.settings import SampleSettings
+
+    assert "cells_max" not in SampleSettings(n=5).model_dump()
+    assert SampleSettings(n=5, cells_max=3).model_dump()["cells_max"] == 3

@@ -169,6 +169,7 @@ def test_summary_counts_every_premise() -> None:
     assert rec.meta == {
         "type": "transform",
         "rule": "inversion",
+        "heuristic": "lexical_overlap",
         "source_id": "p0",
         "edit": "swap A man / a dog",
     }
@@ -271,3 +272,25 @@ def test_transform_stage_is_a_generated_source_for_combine(
     assert len(combined) - len(added) == 48 and added
     assert {r.meta["rule"] for r in added} <= {"inversion", "passive"}
     assert all(r.meta["source_id"].startswith("r") for r in added)
+
+
+def test_pairs_that_fill_a_shortcut_breaking_cell_carry_it() -> None:
+    from zdebias.stats.cells import Cell
+
+    rows = [Record("p0", "neutral", "A man is holding a dog.", "h")]
+    cells = [  # in order: a cell no pair fills, then two that the inversion fills
+        Cell("nobody@hypothesis", "contradiction", "neutral", 9.0, 30, 2, 5),
+        Cell("full-lex-overlap", "entailment", "neutral", 8.0, 40, 3, 7),
+        Cell("dog@hypothesis", "entailment", "neutral", 4.0, 20, 5, 2),
+        Cell("full-lex-overlap", "entailment", "contradiction", 8.0, 40, 3, 7),
+    ]
+    result = transform_records(rows, rules=["inversion", "passive"], cells=cells)
+    inverted, passive = result.records
+    assert inverted.hypothesis == "A dog is holding a man."
+    assert inverted.meta["cell"] == "full-lex-overlap→neutral"
+    assert inverted.meta["feature"] == "full-lex-overlap"
+    assert passive.label == "entailment" and "cell" not in passive.meta  # no entailment cell
+    assert passive.meta["heuristic"] == "lexical_overlap"
+    assert result.summary["cells"] == {"full-lex-overlap→neutral": 1}
+    plain = transform_records(rows, rules=["inversion", "passive"])
+    assert "cells" not in plain.summary and "cell" not in plain.records[0].meta

@@ -159,3 +159,96 @@ def test_write_report_and_errors(run_dir: Path, tmp_path: Path) -> None:
     assert other.read_text() == path.read_text()
     with pytest.raises(ConfigError, match="not a zdebias run folder"):
         load_run(tmp_path)
+
+
+@pytest.fixture
+def cells_run(run_dir: Path, tmp_path: Path) -> Path:
+    """The run above plus a targeted sample stage, a judge of it and a transform stage, saved
+    as the stages write them (their summaries); ``before`` / ``after`` are the stats stages."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    cells = [
+        ("sleeping@hypothesis", "entailment", "contradiction", "prefix", 12, 19, 9),
+        ("tall@hypothesis", "contradiction", "neutral", "prefix", 5, 6, 5),
+    ]
+    rows = [
+        {
+            "cell": f"{f}→{lab}",
+            "feature": f,
+            "label": lab,
+            "favoured": fav,
+            "steer": steer,
+            "asked": asked,
+            "generated": gen,
+            "fired": fired,
+            "missed": 0,
+            "prefix_only": gen - fired,
+            "malformed": 0,
+            "duplicates": 0,
+            "short": asked - fired,
+        }
+        for f, lab, fav, steer, asked, gen, fired in cells
+    ]
+    per_cell = {
+        "sleeping@hypothesis→entailment": {"n": 9, "kept": 4, "rejected": 5, "pass_rate": 0.4444}
+    }
+    saved = {
+        "targeted": ("sample", {"cells": {"rows": rows}}, {"generator": "g"}),
+        "judge": ("confidence-filter", {"per_cell": per_cell}, {"input": "targeted"}),
+        "other_judge": ("confidence-filter", {"per_cell": {}}, {"input": "elsewhere"}),
+        "rules": ("transform", {"cells": {"tall@hypothesis→contradiction": 3}}, {}),
+    }
+    for name, (kind, summary, config) in saved.items():
+        write_json(summary, run / name / "summary.json")
+        manifest["stages"].append(
+            {
+                "name": name,
+                "stage": kind,
+                "status": "done",
+                "outputs": {"summary": {"path": f"{name}/summary.json", "kind": "json"}},
+            }
+        )
+        manifest["config"]["stages"][name] = {"stage": kind, **config}
+    write_json(manifest, run / "manifest.json")
+    return run
+
+
+def test_the_report_shows_the_cells_asked_accepted_and_their_z(cells_run: Path) -> None:
+    from zdebias.report.cells import feature_z
+    from zdebias.report.html import report_context
+
+    (table,) = report_context(load_run(cells_run))["cells"]
+    assert (table["stage"], table["judges"], table["rules"]) == ("targeted", ["judge"], True)
+    assert (table["before"], table["after"]) == ("before", "after")
+    sleeping, tall = table["rows"]
+    assert (sleeping["asked"], sleeping["generated"], sleeping["written"]) == (12, 19, 9)
+    assert sleeping["accepted_text"] == ["4/9"] and tall["accepted_text"] == ["0/0"]
+    assert (sleeping["rule_made"], tall["rule_made"]) == (0, 3)
+    before, after = _stats(cells_run, "before"), _stats(cells_run, "after")
+    for row in (sleeping, tall):
+        tracked = {
+            side: stats["tracked"][row["feature"]][row["favoured"]]
+            for side, stats in (("before", before), ("after", after))
+        }
+        assert row["z_before"]["z"] == pytest.approx(tracked["before"]["z"], abs=1e-3)
+        assert row["z_after"]["z"] == pytest.approx(tracked["after"]["z"], abs=1e-3)
+        assert row["z_before"]["n"] == tracked["before"]["n"]
+        assert row["z_before"]["significant"] and not row["z_after"]["significant"]
+        untracked = {k: v for k, v in before.items() if k != "tracked"}  # from Gardner points
+        got = feature_z(untracked, row["feature"], row["favoured"])
+        assert got == {**row["z_before"], "z": pytest.approx(tracked["before"]["z"], abs=1e-3)}
+        z = f"{tracked['before']['z']:.1f}* → {tracked['after']['z']:.1f}"
+        assert row["z_text"] == z
+    page = build_report(cells_run)
+    assert "<h2>Shortcut-breaking cells</h2>" in page
+    assert "<td>sleeping@hypothesis→entailment</td>" in page
+    row = re.search(r"<tr><td>sleeping@hypothesis→entailment</td>.*?</tr>", page).group(0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[5:] == ["12", "19", "9", "4/9", "0", sleeping["z_text"]]
+
+
+def test_a_run_without_targeted_sampling_has_no_cells_table(run_dir: Path) -> None:
+    assert "Shortcut-breaking cells" not in build_report(run_dir)

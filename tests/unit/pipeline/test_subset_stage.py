@@ -109,6 +109,42 @@ def test_evaluate_baselines_must_be_methods() -> None:
     assert recipe_from_dict(data).stages["ev"].baselines == ["B", "A"]
 
 
+def _doc(name: str, runs: list[tuple[float, float, float]]) -> dict:
+    """A results document as ``evaluate_models`` writes it: per run the flat metrics."""
+    keys = ("HANS", "HANS/lexical_overlap", "HANS/lexical_overlap/entailment")
+    metrics = [dict(zip(keys, run, strict=True)) for run in runs]
+    return {
+        "name": name,
+        "suites": [{"name": "HANS"}],
+        "runs": [{"metrics": m} for m in metrics],
+        "summary": {k: {"mean": sum(m[k] for m in metrics) / len(metrics)} for k in keys},
+    }
+
+
+def test_evaluate_detail_tests_each_heuristic_and_label() -> None:
+    from zdebias.pipeline.stages.classify import EvaluateConfig, baseline_comparisons
+
+    docs = [
+        _doc("D0", [(0.50, 0.40, 0.90), (0.52, 0.41, 0.92), (0.51, 0.42, 0.91)]),
+        _doc("new", [(0.60, 0.70, 0.60), (0.61, 0.72, 0.62), (0.62, 0.71, 0.61)]),
+        _doc("one seed", [(0.55, 0.50, 0.80)]),
+    ]
+    settings = {"stage": "evaluate", "classifiers": {"D0": "a", "new": "b", "one seed": "c"}}
+    plain = baseline_comparisons(docs, EvaluateConfig(suites={"HANS": "h"}, **settings))
+    (detail,) = baseline_comparisons(
+        docs, EvaluateConfig(suites={"HANS": "h"}, detail=True, **settings)
+    )
+    assert [list(c["tests"]) for c in plain[0]["comparisons"]] == [["HANS"], ["HANS"]]
+    new, one = detail["comparisons"]
+    assert list(new["tests"]) == list(docs[0]["summary"])
+    entailment = new["tests"]["HANS/lexical_overlap/entailment"]
+    assert entailment["difference"] == pytest.approx(-0.30)
+    assert entailment["p"] < 0.05 and entailment["significant"]
+    assert one["tests"]["HANS/lexical_overlap"]["t"] is None  # one run: no t-test
+    # unset, the setting stays out of the stage's settings (and so of its hash)
+    assert "detail" not in EvaluateConfig(suites={"HANS": "h"}, **settings).model_dump()
+
+
 def test_a_reader_option_override_on_a_short_data_entry() -> None:
     data = {"name": "o", "data": {"train": "t.jsonl"}, "stages": {}}
     out = apply_overrides(data, ["data.train.limit=300", "data.dev=d.jsonl"])

@@ -161,6 +161,12 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         description="methods every other method is t-tested against (default: the first); "
         "the first one marks the table's significant cells",
     )
+    detail: bool = Field(
+        False,
+        description="also t-test each grouped suite's groups (HANS: per heuristic and per "
+        "heuristic × gold label)",
+        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
+    )
 
     @model_validator(mode="after")
     def _known_baselines(self) -> EvaluateConfig:
@@ -180,7 +186,7 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
 )
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
-    from zdebias.evaluation.significance import compare_results, comparison_markdown
+    from zdebias.evaluation.significance import comparison_markdown
     from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
         group_markdown,
@@ -202,13 +208,7 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             progress=ctx.progress,
         )
         docs.append(doc)
-    comparisons = []
-    if len(docs) > 1:
-        for base in cfg.baselines or [docs[0]["name"]]:
-            ordered = [d for d in docs if d["name"] == base] + [
-                d for d in docs if d["name"] != base
-            ]
-            comparisons.append(compare_results(ordered, average=cfg.average))
+    comparisons = baseline_comparisons(docs, cfg)
     comparison = comparisons[0] if comparisons else None
     table = summary_table(docs, average=cfg.average, comparison=comparison)
     groups = []
@@ -241,6 +241,22 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         for row in table["rows"]
     }
     return StageResult({"results": "results.json", "table": "table.md"}, metrics={"accuracy": flat})
+
+
+def baseline_comparisons(docs: list[dict[str, Any]], cfg: EvaluateConfig) -> list[dict[str, Any]]:
+    """The t-tests of every method against each of ``cfg.baselines`` (default: the first
+    method), one comparison per baseline; with ``cfg.detail`` also on every flat metric of
+    the results (``HANS/lexical_overlap/entailment``, ...), not only on the suites."""
+    from zdebias.evaluation.significance import compare_results
+
+    if len(docs) < 2:
+        return []
+    keys = list(docs[0].get("summary", {})) if cfg.detail else None
+    out = []
+    for base in cfg.baselines or [docs[0]["name"]]:
+        ordered = [d for d in docs if d["name"] == base] + [d for d in docs if d["name"] != base]
+        out.append(compare_results(ordered, keys=keys, average=cfg.average))
+    return out
 
 
 def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:

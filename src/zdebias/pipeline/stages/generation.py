@@ -195,9 +195,11 @@ def _cells_input(inputs: Inputs) -> Any:
 class TransformConfig(TransformSettings, StageConfig):
     """Rule-made transforms of the input's premises for the HANS heuristics (inversion,
     passive, drop-modifier, subsequence): a source a ``combine`` stage takes as its
-    ``generated`` input, alone or ``concat``-ed with samples."""
+    ``generated`` input, alone or ``concat``-ed with samples; with ``cells`` (a stats stage or
+    a cells file), each pair that fills a shortcut-breaking cell gets ``meta.cell``."""
 
     input: RecordsRef
+    cells: Annotated[str | None, Ref("json", external=True)] = None
 
 
 @register_stage("transform", config=TransformConfig, outputs={"data": "records", "summary": "json"})
@@ -206,8 +208,14 @@ def transform_stage(cfg: TransformConfig, inputs: Inputs, ctx: StageContext) -> 
     applied, skipped by reason)."""
     from zdebias.data.writers import write_files
     from zdebias.generation.transforms import transform_records
+    from zdebias.stats.cells import load_cells
 
-    result = transform_records(inputs.records("input"), settings_for(TransformSettings, cfg, ctx))
+    cells = _cells_input(inputs)
+    result = transform_records(
+        inputs.records("input"),
+        settings_for(TransformSettings, cfg, ctx),
+        cells=load_cells(cells) if cells is not None else None,
+    )
     write_files(ctx.out_dir, {"data.jsonl": result.records, "summary.json": result.summary})
     write_examples(ctx, result.records)
     rules = result.summary["rules"]
