@@ -239,6 +239,64 @@ def _run_info(model: str) -> dict[str, Any]:
     return info
 
 
+class PredictionCache:
+    """Probabilities of local classifier folders on record sets, kept as ``KEY.npy`` in a
+    folder: the key is a digest of the model folder's bytes, the records, the device, dtype,
+    batch size and max length, so a hit is what predicting again would give."""
+
+    def __init__(self, folder: str | Path, sets: Sequence[Sequence[Record]]) -> None:
+        from zdebias.models.checkpoints import records_digest
+
+        self.folder = Path(folder)
+        self.set_keys = [records_digest(records) for records in sets]
+        self.sets = sets
+        self.hits = 0
+
+    @staticmethod
+    def model_digest(model: str | Path) -> str | None:
+        """sha256 over a local folder's file names and bytes; None for a hub name."""
+        import hashlib
+
+        path = Path(model)
+        if not path.is_dir():
+            return None
+        h = hashlib.sha256()
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+            with f.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def predict(
+        self, model: str | Path, clf: Any, batch_size: int, *, progress: bool = False
+    ) -> list[np.ndarray]:
+        """``clf.predict_each`` of the sets, read from the cache where it holds them."""
+        from zdebias.data.writers import atomic_open
+        from zdebias.models.checkpoints import fingerprint
+
+        digest = self.model_digest(model)
+        if digest is None or not hasattr(clf, "model"):
+            return clf.predict_each(self.sets, batch_size=batch_size, progress=progress)
+        param = next(clf.model.parameters())
+        base = [digest, str(param.device), str(param.dtype), batch_size, clf.max_length, clf.input]
+        files = [self.folder / f"{fingerprint(base, key)}.npy" for key in self.set_keys]
+        out: list[np.ndarray | None] = [np.load(f) if f.is_file() else None for f in files]
+        todo = [i for i, probs in enumerate(out) if probs is None]
+        self.hits += len(files) - len(todo)
+        if todo:
+            fresh = clf.predict_each(
+                [self.sets[i] for i in todo], batch_size=batch_size, progress=progress
+            )
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for i, probs in zip(todo, fresh, strict=True):
+                out[i] = probs
+                with atomic_open(files[i], "wb") as fh:
+                    np.save(fh, probs)
+        return [probs for probs in out if probs is not None]
+
+
 def evaluate_models(
     models: Sequence[str | Path],
     suites: Sequence[Suite],
@@ -247,6 +305,7 @@ def evaluate_models(
     name: str | None = None,
     progress: bool = True,
     predictions_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
@@ -259,6 +318,9 @@ def evaluate_models(
     ``results`` per suite, ``metrics`` flat), ``summary`` (flat metric → mean ± std over runs).
     With ``predictions_dir``, each run's records are also written there with their
     predictions (``run{i}-{suite}.jsonl``; meta ``pred`` as scored, ``probs`` per model label).
+    With ``cache_dir``, a local model's probabilities on a suite are kept there and read back
+    by any later evaluation of the same model bytes on the same records with the same device,
+    dtype and batch size (:class:`PredictionCache`): the same numbers, without predicting.
     """
     from zdebias.classify.on_ray import classifier_for
     from zdebias.data.writers import write_records
@@ -274,10 +336,14 @@ def evaluate_models(
         raise ConfigError(f"suite names must be unique; repeated: {', '.join(dupes)}")
     loaded = [load_suite(s) for s in suites]
     runs = []
+    sets = [records for records, _info in loaded]
+    cache = PredictionCache(cache_dir, sets) if cache_dir is not None and not opts.on_ray else None
     for run_index, model in enumerate(models):
         clf = classifier_for(model, opts, progress=progress)
-        sets = [records for records, _info in loaded]
-        scored = clf.predict_each(sets, batch_size=opts.batch_size, progress=progress)
+        if cache is None:
+            scored = clf.predict_each(sets, batch_size=opts.batch_size, progress=progress)
+        else:
+            scored = cache.predict(model, clf, opts.batch_size, progress=progress)
         results: dict[str, Any] = {}
         metrics: dict[str, float] = {}
         for suite, records, probs in zip(suites, sets, scored, strict=True):

@@ -179,6 +179,11 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         return self
 
 
+#: the run's cache of classifiers' probabilities on evaluation sets (any evaluate stage of the
+#: run, or of a recipe that extends its recipe, reads a model's predictions back from there)
+PREDICTIONS_CACHE = ".zdebias-predictions"
+
+
 @register_stage(
     "evaluate",
     config=EvaluateConfig,
@@ -206,6 +211,7 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             settings_for(EvaluateSettings, cfg, ctx),
             name=method,
             progress=ctx.progress,
+            cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
         )
         docs.append(doc)
     comparisons = baseline_comparisons(docs, cfg)
