@@ -172,11 +172,13 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
     refs = field_refs(type(cfg))
     unused = cfg.hash_excluded()
     settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS, *unused})
+    # an unset reference among them (e.g. a z-filter stage's `dynamics`) is left out too
+    inputs = {k: v for k, v in input_digests.items() if not (k in unused and v is None)}
     payload = {
         "kind": cfg.stage,
         "version": type(cfg).version,
         "settings": settings,
-        "inputs": input_digests,
+        "inputs": inputs,
         "task": recipe.task,
         "seed": recipe.stage_seed(name),
     }

@@ -5,6 +5,7 @@ accepted (another recipe's is still refused)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,24 @@ def test_a_run_folder_of_an_extended_recipe_is_accepted(tmp_path: Path) -> None:
         "'snli20k-cpu', which it extends); choose a new --out, or list that recipe under the "
         "recipe's `extends`"
     ]
+
+
+#: every stage hash of the shipped recipes as the code of 7300a0b computed them (data under
+#: /data): a stage whose settings, inputs and kind did not change must keep its hash, or every
+#: user's finished run folders would redo it
+BEFORE = Path(__file__).parent / "data" / "stage_hashes_7300a0b.json"
+
+
+def test_shipped_recipes_keep_their_stage_hashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = json.loads(BEFORE.read_text(encoding="utf-8"))
+    monkeypatch.setenv("ZDEBIAS_DATA", before["ZDEBIAS_DATA"])
+    monkeypatch.setenv("ZDEBIAS_LIU", before["ZDEBIAS_LIU"])
+    compared = 0
+    for name, old in before["hashes"].items():
+        now = chained_hashes(load_recipe(CONFIGS / f"{name}.yaml"), tmp_path)
+        shared = [s for s in old if s in now]
+        assert {s: now[s] for s in shared} == {s: old[s] for s in shared}, name
+        compared += len(shared)
+    assert compared == 188  # all but the PoE recipes' `evaluate` (now `evaluate_poe`)
