@@ -377,6 +377,8 @@ def _data_map_section(run: RunData) -> list[dict[str, Any]]:
         if folder is None or not (folder / DYNAMICS_FILE).is_file():
             continue
         dyn = read_dynamics(folder)
+        if dyn.n_epochs < 2:  # one epoch: no variability, no map
+            continue
         with tempfile.TemporaryDirectory(prefix="zdebias-report-") as tmp:
             png = Path(tmp) / "data_map.png"
             drawn = data_map_plot(
@@ -455,7 +457,10 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
-    """Per evaluate stage: the summary table and the heuristic (group) tables."""
+    """Per evaluate stage: the summary table, its bar chart and the heuristic (group)
+    tables."""
+    from zdebias.report.plots import evaluation_bars
+
     stages = []
     for stage in run.of_kind("evaluate"):
         results = run.json_output(stage, "results")
@@ -481,7 +486,16 @@ def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
             }
             for g in results.get("groups", [])
         ]
-        stages.append({"name": stage["name"], "columns": columns, "rows": rows, "groups": groups})
+        png = evaluation_bars(table, title=stage["name"]) if table["rows"] else None
+        stages.append(
+            {
+                "name": stage["name"],
+                "columns": columns,
+                "rows": rows,
+                "groups": groups,
+                "png": base64.b64encode(png).decode("ascii") if png else None,
+            }
+        )
     return stages
 
 

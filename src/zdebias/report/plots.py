@@ -363,6 +363,46 @@ def _correctness_colours(values: np.ndarray) -> list[tuple[float, str]]:
     return [(level, to_hex(cmap(0.05 + 0.9 * level))) for level in levels]
 
 
+def evaluation_bars(table: dict[str, Any], *, title: str | None = None) -> bytes:
+    """An evaluate stage's summary table (:func:`zdebias.evaluation.tables.summary_table`)
+    as a PNG: one group of bars per suite, one bar per method, the mean accuracy in % with
+    the standard deviation over seeds as an error bar (same table, same bytes)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    columns, rows = list(table["columns"]), list(table["rows"])
+    width = 0.8 / max(1, len(rows))
+    fig = Figure(figsize=(max(6.0, 1.1 * len(columns) * max(1, len(rows)) ** 0.5), 4.2), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(columns))
+    for i, row in enumerate(rows):
+        cells = [row["cells"].get(c) or {} for c in columns]
+        mean = [100 * c["mean"] if c.get("mean") is not None else np.nan for c in cells]
+        std = [100 * (c.get("std") or 0.0) for c in cells]
+        ax.bar(
+            x - 0.4 + width * (i + 0.5),
+            mean,
+            width,
+            yerr=std,
+            capsize=2,
+            color=COLORS[i % len(COLORS)],
+            label=row["name"],
+            error_kw={"linewidth": 0.8},
+        )
+    ax.set_xticks(x, columns, fontsize=8)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(axis="y", linewidth=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="lower left", ncols=2)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
 def data_map_plot(
     confidence: np.ndarray,
     variability: np.ndarray,

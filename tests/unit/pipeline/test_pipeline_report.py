@@ -139,7 +139,8 @@ def test_the_html_is_self_contained_and_holds_the_numbers(run_dir: Path) -> None
     ):
         assert f"<h2>{section}</h2>" in html
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == 2
+    assert len(images) == 3  # two Gardner plots and the evaluation's bar chart
+    assert html.count('<img alt="accuracy of ') == 1
     assert all(base64.b64decode(img)[:8] == b"\x89PNG\r\n\x1a\n" for img in images)
     assert not re.search(r'(src|href)="(https?:)?//', html) and "<script" not in html
     before = _stats(run_dir, "before")

@@ -1,0 +1,15 @@
+def test_evaluation_bars_draw_the_table() -> None:
+    from zdebias.report.plots import evaluation_bars
+
+    def table(mean: float) -> dict:
+        cell = {"mean": mean, "std": 0.01, "n_runs": 3}
+        rows = [
+            {"name": "D0", "cells": {"SNLI": cell, "HANS": {"mean": 0.5, "std": 0.0}}},
+            {"name": "Z(D0)", "cells": {"SNLI": {"mean": 0.8, "std": 0.02}, "HANS": None}},
+        ]
+        return {"columns": ["SNLI", "HANS"], "rows": rows}
+
+    one = evaluation_bars(table(0.9), title="evaluate")
+    assert one[:8] == b"\x89PNG\r\n\x1a\n"
+    assert evaluation_bars(table(0.9), title="evaluate") == one  # same table, same bytes
+    assert evaluation_bars(table(0.6), title="evaluate") != one  # a bar's height shows
