@@ -1,3 +1,6 @@
+"""The evaluation bar chart of the run report."""
+
+
 def test_evaluation_bars_draw_the_table() -> None:
     from zdebias.report.plots import evaluation_bars
 
