@@ -82,12 +82,9 @@ def _embed(
     out = np.zeros((len(first), dim), dtype=np.float32)
     batches: Any = length_batches(first, second, EMBED_BATCH)
     if progress:
-        from rich.console import Console
-        from rich.progress import track
+        from zdebias.data.progress import track
 
-        batches = track(
-            batches, "embedding", total=len(batches), console=Console(stderr=True), transient=True
-        )
+        batches = track(batches, "embedding", total=len(batches))
     with torch.inference_mode():
         for idx in batches:
             enc = tokenizer(

@@ -158,9 +158,9 @@ def predict_proba(
     out = np.zeros((len(records), len(clf.labels)), dtype=np.float64)
     batches: Any = length_batches(first, second, batch_size)
     if progress:
-        from rich.progress import track
+        from zdebias.data.progress import track
 
-        batches = track(batches, description="predicting", total=len(batches))
+        batches = track(batches, "predicting", total=len(batches))
     for idx in batches:  # rows are written back in input order
         pairs = [second[i] for i in idx] if second is not None else None
         out[idx] = score_batch(clf, [first[i] for i in idx], pairs)

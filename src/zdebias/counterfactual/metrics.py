@@ -96,7 +96,7 @@ def perplexity(
     per_text: list[float] = []
     starts: Any = range(0, len(texts), batch_size)
     if progress:
-        from zdebias.counterfactual._progress import track
+        from zdebias.data.progress import track
 
         starts = track(starts, description="perplexity", total=len(starts))
     for b in starts:

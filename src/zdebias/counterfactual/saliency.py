@@ -174,7 +174,7 @@ def compute_saliency(
     out: list[ExampleSaliency] = []
     starts: Any = range(0, len(records), batch_size)
     if progress:
-        from zdebias.counterfactual._progress import track
+        from zdebias.data.progress import track
 
         starts = track(starts, description="saliency", total=len(starts))
     for start in starts:

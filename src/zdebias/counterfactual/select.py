@@ -203,7 +203,7 @@ def sample_fillers(
     results: list[list[list[str] | str]] = []
     starts: Any = range(0, len(sources), batch_size)
     if progress:
-        from zdebias.counterfactual._progress import track
+        from zdebias.data.progress import track
 
         starts = track(starts, description="generating", total=len(starts))
     for start in starts:

@@ -22,7 +22,7 @@ class FeatureSettings(Settings):
     )
     seed: int = setting(
         DEFAULT_SEED,
-        "Random seed (z-filter order, hypothesis-only folds).",
+        "Random seed (z-filter order, hypothesis-only folds, AFLite's train subsets).",
         deprecated=("--shuffle-seed",),
     )
     token_pattern: str | None = setting(
