@@ -190,15 +190,28 @@ def transform_cmd(
     settings: TransformSettings,
     read: ReadOptions,
     cli: CliOptions,
+    cells: Annotated[
+        str | None,
+        typer.Option(
+            "--cells",
+            help="Shortcut-breaking cells (`zdebias stats --cells` output, or a stats report): "
+            "a pair that fills one gets meta.cell and meta.feature, and the summary counts "
+            "the pairs per cell.",
+        ),
+    ] = None,
 ) -> None:
     """Rule-made transforms of the pairs' premises for the HANS heuristics (inversion,
     passive, drop-modifier, subsequence): DIR/transforms.jsonl and summary.json."""
     from zdebias.generation.transforms import transform_file
+    from zdebias.stats.cells import load_cells
 
     path = require(input, "INPUT")
+    chosen = load_cells(cells) if cells is not None else None  # checked before any output
     check_output(out, cli, published=True)
     records, _ = read_logged(path, read, what="input")
-    summary = transform_file(records, out, settings, overwrite=cli.overwrite, source=path)
+    summary = transform_file(
+        records, out, settings, cells=chosen, overwrite=cli.overwrite, source=path
+    )
     emit(summary, cli, lambda: transform_text(summary, out))
 
 

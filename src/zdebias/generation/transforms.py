@@ -657,14 +657,15 @@ def transform_file(
     out: str | Path,
     settings: TransformSettings | None = None,
     *,
+    cells: Sequence[Cell] | None = None,
     overwrite: bool = False,
     source: str | None = None,
 ) -> dict[str, Any]:
-    """:func:`transform_records`, published as the folder ``out``: ``transforms.jsonl`` and
-    ``summary.json``; the summary."""
+    """:func:`transform_records` (``cells``: tag the pairs that fill them), published as the
+    folder ``out``: ``transforms.jsonl`` and ``summary.json``; the summary."""
     from zdebias.data.writers import publish_folder, write_files
 
-    result = transform_records(records, settings)
+    result = transform_records(records, settings, cells=cells)
     summary = {"input": source, **result.summary} if source else result.summary
 
     def build(work: Path) -> dict[str, Any]:

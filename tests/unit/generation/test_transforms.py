@@ -294,3 +294,24 @@ def test_pairs_that_fill_a_shortcut_breaking_cell_carry_it() -> None:
     assert result.summary["cells"] == {"full-lex-overlap→neutral": 1}
     plain = transform_records(rows, rules=["inversion", "passive"])
     assert "cells" not in plain.summary and "cell" not in plain.records[0].meta
+
+
+def test_cli_tags_the_cells_it_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from zdebias.stats.cells import Cell
+
+    data = tmp_path / "d0.jsonl"
+    write_records([Record("p0", "neutral", "A man is holding a dog.", "h")], data)
+    cells = tmp_path / "cells.json"
+    cell = Cell("full-lex-overlap", "entailment", "neutral", 8.0, 40, 3, 7)
+    cells.write_text(json.dumps({"cells": [cell.to_dict()]}), encoding="utf-8")
+    args = ["-q", "transform", str(data), "--rules", "inversion,passive"]
+    main([*args, "--cells", str(cells), "--out", str(tmp_path / "t"), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["cells"] == {"full-lex-overlap→neutral": 1}
+    rows = read_records(tmp_path / "t" / "transforms.jsonl", task="nli")
+    assert [r.meta.get("cell") for r in rows] == ["full-lex-overlap→neutral", None]
+    (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit) as err:
+        main([*args, "--cells", str(tmp_path / "bad.json"), "--out", str(tmp_path / "u")])
+    assert err.value.code == 2 and not (tmp_path / "u").exists()
+    assert "bad.json" in capsys.readouterr().err
