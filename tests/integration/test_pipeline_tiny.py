@@ -193,7 +193,8 @@ def test_tiny_pipeline_resumes_after_a_kill_during_sampling(
     assert [r["found"] for r in rows] == [True, True, True]
     html = build_report(run_a)
     assert "<h3>Generated samples in <code>seq_z</code></h3>" in html or "confident" in html
-    assert html.count("data:image/png;base64,") == 2
+    assert html.count("data:image/png;base64,") == 3  # Gardner before, after; evaluation bars
+    assert html.count('<img alt="accuracy of evaluate"') == 1
 
     # B: a real `zdebias run` killed (SIGTERM) once sampling has written a shard
     run_b = tmp_path / "b"
