@@ -14,6 +14,7 @@ listed in a field's ``deprecated`` metadata still work for one release, with a w
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -67,6 +68,17 @@ class CliOptions(Verbosity):
 _ROOT = Verbosity()
 #: the argument and option values of the command running now (:func:`given_values`)
 _GIVEN: list[Any] = []
+#: what the running command holds until it returns (the locks of its output files)
+_HELD: list[contextlib.ExitStack] = []
+
+
+def hold_for_command(manager: contextlib.AbstractContextManager[Any]) -> None:
+    """Enter ``manager`` (e.g. an output's lock) and leave it when the running command
+    returns or fails; outside a command it is entered and left at once."""
+    if not _HELD:
+        with manager:
+            return
+    _HELD[-1].enter_context(manager)
 
 
 def given_values() -> list[Any]:
@@ -300,7 +312,12 @@ def command(
                 configure_logging(call[pname])
                 if not isinstance(call[pname], CliOptions):
                     _ROOT = call[pname]
-        return fn(**call)
+        with contextlib.ExitStack() as held:
+            _HELD.append(held)
+            try:
+                return fn(**call)
+            finally:
+                _HELD.pop()
 
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     wrapper.settings_models = dict(models)  # type: ignore[attr-defined]

@@ -98,3 +98,23 @@ def test_the_lock_names_its_holder_and_is_removed(tmp_path: Path) -> None:
     with output_lock(out), output_lock(out):  # free again, and re-entrant
         assert lock_path(out).is_file()
     assert not lock_path(out).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [(["convert", "{data}", "{out}"], "o.csv"), (["stats", "{data}", "--out", "{out}"], "s.json")],
+    ids=["convert", "stats"],
+)
+def test_a_single_output_file_has_one_writer(tmp_path: Path, args: list[str], name: str) -> None:
+    """A command writing one file holds its lock from the output check to its end: another
+    process holding it makes the command exit 2 at once, with nothing written."""
+    data, out = _data(tmp_path / "d.jsonl"), tmp_path / name
+    run = [sys.executable, "-m", "zdebias.cli", "-q", *(a.format(data=data, out=out) for a in args)]
+    with output_lock(out):
+        proc = subprocess.run(run, capture_output=True, text=True, env=_env())
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{out} is being written by another zdebias process (pid {os.getpid()})" in proc.stderr
+    assert not out.exists()
+    proc = subprocess.run(run, capture_output=True, text=True, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and not lock_path(out).exists()

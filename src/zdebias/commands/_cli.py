@@ -62,13 +62,21 @@ def require(value: str | None, what: str, old: str | None = None) -> str:
     raise ConfigError(f"missing {what}" + (f" (or the deprecated {old})" if old else ""))
 
 
-def check_output(out: str | Path, cli: CliOptions, *, published: bool = False) -> Path:
+def check_output(
+    out: str | Path, cli: CliOptions, *, published: bool = False, file: bool = False
+) -> Path:
     """The one overwrite policy, checked before any work: a non-empty output is refused
     unless ``--overwrite``, a folder zdebias did not write (``data.ownership``) always; a
     symlink, the current folder, an input or a folder holding an input never
-    (``data.writers``). ``published``: a folder :func:`publish_files` will write."""
+    (``data.writers``). ``published``: a folder :func:`publish_files` will write. ``file``:
+    a single output file, locked (:func:`~zdebias.data.locks.output_lock`) from this check
+    until the command ends, so a second command writing it fails at once."""
+    from zdebias.data.locks import output_lock
     from zdebias.data.writers import check_out_dir, check_output_folder
+    from zdebias.settings_cli import hold_for_command
 
+    if file:
+        hold_for_command(output_lock(out))
     check_out_dir(out, overwrite=cli.overwrite, inputs=_given_paths(out))
     if published:
         check_output_folder(out, overwrite=cli.overwrite)

@@ -69,7 +69,7 @@ def predict_cmd(
     cli: CliOptions,
 ) -> None:
     """Write each record with meta.pred and meta.probs (probability per label)."""
-    check_output(out, cli)
+    check_output(out, cli, file=True)
     path = require(input, "INPUT")
     summary = _files(read, cli).predict(model, path, out, settings)
     acc = "-" if summary["accuracy"] is None else f"{summary['accuracy']:.4f}"
@@ -130,7 +130,7 @@ def evaluate_cmd(
     """Accuracy of one or more runs on evaluation suites; mean ± std over runs."""
     md_path = markdown_path(out, markdown)
     for path in (out, md_path):
-        check_output(path, cli)
+        check_output(path, cli, file=True)
     if predictions is not None:
         check_output(predictions, cli, published=True)
     doc, text = _files(read, cli).evaluate(
@@ -153,7 +153,7 @@ def compare_cmd(
     """Two-tailed t-test per suite of each results file against the first."""
     for path in (out, markdown):
         if path is not None:
-            check_output(path, cli)
+            check_output(path, cli, file=True)
     from zdebias.data.writers import write_together
     from zdebias.evaluation.significance import compare_files
 

@@ -47,7 +47,7 @@ def rationales(
     """Pick rationale spans by gradient saliency for correctly, confidently predicted examples."""
     path = require(input, "INPUT", "--data")
     for target in [t for t in (out, dropped) if t is not None]:
-        check_output(target, cli)
+        check_output(target, cli, file=True)
     with stdout_to_stderr():
         result = _files(read, cli).rationales(classifier, path, out, settings, dropped)
     emit(result, cli, lambda: fields_text(result, "n_input n_kept n_dropped out"))
@@ -103,7 +103,7 @@ def metrics(
     from zdebias.counterfactual.metrics import metrics_report
 
     if out is not None:
-        check_output(out, cli)
+        check_output(out, cli, file=True)
     with stdout_to_stderr():
         m = metrics_report(
             input, settings, classifier, rationales, human, out=out, progress=cli.progress

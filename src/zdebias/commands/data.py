@@ -52,7 +52,7 @@ def convert(
 
     conversion = Conversion(out, to)
     path = require(input, "INPUT")
-    check_output(out, cli, published=conversion.folder)
+    check_output(out, cli, published=conversion.folder, file=not conversion.folder)
     records, report = read_logged(path, read, what="input")
     n = conversion.write(records, report.labels, overwrite=cli.overwrite)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}

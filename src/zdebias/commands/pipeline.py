@@ -84,7 +84,7 @@ def report(
     from zdebias.report.results import write_result_report
 
     if out is not None:  # an explicit file: the usual overwrite rules (the default is derived)
-        check_output(out, cli)
+        check_output(out, cli, file=True)
     path = write_result_report(run_dir, out)
     emit({"report": str(path)}, cli, str(path))
 

@@ -54,7 +54,7 @@ def stats(
     targets = [out] if out else []
     targets += (list(plot_paths(plot)) if plot else []) + ([cells] if cells else [])
     for target in targets:
-        check_output(target, cli)
+        check_output(target, cli, file=True)
     m, report = measure_file(
         FileInput(path, read), settings, hypo_only=apply_hypo_only_model, progress=cli.progress
     )
@@ -156,7 +156,7 @@ def data_map(
     from zdebias.report.plots import data_map_files, plot_paths
 
     for target in plot_paths(out):
-        check_output(target, cli)
+        check_output(target, cli, file=True)
     done = data_map_files(dynamics, out)
     emit(
         done,
