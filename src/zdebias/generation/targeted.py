@@ -11,8 +11,11 @@ through the premises where the one before stopped), and the feature is steered b
   the hypothesis, right after the label token (first letter upper-cased), and the model
   writes on from there;
 - ``premise`` (an n-gram of the premise): only the premises that have it are drawn;
-- ``checked`` (hypothesis length, length ratio, lexical overlap): premises as they are, the
-  rule checked on the output;
+- ``copy`` (high lexical overlap: ``lex-overlap>t``, ``full-lex-overlap``): the hypothesis
+  starts with the premise's first words (:func:`copy_prefix`: 70 % of them, 3 to 10), so
+  that most of what it holds is the premise's; the model writes on from there;
+- ``checked`` (hypothesis length, length ratio, no lexical overlap): premises as they are,
+  the rule checked on the output;
 - ``label`` (``<null>``: every row has it): the forced label is the whole steering.
 
 Every output is checked with the feature extractor itself
@@ -52,7 +55,9 @@ from zdebias.generation.store import SUMMARY, read_samples
 from zdebias.stats.cells import Cell, cell_report
 
 #: how each kind of feature is steered (kinds missing here are skipped)
-STEERING = {"length": "checked", "ratio": "checked", "overlap": "checked", "null": "label"}
+STEERING = {"length": "checked", "ratio": "checked", "overlap": "copy", "null": "label"}
+#: the share of a premise's words a ``copy``-steered hypothesis starts with, and its bounds
+COPY_SHARE, COPY_MIN, COPY_MAX = 0.7, 3, 10
 #: the malformed reason of a well-formed row without its cell's feature
 MISSING = "feature_missing"
 #: the malformed reason of a prefix-steered row that is the forced n-gram and nothing else
@@ -93,9 +98,23 @@ def steering(cell: Cell, labels: Sequence[str]) -> tuple[str, str] | tuple[None,
         return "prefix", words[:1].upper() + words[1:]
     if key.kind == "ngram" and key.field == "premise":
         return "premise", ""
+    if key.kind == "overlap" and cell.feature == "no-lex-overlap":
+        return "checked", ""  # copying the premise is the opposite of what it needs
     if key.kind in STEERING:
         return STEERING[key.kind], ""
     return None, f"a {key.kind} feature cannot be steered"
+
+
+def copy_prefix(premise: str) -> str:
+    """The start of a ``copy``-steered hypothesis: the premise's first ceil(0.7·L) of its L
+    words (at least 3, at most 10, all of a shorter premise), final punctuation dropped.
+
+    >>> copy_prefix("A man in a blue shirt is sitting on a bench.")
+    'A man in a blue shirt is sitting'
+    """
+    words = premise.split()
+    k = min(len(words), max(COPY_MIN, min(COPY_MAX, -(-len(words) * 7 // 10))))
+    return " ".join(words[:k]).rstrip(".,;:!?")
 
 
 @dataclass(frozen=True)
@@ -195,10 +214,20 @@ class TargetedRounds(ConditionedRounds):
         last = min(first + self.batch_size, self.plan.total)
         return [self.plan.slot(g) for g in range(first, last)]
 
-    def prompt(self, slot: Slot) -> list[int]:
-        """``P <|label|>`` and, for ``prefix`` steering, the n-gram's tokens."""
+    @staticmethod
+    def prefix_of(slot: Slot) -> str:
+        """The words the slot's hypothesis starts with: the n-gram (``prefix``), the
+        premise's first words (``copy``), or none."""
         assert isinstance(slot, CellSlot) and slot.target is not None
-        text, prefix = slot.premise.premise or "", slot.target.prefix
+        if slot.target.steer == "copy":
+            return copy_prefix(slot.premise.premise or "")
+        return slot.target.prefix
+
+    def prompt(self, slot: Slot) -> list[int]:
+        """``P <|label|>`` and, for ``prefix`` / ``copy`` steering, the start of the
+        hypothesis."""
+        assert isinstance(slot, CellSlot) and slot.target is not None
+        text, prefix = slot.premise.premise or "", self.prefix_of(slot)
         if text not in self._premise_ids:
             self._premise_ids[text] = encode_prompt(text, self.tokenizer, self.fmt)[1:]
         if prefix not in self._prefix_ids:
@@ -247,8 +276,7 @@ class TargetedRounds(ConditionedRounds):
             assert has is not None  # the plan holds features computed from the row only
             for (i, _), ok in zip(group, has.tolist(), strict=True):
                 p, slot = out[i].parsed, slots[i]
-                assert isinstance(slot, CellSlot) and slot.target is not None
-                prefix = slot.target.prefix
+                prefix = self.prefix_of(slot)
                 reason = MISSING if not ok else None
                 if ok and prefix and tokenize(p.hypothesis or "") == tokenize(prefix):
                     reason = PREFIX_ONLY

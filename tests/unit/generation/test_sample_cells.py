@@ -254,3 +254,30 @@ def test_cells_max_unset_leaves_settings_and_stage_hashes_as_before() -> None:
 
     assert "cells_max" not in SampleSettings(n=5).model_dump()
     assert SampleSettings(n=5, cells_max=3).model_dump()["cells_max"] == 3
+
+
+def test_overlap_cells_start_the_hypothesis_with_the_premise(
+    ending_generator: Path, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """High-overlap cells are steered by copying the premise's first words (the generator
+    alone almost never writes them); no-lex-overlap stays checked."""
+    from zdebias.generation.targeted import copy_prefix, steering
+    from zdebias.stats.cells import Cell
+
+    labels = ("entailment", "neutral", "contradiction")
+    no = Cell("no-lex-overlap", "neutral", "entailment", 5.0, 40, 1, 3)
+    assert steering(no, labels) == ("checked", "")
+    cells = tmp_path / "overlap.json"
+    cells.write_text(json.dumps({"cells": [_cell("lex-overlap>0.7", "neutral", 3, "entailment")]}))
+    summary = _run(ending_generator, tmp_path / "s", (files[0], cells))
+    (row,) = summary["cells"]["rows"]
+    records = read_samples(tmp_path / "s")
+    assert (row["steer"], row["asked"], row["short"]) == ("copy", 3, 3 - row["fired"])
+    assert row["fired"] == len(records) >= 2  # a random model: most decodes keep the overlap
+    assert {r.label for r in records} == {"neutral"}
+    for r in records:
+        prefix = copy_prefix(r.premise)
+        assert r.hypothesis.startswith(prefix) and tokenize(r.hypothesis) != tokenize(prefix)
+        hyp, prem = tokenize(r.hypothesis.lower()), set(tokenize(r.premise.lower()))
+        assert sum(w in prem for w in hyp) / len(hyp) > 0.7  # the cell's feature, by hand
+        assert r.meta["cell"] == "lex-overlap>0.7→neutral"
