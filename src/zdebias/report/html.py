@@ -426,6 +426,29 @@ def _top_section(run: RunData, top_n: int) -> dict[str, Any] | None:
     return {"top_n": top_n, "stages": stages, "rows": rows}
 
 
+def _significance_section(run: RunData) -> list[dict[str, Any]]:
+    """Per stats stage (two or more): what it measured, its examples, significant features
+    (all and per label) and the highest z: the datasets of a run side by side."""
+    rows = []
+    for stage in run.of_kind("stats"):
+        stats = run.json_output(stage, "stats")
+        if not stats:
+            continue
+        per_label = stats.get("n_significant_per_label") or {}
+        rows.append(
+            {
+                "stage": stage["name"],
+                "input": (run.config.get("stages", {}).get(stage["name"]) or {}).get("input"),
+                "n": format_number(stats["n_examples"]),
+                "significant": format_number(stats["n_significant"]),
+                "per_label": ", ".join(f"{k} {format_number(v)}" for k, v in per_label.items()),
+                "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
+                "max_z": _z(max(stats["max_z"].values())) if stats.get("max_z") else MISSING,
+            }
+        )
+    return rows if len(rows) > 1 else []
+
+
 def _sizes_section(run: RunData) -> list[dict[str, Any]]:
     """:func:`sizes_rows` with the counts formatted."""
     return [{**r, "n": format_number(r["n"]), "detail": r.get("detail")} for r in sizes_rows(run)]
@@ -636,6 +659,7 @@ def report_context(run: RunData) -> dict[str, Any]:
         "gardner": _gardner_section(run),
         "top": _top_section(run, int(settings.get("top_n", 5))),
         "sizes": _sizes_section(run),
+        "significance": _significance_section(run),
         "data_maps": _data_map_section(run),
         "cells": _cells_section(run),
         "evaluation": _evaluation_section(run),

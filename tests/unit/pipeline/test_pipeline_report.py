@@ -151,6 +151,16 @@ def test_the_html_is_self_contained_and_holds_the_numbers(run_dir: Path) -> None
     assert '<td class="num">80.00±2.00</td><td class="num"><u>70.00±0.00</u></td>' in html
     assert html.count('<span class="ok">found</span>') == 3
     assert html.count('<span class="ok">gone</span>') == 3
+    # every stats stage side by side: examples and significant features, from its stats.json
+    assert "<h2>Significant features per dataset</h2>" in html
+    for name, data in (("before", "corpus.train"), ("after", "zf")):
+        stats = _stats(run_dir, name)
+        row = (
+            f"<tr><td><code>{name}</code></td><td><code>{data}</code></td>"
+            f'<td class="num">{stats["n_examples"]:,}</td>'
+            f'<td class="num">{stats["n_significant"]:,}</td>'
+        )
+        assert row in html, row
 
 
 def test_write_report_and_errors(run_dir: Path, tmp_path: Path) -> None:

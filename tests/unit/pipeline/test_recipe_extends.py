@@ -137,3 +137,20 @@ def test_shipped_recipes_keep_their_stage_hashes(
         assert {s: now[s] for s in shared} == {s: old[s] for s in shared}, name
         compared += len(shared)
     assert compared == 188  # all but the PoE recipes' `evaluate` (now `evaluate_poe`)
+
+
+def test_the_filters_compared_keep_z_filtering_s_size() -> None:
+    """AFLite's target and cartography's fraction give |Z(D0)| as docs/results.md measured it
+    on snli_20k (a changed Z(D0) must change them too)."""
+    import math
+    import re
+
+    results = (CONFIGS.parent / "docs" / "results.md").read_text(encoding="utf-8")
+    kept, total = (
+        int(x.replace(",", ""))
+        for x in re.search(r"Z\(D0\) \(([\d,]+) of ([\d,]+) pairs kept\)", results).groups()
+    )
+    stages = load_recipe(CONFIGS / "snli20k-filters-cpu.yaml").stages
+    assert stages["aflite"].aflite_target == kept == 7161 and total == 19993
+    for name in ("carto_ambiguous", "carto_hard"):
+        assert math.floor(total * stages[name].fraction + 0.5) == kept, name
