@@ -31,6 +31,8 @@ def test_filter_stage_keeps_the_region_of_the_first_seed(
         "corpus": {"stage": "demo-data", "n_train": 30, "n_dev": 6, "n_test": 6},
         "clf": clf,
         "carto": {"stage": "filter", "input": "corpus.train", "fraction": 0.5, **carto},
+        "seven": {"stage": "subset", "input": "corpus.train", "n": 7},
+        "carto_like": {"stage": "filter", "input": "corpus.train", "like": "seven", **carto},
     }
     run_recipe(recipe_from_dict({"name": "carto", "seed": 3, "stages": stages}), tmp_path / "r")
     run = tmp_path / "r"
@@ -46,5 +48,8 @@ def test_filter_stage_keeps_the_region_of_the_first_seed(
     summary = json.loads((run / "carto" / "summary.json").read_text())
     assert summary["method"] == "cartography" and summary["n_rejected"] == 15
     assert summary["dynamics"].endswith("seed-5/training_dynamics.jsonl")
+    # like: as many rows as another dataset has (the 7 lowest confidences)
+    kept = [json.loads(line)["id"] for line in (run / "carto_like" / "kept.jsonl").open()]
+    assert kept == sorted((r["id"] for r in lowest[:7]), key=order.index)
     page = build_report(run)
     assert "Data maps (dataset cartography)" in page and "data map clf" in page

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from zdebias.data.readers import read_records
+from zdebias.errors import ConfigError
 from zdebias.pipeline.digests import stage_hash
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
@@ -60,3 +61,15 @@ def test_an_aflite_filter_stage(
     assert len(kept) + len(rejected) == 90 == summary["n_input"]
     assert summary["method"] == "aflite" and summary["seed"] == 3
     assert (summary["aflite_m"], summary["aflite_k"], summary["aflite_target"]) == (22, 2, 44)
+    sized = dict(af, aflite_tau=0.01, like="forty")  # the target: another dataset's size
+    stages = {"corpus": corpus, "forty": {"stage": "subset", "input": "corpus.train", "n": 40},
+              "af": sized}  # fmt: skip
+    run_recipe(recipe_from_dict({"name": "af", "seed": 3, "stages": stages}), tmp_path / "r2")
+    summary = json.loads((tmp_path / "r2" / "af" / "summary.json").read_text())
+    assert summary["aflite_target"] == 40 == summary["n_kept"]
+    with pytest.raises(ConfigError, match="like: for method aflite or cartography"):
+        recipe_from_dict(
+            {"name": "z", "stages": {"corpus": corpus, "f": {"stage": "filter",
+                                                            "input": "corpus.train",
+                                                            "like": "corpus.train"}}}
+        )  # fmt: skip

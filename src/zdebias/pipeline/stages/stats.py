@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from zdebias.data.options import ReadOptions
 from zdebias.data.schema import Record
@@ -106,6 +106,24 @@ class FilterConfig(FilterSettings, StageConfig):
     dynamics: OptModelRef = Field(  # type: ignore[assignment]
         None, description=FilterSettings.model_fields["dynamics"].description
     )
+    like: OptRecordsRef = Field(
+        None,
+        description="aflite / cartography: keep as many rows as this dataset has (AFLite's "
+        "target; the cartography region's size), e.g. a z-filter stage, for a comparison at "
+        "the same size",
+    )
+
+    @model_validator(mode="after")
+    def _like_for_sized_methods(self) -> FilterConfig:
+        if self.like is not None and self.method == "z":
+            raise ValueError("like: for method aflite or cartography (z-filtering sets no size)")
+        if self.like is not None and self.method == "aflite" and self.aflite_target is not None:
+            raise ValueError("give one of like and aflite_target")
+        return self
+
+    def hash_excluded(self) -> set[str]:
+        """The other methods' settings, and ``like`` while unset (stage hashes stay)."""
+        return super().hash_excluded() | ({"like"} if self.like is None else set())
 
 
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
@@ -119,6 +137,14 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
 
     settings = feature_settings(FilterSettings, cfg, inputs, ctx)
     settings = settings.model_copy(update={"dynamics": inputs.path("dynamics")})
+    if "like" in inputs:  # the size of another dataset: AFLite's target, the region's share
+        size, total = len(inputs.records("like")), len(inputs.records("input"))
+        if not 0 < size <= total:
+            raise ConfigError(f"like: {size} rows; expected 1 to the input's {total}")
+        key = "aflite_target" if cfg.method == "aflite" else "fraction"
+        settings = settings.model_copy(
+            update={key: size if key == "aflite_target" else size / total}
+        )
     source = _file_input(inputs, "input", ctx)
     seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
     hypo_only, embed = apply_hypo_only_model, embed_records
