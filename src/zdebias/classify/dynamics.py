@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from zdebias.data.writers import atomic_open
 from zdebias.models.distributed import world_size
 from zdebias.stats.dynamics import DYNAMICS_FILE, dynamics_rows
 
@@ -111,7 +112,8 @@ class DynamicsRecorder(TrainerCallback):
         epochs = sorted(self.probs)
         arrays = {f"probs_{e}": self.probs[e] for e in epochs}
         arrays.update({f"correct_{e}": self.correct[e] for e in epochs})
-        np.savez(folder / CHECKPOINT_FILE, **arrays)
+        with atomic_open(folder / CHECKPOINT_FILE, "wb") as fh:  # never a torn file to resume
+            np.savez(fh, **arrays)
         return {"file": CHECKPOINT_FILE, "epochs": epochs, "n": self.n}
 
     def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
@@ -135,8 +137,6 @@ class DynamicsRecorder(TrainerCallback):
         self, folder: Path, ids: Sequence[str], labels: Sequence[str | None]
     ) -> dict[str, Any]:
         """Write :data:`DYNAMICS_FILE` into ``folder``; what the training summary says of it."""
-        from zdebias.data.writers import atomic_open
-
         probs, correct = self.matrices()
         seen = ~np.isnan(probs)
         trained = np.flatnonzero(seen.sum(axis=1) > 0)  # a run cut early may miss some

@@ -90,18 +90,14 @@ class StageConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
     #: bump in a subclass when a stage's behaviour changes so old outputs are redone
     version: ClassVar[int] = 1
-    #: settings added after run folders existed: left out of the stage hash while at their
-    #: default, so those folders' finished stages stay done
-    hashed_when_set: ClassVar[tuple[str, ...]] = ()
-
     stage: str
     seed: int | None = Field(default=None, description="random seed (default: the recipe's)")
 
     def hash_excluded(self) -> set[str]:
-        """Settings left out of the stage hash: those of :attr:`hashed_when_set` at their
-        default (a stage kind may leave out more, e.g. another method's settings)."""
-        fields = type(self).model_fields
-        return {k for k in self.hashed_when_set if getattr(self, k) == fields[k].default}
+        """Settings left out of the stage hash: none here; a stage kind with several methods
+        leaves out the others' (a setting added later is left out while unset by its field's
+        ``exclude_if``)."""
+        return set()
 
 
 class DataSpec(ReadOptions):

@@ -164,10 +164,10 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
 
     Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
     how often a training stage saves checkpoints, how many processes or CPU threads sample,
-    whether it runs on Ray) and ``cfg.hash_excluded()`` (settings added later, at their
-    default; a method's settings in a stage that runs another, e.g. AFLite's in a
-    z-filtering stage) are left out: changing them neither redoes a finished stage nor throws
-    away an interrupted one's work.
+    whether it runs on Ray) and ``cfg.hash_excluded()`` (a method's settings in a stage that
+    runs another, e.g. AFLite's in a z-filtering stage) are left out, as is a setting added
+    later while unset (its field's ``exclude_if``): changing them neither redoes a finished
+    stage nor throws away an interrupted one's work.
     """
     refs = field_refs(type(cfg))
     unused = cfg.hash_excluded()
