@@ -148,6 +148,13 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
     return "\n".join([*lines, *_kept_and_written(summary, out, "features refit on it, ")])
 
 
+def _wrote(summary: dict[str, Any], out: Path, main: str) -> str:
+    """A filter's or recipe's last line: the files it wrote (``main`` and ``rejected.jsonl``
+    unless the summary lists its ``output_files``), and ``summary.json``."""
+    names = [*summary.get("output_files", [main, "rejected.jsonl"]), "summary.json"]
+    return f"wrote {', '.join(str(out / name) for name in names)}"
+
+
 def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str]:
     """A filter's last lines: ``zdebias stats`` of the kept rows, and the files written."""
     lines = []
@@ -160,8 +167,7 @@ def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str
             f"  `zdebias stats` of kept.jsonl ({note}z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
         )
-    names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
-    lines.append(f"wrote {', '.join(str(out / name) for name in names)}")
+    lines.append(_wrote(summary, out, "kept.jsonl"))
     return lines
 
 
@@ -217,8 +223,7 @@ def cartography_text(summary: dict[str, Any], out: Path) -> str:
             f"  `zdebias stats` of kept.jsonl (z_c {kept['z_critical']:.2f}): "
             f"{kept['n_significant']:,} significant features"
         )
-    names = [*summary.get("output_files", ["kept.jsonl", "rejected.jsonl"]), "summary.json"]
-    lines.append(f"wrote {', '.join(str(out / name) for name in names)}")
+    lines.append(_wrote(summary, out, "kept.jsonl"))
     return "\n".join(lines)
 
 
@@ -231,9 +236,7 @@ def combine_text(s: dict[str, Any], out: Path) -> str:
     for label, row in s["top_z_output"].items():
         if row:
             lines.append(f"  {label}: top z {row['feature']} z={row['z']:.1f}")
-    names = [*s.get("output_files", ["combined.jsonl", "rejected.jsonl"]), "summary.json"]
-    files = ", ".join(str(out / name) for name in names)
-    lines.append(f"wrote {files}")
+    lines.append(_wrote(s, out, "combined.jsonl"))
     return "\n".join(lines)
 
 
