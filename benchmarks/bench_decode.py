@@ -111,18 +111,14 @@ def compare(
     u = uniforms(steps, rows, seed=0, device=device)
     start = torch.ones((batch, 1), dtype=torch.long, device=device)
 
+    sampling = {"do_sample": True, "top_p": top_p, "top_k": 0, "max_new_tokens": steps}
+
     def generate() -> list[list[int]]:
         got: list[list[int]] = []
+        mask = torch.ones_like(start)
         for _ in range(jobs):
             ids = model.generate(
-                input_ids=start,
-                attention_mask=torch.ones_like(start),
-                do_sample=True,
-                top_p=top_p,
-                top_k=0,
-                max_new_tokens=steps,
-                eos_token_id=eos,
-                pad_token_id=eos,
+                input_ids=start, attention_mask=mask, eos_token_id=eos, pad_token_id=eos, **sampling
             )
             got += ids[:, 1:].tolist()
         return got

@@ -503,23 +503,21 @@ class SlotDecoder:
         pad_id: int,
         u: torch.Tensor,
         *,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        temperature: float = 1.0,
-        width: int = DEFAULT_WIDTH,
         stats: dict[str, int] | None = None,
         prompts: Sequence[Sequence[int]] | None = None,
         choices: Sequence[int] | None = None,
+        **sampling: Any,
     ) -> list[list[int]]:
         """The rows :func:`decode` returns for the same arguments (``u``: ``(max_new_tokens,
-        rows)``), up to float rounding. ``stats``: ``steps`` (forward passes: decoding steps and
-        prefills), ``row_steps`` (rows the model ran, summed over the passes: every slot of
-        a step, live or idle) and ``live_row_steps`` (the live slots of the decoding steps:
-        without prompts, the rows' lengths summed; ``live_row_steps / row_steps`` is how
-        full the slots were)."""
+        rows)``; ``sampling``: ``top_p``, ``top_k``, ``temperature``, ``width`` as
+        :func:`sample_next` takes them), up to float rounding. ``stats``: ``steps`` (forward
+        passes: decoding steps and prefills), ``row_steps`` (rows the model ran, summed over
+        the passes: every slot of a step, live or idle) and ``live_row_steps`` (the live slots
+        of the decoding steps: without prompts, the rows' lengths summed;
+        ``live_row_steps / row_steps`` is how full the slots were)."""
         if u.shape[0] != self.length:
             raise ValueError(f"uniforms for {u.shape[0]} places; the decoder has {self.length}")
-        draw = partial(sample_next, top_p=top_p, top_k=top_k, temperature=temperature, width=width)
+        draw = partial(sample_next, **sampling)
         job = _Job(self, (start_id, eos_id, pad_id), u, prompts, choices, draw)
         with torch.no_grad():
             job.run()

@@ -112,6 +112,16 @@ def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) 
             assert set(row[end + 1 :]) <= {0}  # padding after the end token
 
 
+def _prompted(model: Any, *extra: list[int]) -> tuple[Any, int, torch.Tensor, int, list]:
+    """``(model, steps, u, eos, prompts)``: 14 places, prompts of 3-9 tokens, one as long as
+    the rows, then ``extra``; the uniforms of seed 3, one column per prompt."""
+    steps = 14
+    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
+    prompts += [[4] * steps, *extra]
+    u = uniforms(steps, len(prompts), seed=3)
+    return model, steps, u, _frequent_token(model, steps, u), prompts
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("choices", [None, [7, 9, 11]])
 def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
@@ -119,11 +129,7 @@ def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
 ) -> None:
     # prompts of 3-9 tokens, one as long as the rows may be: the prefill (left padding, own
     # positions) draws the same ids as feeding each prompt a token a step, in fewer passes
-    model, steps = tiny_lms[kind], 14
-    u = uniforms(steps, 12, seed=3)
-    eos = _frequent_token(model, steps, u)
-    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
-    prompts.append([4] * steps)
+    model, steps, u, eos, prompts = _prompted(tiny_lms[kind])
     slow: dict[str, int] = {}
     fast: dict[str, int] = {}
     options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
@@ -155,18 +161,26 @@ def test_same_ids_as_model_generate_when_deterministic(kind: str, tiny_lms: dict
     assert ours == [hf[0, 1:].tolist()]
 
 
-def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
+@pytest.fixture
+def generator(tiny_model: Callable[..., Path]) -> tuple[Path, Any, Any]:
+    """``(folder, model, fmt)``: a tiny GPT-2 generator folder (max length 10), its model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from zdebias.generation.format import add_format_tokens
-    from zdebias.generation.settings import SampleSettings
-    from zdebias.generation.trained import HFBackend
 
     folder = tiny_model("gpt2")
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     fmt = add_format_tokens(tok, model, "nli", max_length=10)
     model.save_pretrained(folder)
+    return folder, model, fmt
+
+
+def test_backend_rounds_are_seeded(generator: tuple[Path, Any, Any]) -> None:
+    from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend
+
+    folder, _, fmt = generator
     backend = HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4), device="cpu")
     first = backend.generate(4, 123)
     assert len(first) == 4 and 1 <= len(first[0]) <= 9
@@ -285,11 +299,7 @@ def test_refill_loop_reads_prompts_as_the_carry_loop(
     # as the rows (a whole row already), the label tokens as the only first choice
     from zdebias.generation.decode import SlotDecoder
 
-    model, steps = tiny_lms[kind], 14
-    u = uniforms(steps, 13, seed=3)
-    eos = _frequent_token(model, steps, u)
-    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
-    prompts += [[4] * steps, []]
+    model, steps, u, eos, prompts = _prompted(tiny_lms[kind], [])
     options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
     carry = decode(model, 1, eos, 0, steps, u, **options)
     for slots in (13, 4):
@@ -335,19 +345,12 @@ def test_auto_slots_from_free_memory(
         assert auto_slots(model, 127, "cuda") == slots
 
 
-def test_backend_loop_setting(tiny_model: Callable[..., Path]) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def test_backend_loop_setting(generator: tuple[Path, Any, Any]) -> None:
     from zdebias.errors import ConfigError
-    from zdebias.generation.format import add_format_tokens
     from zdebias.generation.settings import SampleSettings
     from zdebias.generation.trained import HFBackend, decode_loop
 
-    folder = tiny_model("gpt2")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli", max_length=10)
-    model.save_pretrained(folder)
+    folder, model, fmt = generator
 
     def backend(**kw: Any) -> HFBackend:
         return HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4, **kw), device="cpu")
