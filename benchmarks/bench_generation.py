@@ -94,8 +94,8 @@ def _timed_backend(new: bool, log: dict[str, Any]) -> type:
             log["parameters"] = sum(p.numel() for p in self.model.parameters())
             log["dtype"] = str(self.model.dtype).removeprefix("torch.")
 
-        def rounds_per_batch(self, batch_size: int) -> int:  # type: ignore[override]
-            return HFBackend.rounds_per_batch(batch_size) if new else 1
+        def rounds_per_batch(self, batch_size: int) -> int:
+            return super().rounds_per_batch(batch_size) if new else 1
 
         def generate_rounds(self, batch_size: int, seeds: Any) -> list[list[list[int]]]:
             start = time.perf_counter()

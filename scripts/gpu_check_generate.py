@@ -20,6 +20,14 @@ sequences of median ~33 tokens (SNLI under a GPT-2-style BPE: median 25, 95th pe
    is counted malformed: a worst case), and the same rounds through ``model.generate``
    (``sample_hf_generate``). With vLLM installed, its backend is timed too.
 
+0. ``sampling`` (first: the headline, kept if a later part is cut): the sampler's decoding
+   loops against ``model.generate`` on the same rows, GPT-2-large shape, bf16, 127 new tokens
+   a row (a random model never ends a row: every row runs to the limit), batch as large as
+   fits (:func:`zdebias.generation.decode.auto_slots`, at most 2048): ``generate``,
+   ``carry`` (the loop before the refill one), ``refill`` and ``refill_compiled`` (CUDA
+   graphs; ``compile_seconds`` apart), each with rows/s, ``x_generate`` and
+   ``hours_for_5m`` (:func:`bench_decode.compare`).
+
 Paper scale for reference: 5M samples in ~35 h on one A100 (~40 samples/s).
 Writes one JSON object to stdout and to ``--out`` (default ``$OUT/gpu_check_generate.json``
 when ``$OUT`` is set). Expect two to three minutes on an H200, most of it start-up.
@@ -254,6 +262,38 @@ def zdebias_path(
     return out
 
 
+def sampling_speed(torch: Any, config: Any, *, small: bool, device: str, **kw: Any) -> dict:
+    """The decoding loops against ``model.generate`` (doc, part 0), in bf16 with ``bf16``;
+    results go into ``out`` as they come, ``save()`` after each (both keywords)."""
+    bf16, out, save = kw["bf16"], kw.get("out"), kw.get("save")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_decode import compare
+    from transformers import GPT2LMHeadModel
+
+    from zdebias.generation.decode import auto_slots
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    with torch.device(device):
+        model = GPT2LMHeadModel(config).to(dtype).eval()
+    steps = 15 if small else 127
+    batch = 16 if small else auto_slots(model, steps)
+    out = {} if out is None else out
+    out.update(parameters=sum(p.numel() for p in model.parameters()), dtype=str(dtype)[6:])
+    compare(
+        model,
+        batch,
+        steps=steps,
+        jobs=2,
+        compile=device == "cuda",
+        out=out,
+        save=save or (lambda: None),
+    )
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="tiny model, quick CPU smoke run")
@@ -279,8 +319,10 @@ def main() -> None:
     def save() -> None:
         emit(result, args.out, "gpu_check_generate.json", quiet=True)
 
-    for name, fn in (("raw", raw_throughput), ("zdebias", zdebias_path)):
-        extra = {"out": result.setdefault(name, {}), "save": save} if name == "zdebias" else {}
+    parts = (("sampling", sampling_speed), ("raw", raw_throughput), ("zdebias", zdebias_path))
+    for name, fn in parts:
+        kept = name in ("sampling", "zdebias")  # these save what they measured as they go
+        extra = {"out": result.setdefault(name, {}), "save": save} if kept else {}
         try:
             result[name] = fn(torch, config, small=args.small, device=device, bf16=bf16, **extra)
         except Exception as err:

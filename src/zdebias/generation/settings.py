@@ -174,6 +174,27 @@ class SampleSettings(ExecutorSettings):
         "much faster on cores other jobs keep busy).",
         ge=1,
     )
+    decode_loop: Literal["auto", "carry", "refill"] = setting(
+        "auto",
+        "Decoding loop of the hf backend: carry (a batch's rows start together, ended ones "
+        "dropped), refill (fixed slots on a static KV cache, an ended row replaced by the "
+        "next at once); auto: refill on CUDA, carry elsewhere.",
+        exclude_if=lambda value: value == "auto",  # unset: runs and stage hashes as before it
+    )
+    decode_batch: int | None = setting(
+        None,
+        "Rows the hf backend decodes at once (default: 128 with carry; with refill on CUDA as "
+        "many as 80% of the free GPU memory holds, up to 2048). Pin it for a byte-identical "
+        "resume on a GPU.",
+        ge=1,
+        exclude_if=lambda value: value is None,
+    )
+    compile: bool = setting(
+        False,
+        "hf backend with the refill loop: compile its decoding step (torch.compile; CUDA "
+        "graphs on a GPU). Pays a compile of a minute or more per process.",
+        exclude_if=lambda value: not value,
+    )
     max_shards: int | None = setting(
         None, "Stop after writing this many shards (rerun to resume).", ge=1
     )

@@ -55,9 +55,11 @@ def generator_fingerprint(generator: str | Path) -> str:
 
 
 class HFBackend:
-    """Batched sampling with a transformers causal LM (any device torch has): the decoding loop
-    of :mod:`zdebias.generation.decode` (KV cache, finished rows dropped, nucleus found on a
-    short list), several rounds per batch (:class:`RoundBatches`); :meth:`generate_hf` is one
+    """Batched sampling with a transformers causal LM (any device torch has): a decoding loop
+    of :mod:`zdebias.generation.decode` (``settings.decode_loop``: *carry*, KV cache and
+    finished rows dropped, the default off CUDA; *refill*, fixed slots on a static KV cache,
+    a finished row replaced by the next, the default on CUDA; both find the nucleus on a short
+    list), several rounds per batch (:class:`RoundBatches`); :meth:`generate_hf` is one
     round through ``model.generate``. ``settings.threads``: CPU threads while decoding."""
 
     def __init__(
@@ -89,6 +91,14 @@ class HFBackend:
         self.threads = settings.threads
         #: decoding steps and rows x steps the model ran, over all rounds (:func:`decode`)
         self.stats: dict[str, int] = {}
+        self.loop = decode_loop(self.model, self.device, settings.decode_loop)
+        #: rows decoded at once: carry's batch (whole rounds), refill's slots (None: auto)
+        self.decode_batch = settings.decode_batch
+        self.use_compile = settings.compile
+        self._slots: Any = None  # the refill loop's SlotDecoder, made on first use
+        self.compute["decode"] = {"loop": self.loop, "compile": self.use_compile}
+        if self.loop == "refill":
+            self.compute["decode"]["slots"] = self.slot_decoder().slots
         self.config = GenerationConfig(
             do_sample=True,
             top_p=settings.top_p,
@@ -104,12 +114,32 @@ class HFBackend:
         """``batch_size`` sampled id sequences (after the start token), padded to the longest."""
         return self.generate_rounds(batch_size, [seed])[0]
 
-    @staticmethod
-    def rounds_per_batch(batch_size: int) -> int:
+    def rounds_per_batch(self, batch_size: int) -> int:
         """How many rounds :class:`RoundBatches` decodes together: a decoding step reads all
         the weights whatever its rows, so on a CPU a row costs about half as much at 64 rows
-        as at 32 (docs/scaling.md, "Sampling speed")."""
-        return max(1, ROWS_PER_BATCH // batch_size)
+        as at 32 (docs/scaling.md, "Sampling speed"). Carry: ``decode_batch`` (default
+        :data:`ROWS_PER_BATCH`) rows; refill: :data:`REFILL_JOB` times the slots (pinned or
+        the most :func:`~zdebias.generation.decode.auto_slots` gives, never the free memory:
+        a resumed run groups its rounds as before), so the slots stay full most of a job."""
+        if self.loop == "refill":
+            from zdebias.generation.decode import MAX_AUTO_SLOTS
+
+            cuda = self.device.startswith("cuda")
+            slots = self.decode_batch or (MAX_AUTO_SLOTS if cuda else ROWS_PER_BATCH)
+            return max(1, REFILL_JOB * slots // batch_size)
+        return max(1, (self.decode_batch or ROWS_PER_BATCH) // batch_size)
+
+    def slot_decoder(self) -> Any:
+        """The refill loop's :class:`~zdebias.generation.decode.SlotDecoder` (made once: it
+        keeps its static cache and compiled step from job to job)."""
+        if self._slots is None:
+            from zdebias.generation.decode import SlotDecoder
+
+            steps = self.fmt.max_length - 1
+            self._slots = SlotDecoder(
+                self.model, steps, self.decode_batch, compile=self.use_compile
+            )
+        return self._slots
 
     def generate_rounds(self, batch_size: int, seeds: Sequence[int]) -> list[list[list[int]]]:
         """:meth:`generate` for each seed, decoded as one batch; each row draws with its own
@@ -158,17 +188,21 @@ class HFBackend:
         return out
 
     def _decode(self, u: Any, **options: Any) -> list[list[int]]:
-        """:func:`~zdebias.generation.decode.decode` with the sampling settings, on
-        ``threads`` CPU threads."""
+        """The decoding loop (:func:`~zdebias.generation.decode.decode` or the refill
+        loop's :class:`~zdebias.generation.decode.SlotDecoder`) with the sampling settings,
+        on ``threads`` CPU threads."""
         from zdebias.generation.decode import decode
 
         fmt, cfg, torch = self.fmt, self.config, self.torch
         threads = torch.get_num_threads()
         if self.threads:
             torch.set_num_threads(self.threads)
-        args = (fmt.bos_token_id, fmt.eos_token_id, fmt.pad_token_id, fmt.max_length - 1, u)
+        ends = (fmt.bos_token_id, fmt.eos_token_id, fmt.pad_token_id)
         kw = {"top_p": cfg.top_p, "top_k": cfg.top_k, "temperature": cfg.temperature}
         try:
+            if self.loop == "refill":
+                return self.slot_decoder()(*ends, u, stats=self.stats, **kw, **options)
+            args = (*ends, fmt.max_length - 1, u)
             return decode(self.model, *args, stats=self.stats, **kw, **options)
         finally:
             torch.set_num_threads(threads)
@@ -196,6 +230,26 @@ class HFBackend:
 
 #: :class:`HFBackend` decodes whole rounds together up to this many rows per batch
 ROWS_PER_BATCH = 128
+#: with the refill loop, a job (rounds decoded together) holds this many times the slots
+REFILL_JOB = 8
+
+
+def decode_loop(model: Any, device: str, asked: str) -> str:
+    """The HF backend's decoding loop: ``asked`` (carry or refill), or for ``auto`` refill on
+    CUDA and carry elsewhere; refill for a model it cannot decode
+    (:func:`~zdebias.generation.decode.refill_supported`) is refused, or under ``auto``
+    falls back to carry with a log line."""
+    from zdebias.generation.decode import refill_supported
+
+    if asked == "carry" or (asked == "auto" and not device.startswith("cuda")):
+        return "carry"
+    why = refill_supported(model)
+    if why is None:
+        return "refill"
+    if asked == "refill":
+        raise ConfigError(f"--decode-loop refill: not for this model ({why}); use carry")
+    log.info("hf backend: the carry decoding loop (refill: %s)", why)
+    return "carry"
 
 
 def rounds_per_group(engine: Any, batch_size: int) -> int:

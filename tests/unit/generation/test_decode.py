@@ -112,6 +112,16 @@ def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) 
             assert set(row[end + 1 :]) <= {0}  # padding after the end token
 
 
+def _prompted(model: Any, *extra: list[int]) -> tuple[Any, int, torch.Tensor, int, list]:
+    """``(model, steps, u, eos, prompts)``: 14 places, prompts of 3-9 tokens, one as long as
+    the rows, then ``extra``; the uniforms of seed 3, one column per prompt."""
+    steps = 14
+    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
+    prompts += [[4] * steps, *extra]
+    u = uniforms(steps, len(prompts), seed=3)
+    return model, steps, u, _frequent_token(model, steps, u), prompts
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("choices", [None, [7, 9, 11]])
 def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
@@ -119,11 +129,7 @@ def test_prefilled_prompts_give_the_ids_of_prompts_fed_a_token_a_step(
 ) -> None:
     # prompts of 3-9 tokens, one as long as the rows may be: the prefill (left padding, own
     # positions) draws the same ids as feeding each prompt a token a step, in fewer passes
-    model, steps = tiny_lms[kind], 14
-    u = uniforms(steps, 12, seed=3)
-    eos = _frequent_token(model, steps, u)
-    prompts = [[(5 * i + 3 * k) % 40 + 2 for k in range(3 + i % 7)] for i in range(11)]
-    prompts.append([4] * steps)
+    model, steps, u, eos, prompts = _prompted(tiny_lms[kind])
     slow: dict[str, int] = {}
     fast: dict[str, int] = {}
     options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
@@ -155,18 +161,26 @@ def test_same_ids_as_model_generate_when_deterministic(kind: str, tiny_lms: dict
     assert ours == [hf[0, 1:].tolist()]
 
 
-def test_backend_rounds_are_seeded(tiny_model: Callable[..., Path]) -> None:
+@pytest.fixture
+def generator(tiny_model: Callable[..., Path]) -> tuple[Path, Any, Any]:
+    """``(folder, model, fmt)``: a tiny GPT-2 generator folder (max length 10), its model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from zdebias.generation.format import add_format_tokens
-    from zdebias.generation.settings import SampleSettings
-    from zdebias.generation.trained import HFBackend
 
     folder = tiny_model("gpt2")
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     fmt = add_format_tokens(tok, model, "nli", max_length=10)
     model.save_pretrained(folder)
+    return folder, model, fmt
+
+
+def test_backend_rounds_are_seeded(generator: tuple[Path, Any, Any]) -> None:
+    from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend
+
+    folder, _, fmt = generator
     backend = HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4), device="cpu")
     first = backend.generate(4, 123)
     assert len(first) == 4 and 1 <= len(first[0]) <= 9
@@ -223,3 +237,139 @@ def test_round_batches_are_aligned_to_the_run(stride: int, first: int) -> None:
     again = RoundBatches(resumed, 32, seed=7, stride=stride)
     assert [again(r)[0] for r in rounds[6:]] == [[round_seed(7, r)] for r in rounds[6:]]
     assert resumed.calls == whole.calls[1:]
+
+
+# --------------------------------------------------------------------------- refill loop
+
+
+def _lengths(rows: list[list[int]], eos: int) -> list[int]:
+    return [row.index(eos) + 1 if eos in row else len(row) for row in rows]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("slots", [16, 5, 1])
+def test_refill_loop_gives_the_ids_of_the_carry_loop(
+    kind: str, slots: int, tiny_lms: dict[str, Any]
+) -> None:
+    # fp32 on CPU: the static cache's masked places add exact zeros and each row's matmuls do
+    # not depend on its batch for these tiny models, so the ids are equal, not only alike
+    from zdebias.generation.decode import SlotDecoder
+
+    model, steps = tiny_lms[kind], 16
+    u = uniforms(steps, 16, seed=5)
+    eos = _frequent_token(model, steps, u)
+    carry = decode(model, 1, eos, 0, steps, u, top_p=0.9)
+    stats: dict[str, int] = {}
+    refill = SlotDecoder(model, steps, slots)(1, eos, 0, u, top_p=0.9, stats=stats)
+    assert refill == carry
+    lengths = _lengths(carry, eos)
+    assert len(set(lengths)) >= 3, lengths  # rows end at different steps: slots are refilled
+    # every live slot of a step is a token written: the rows' lengths; one slot: one row a step
+    assert stats["live_row_steps"] == sum(lengths)
+    assert stats["row_steps"] >= stats["live_row_steps"]
+    if slots == 1:
+        assert stats["steps"] == stats["row_steps"] == sum(lengths)
+    if slots == 16:  # every row from the first step: as many steps as the longest row
+        assert stats["steps"] == max(lengths)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_refilled_rows_are_the_rows_sampled_alone(kind: str, tiny_lms: dict[str, Any]) -> None:
+    from zdebias.generation.decode import SlotDecoder
+
+    model, steps = tiny_lms[kind], 16
+    u = uniforms(steps, 12, seed=8)
+    eos = _frequent_token(model, steps, u)
+    decoder = SlotDecoder(model, steps, 3)  # 12 rows through 3 slots: 9 rows come in later
+    batch = decoder(1, eos, 0, u, top_p=0.9)
+    assert len(batch) == 12 and len({len(r) for r in batch}) == 1
+    for i in range(12):
+        (alone,) = SlotDecoder(model, steps, 1)(1, eos, 0, u[:, i : i + 1], top_p=0.9)
+        assert batch[i] == alone + [0] * (len(batch[i]) - len(alone))
+    # the decoder keeps its cache from job to job: the same job again, the same ids
+    assert decoder(1, eos, 0, u, top_p=0.9) == batch
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("choices", [None, [7, 9, 11]])
+def test_refill_loop_reads_prompts_as_the_carry_loop(
+    kind: str, choices: list[int] | None, tiny_lms: dict[str, Any]
+) -> None:
+    # the targeted and premise-conditioned samplers' path: prompts of 0-9 tokens, one as long
+    # as the rows (a whole row already), the label tokens as the only first choice
+    from zdebias.generation.decode import SlotDecoder
+
+    model, steps, u, eos, prompts = _prompted(tiny_lms[kind], [])
+    options = {"top_p": 0.9, "prompts": prompts, "choices": choices}
+    carry = decode(model, 1, eos, 0, steps, u, **options)
+    for slots in (13, 4):
+        stats: dict[str, int] = {}
+        refill = SlotDecoder(model, steps, slots)(1, eos, 0, u, stats=stats, **options)
+        assert refill == carry
+        # 12 rows to decode (one is all prompt): at most one prefill pass per row
+        assert stats["steps"] <= 12 + stats["row_steps"]
+    assert [row[: len(p)] for row, p in zip(carry, prompts, strict=True)] == prompts
+    if choices is not None:
+        firsts = [row[len(p)] for row, p in zip(carry, prompts, strict=True) if len(p) < steps]
+        assert set(firsts) <= set(choices)
+
+
+def test_refill_step_compiles_as_one_graph(tiny_lms: dict[str, Any]) -> None:
+    # fullgraph=True: the step (model, slot cache, mask) traces without a break, as CUDA
+    # graphs need; the eager backend keeps the test quick and the ids equal
+    from zdebias.generation.decode import SlotDecoder
+
+    model, steps = tiny_lms["gpt2"], 12
+    u = uniforms(steps, 10, seed=5)
+    eos = _frequent_token(model, steps, u)
+    carry = decode(model, 1, eos, 0, steps, u, top_p=0.9)
+    decoder = SlotDecoder(model, steps, 4, compile=True, backend="eager")
+    stats: dict[str, int] = {}
+    assert decoder(1, eos, 0, u, top_p=0.9, stats=stats) == carry
+    assert stats["row_steps"] == 4 * stats["steps"]  # compiled: the slots are never packed
+
+
+def test_auto_slots_from_free_memory(
+    tiny_lms: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zdebias.generation.decode import MAX_AUTO_SLOTS, auto_slots, slot_bytes
+
+    model = tiny_lms["gpt2"]
+    cfg = model.config
+    # tiny GPT-2: KV 2 x layers x hidden x 127 places x 4 bytes, work vocab x 16 + 16 x hidden x 4
+    per_row = 2 * cfg.n_layer * cfg.n_embd * 127 * 4 + cfg.vocab_size * 16 + 16 * cfg.n_embd * 4
+    assert slot_bytes(model, 127) == per_row
+    assert auto_slots(model, 127) == 128  # off CUDA
+    for free, slots in [(1000 * per_row / 0.8, 960), (10**15, MAX_AUTO_SLOTS), (per_row, 64)]:
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *_, f=free: (int(f), 2 * int(f)))
+        assert auto_slots(model, 127, "cuda") == slots
+
+
+def test_backend_loop_setting(generator: tuple[Path, Any, Any]) -> None:
+    from zdebias.errors import ConfigError
+    from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend, decode_loop
+
+    folder, model, fmt = generator
+
+    def backend(**kw: Any) -> HFBackend:
+        return HFBackend(folder, fmt, SampleSettings(n=1, batch_size=4, **kw), device="cpu")
+
+    carry, refill = backend(), backend(decode_loop="refill", decode_batch=3)
+    assert (carry.loop, refill.loop) == ("carry", "refill")  # auto off CUDA: carry
+    assert carry.compute["decode"] == {"loop": "carry", "compile": False}
+    assert refill.compute["decode"] == {"loop": "refill", "compile": False, "slots": 3}
+    # rows per job: carry 128, refill 8 x the slots
+    assert (carry.rounds_per_batch(4), refill.rounds_per_batch(4)) == (32, 6)
+    assert backend(decode_batch=16).rounds_per_batch(4) == 4
+    # the slots ran each row up to its end token
+    (rows,) = refill.generate_rounds(4, [5])
+    assert refill.stats["live_row_steps"] == sum(_lengths(rows, fmt.eos_token_id))
+    # the same rounds (3 slots for 8 rows: refilled), the same ids as the carry loop
+    assert refill.generate_rounds(4, [123, 124]) == carry.generate_rounds(4, [123, 124])
+    # auto on CUDA: refill for the model types it is tested with; refused (or carry) else
+    assert decode_loop(model, "cuda", "auto") == "refill"
+    model.config._attn_implementation = "flash_attention_2"
+    assert decode_loop(model, "cuda", "auto") == "carry"
+    with pytest.raises(ConfigError, match="--decode-loop refill: not for this model"):
+        decode_loop(model, "cpu", "refill")
