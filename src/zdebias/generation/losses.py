@@ -122,20 +122,12 @@ TERMS: dict[str, TermsFn] = {
 }
 
 
-def loss_from_logprobs(
-    name: str,
-    logp: torch.Tensor,
-    labels: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    reduction: Reduction = "mean",
-    eps: float = UL_EPS,
-) -> torch.Tensor:
+def loss_from_logprobs(name: str, logp: torch.Tensor, labels: Any, mask: Any, how: Any) -> Any:
     """Loss ``name`` from ``logp`` = :func:`token_logprobs` (of any labels that cover
-    ``labels``' counted positions): equal, bit for bit, to the loss function of that name on
-    the logits. No check of ``mask`` here, and no host-device copy: the caller builds it."""
-    values, weights = TERMS[name](logp, mask, eps)
-    return _reduce(values, labels != IGNORE_INDEX, weights, reduction)
+    ``labels``' counted positions), ``how`` = (reduction, eps): equal, bit for bit, to the
+    loss function of that name on the logits. The mask is not checked here."""
+    values, weights = TERMS[name](logp, mask, how[1])
+    return _reduce(values, labels != IGNORE_INDEX, weights, how[0])
 
 
 def mle_loss(
@@ -148,7 +140,7 @@ def mle_loss(
 ) -> torch.Tensor:
     """Token negative log-likelihood −log p(y_t); ``mask`` weights tokens (optional)."""
     logp = token_logprobs(logits, labels, log_softmax=log_softmax)
-    return loss_from_logprobs("mle", logp, labels, mask, reduction=reduction)
+    return loss_from_logprobs("mle", logp, labels, mask, (reduction, UL_EPS))
 
 
 def unlikelihood_loss(
@@ -162,7 +154,7 @@ def unlikelihood_loss(
 ) -> torch.Tensor:
     """Token unlikelihood −log(1 − p(y_t)); ``mask`` weights tokens (optional)."""
     logp = token_logprobs(logits, labels, log_softmax=log_softmax)
-    return loss_from_logprobs("unlikelihood", logp, labels, mask, reduction=reduction, eps=eps)
+    return loss_from_logprobs("unlikelihood", logp, labels, mask, (reduction, eps))
 
 
 def masked_unlikelihood_loss(
@@ -183,9 +175,7 @@ def masked_unlikelihood_loss(
         if not bool(((mask == 0) | (mask == 1)).all()):
             raise ValueError("masked_unlikelihood_loss needs a 0/1 mask")
     logp = token_logprobs(logits, labels)
-    return loss_from_logprobs(
-        "masked_unlikelihood", logp, labels, mask, reduction=reduction, eps=eps
-    )
+    return loss_from_logprobs("masked_unlikelihood", logp, labels, mask, (reduction, eps))
 
 
 def objective_parts(
@@ -217,7 +207,9 @@ def objective_parts(
 
     def part(name: str, scores: torch.Tensor, labels: torch.Tensor, *rest: Any) -> torch.Tensor:
         if logp is not None and scores is logits:
-            return loss_from_logprobs(name, logp, labels, *rest, reduction="sum")
+            return loss_from_logprobs(
+                name, logp, labels, rest[0] if rest else None, ("sum", UL_EPS)
+            )
         return get_loss(name)(scores, labels, *rest, reduction="sum")
 
     parts: dict[str, torch.Tensor] = {}

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from test_losses import LOGITS, TARGETS, P
+from test_trainer import _items
 
 from nli_toy import toy_records
 from zdebias.generation.format import encode_record
@@ -32,17 +34,6 @@ from zdebias.generation.trainer import (
 )
 from zdebias.models.batching import LengthGroupedSampler, padding_share
 from zdebias.models.throughput import PEAK_ENV, flop_parameters, throughput
-
-# Three positions over the vocabulary {0, 1, 2} (as test_losses.py); targets 1, 2, 0.
-LOGITS = [[1.0, 2.0, 0.5], [0.0, 0.0, 3.0], [2.0, -1.0, 1.0]]
-TARGETS = [1, 2, 0]
-
-
-def _p(row: list[float], k: int) -> float:
-    return math.exp(row[k]) / sum(math.exp(v) for v in row)
-
-
-P = [_p(row, k) for row, k in zip(LOGITS, TARGETS, strict=True)]
 
 
 @contextlib.contextmanager
@@ -151,32 +142,10 @@ class _Frozen(torch.nn.Module):
         return self.outputs
 
 
-def _items(tok: Any, fmt: Any, records: list, masks: list | None = None) -> list[dict]:
-    out = []
-    for i, r in enumerate(records):
-        enc = encode_record(r, tok, fmt)
-        out.append(
-            {
-                "input_ids": enc.input_ids,
-                "label_index": enc.label_index,
-                "main": enc.main,
-                "ul_mask": masks[i] if masks else None,
-            }
-        )
-    return out
-
-
 def test_a_training_step_reads_nothing_back_and_counts_tokens_on_the_host(
-    tiny_model, tmp_path: Path
+    tiny_lm, tmp_path: Path
 ) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from zdebias.generation.format import add_format_tokens
-
-    folder = tiny_model("gpt2")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli")
+    model, tok, fmt = tiny_lm
     records = toy_records()[:4]
     masks = [None, None] + [[0.0] * len(encode_record(r, tok, fmt).input_ids) for r in records[2:]]
     items = _items(tok, fmt, records)
