@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _gpu_common import emit, sync
+from _gpu_common import StepClock, emit, sync
 
 
 def raw_throughput(torch: Any, *, small: bool, device: str, bf16: bool) -> dict:
@@ -205,6 +205,88 @@ def zdebias_path(torch: Any, *, small: bool, device: str) -> dict:
     return out
 
 
+def trainer_side_by_side(
+    torch: Any, *, small: bool, device: str, bf16: bool, out: dict, save: Any
+) -> dict:
+    """Classifier training, zdebias vs plain HF ``Trainer`` (``DataCollatorWithPadding``), same
+    rows, batch 64, BERT-large shape (24 layers, hidden 1024; random weights), 150 steps (tiny
+    BERT, batch 8, 12 steps with ``--small``): samples/s, and steps/s over the first 50 steps
+    and after them (the slow start issue 28 saw). No dev set: training only."""
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from zdebias.classify.train import train_classifier
+    from zdebias.models.tiny import tiny_tokenizer
+
+    StepClock.install()
+    batch, steps, split = (8, 12, 4) if small else (64, 150, 50)
+    sizes = (
+        dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256)
+        if small
+        else dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                  intermediate_size=4096)
+    )  # fmt: skip
+    train = _records(batch * steps, seed=4)
+    out.update(shape="tiny bert" if small else "BERT-large", batch=batch, steps=steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer = tiny_tokenizer("bert")
+        config = BertConfig(
+            vocab_size=len(tokenizer), num_labels=3, pad_token_id=tokenizer.pad_token_id, **sizes
+        )
+        base = Path(tmp) / "base"
+        BertForSequenceClassification(config).save_pretrained(base)
+        tokenizer.save_pretrained(base)
+        labels = ("entailment", "neutral", "contradiction")
+        enc = tokenizer([r.premise for r in train], [r.hypothesis for r in train], truncation=True,
+                        max_length=128)  # fmt: skip
+        rows = [
+            {**{k: enc[k][i] for k in enc}, "labels": labels.index(r.label)}
+            for i, r in enumerate(train)
+        ]
+        args = TrainingArguments(
+            output_dir=str(Path(tmp) / "plain"), per_device_train_batch_size=batch,
+            max_steps=steps, learning_rate=1e-5, bf16=bf16, use_cpu=device == "cpu",
+            save_strategy="no", report_to="none", disable_tqdm=True, seed=0,
+        )  # fmt: skip
+        plain = Trainer(
+            model=BertForSequenceClassification.from_pretrained(base),
+            args=args,
+            train_dataset=rows,
+            data_collator=DataCollatorWithPadding(tokenizer),
+        )
+        plain.train()
+        clock = StepClock.times  # from the start of training to the last step, both runs
+        out["hf_trainer"] = {
+            "samples_per_s": round(batch * steps / (clock[-1] - clock[0]), 1),
+            **StepClock.rates(split),
+        }
+        del plain
+        save()  # kept if the rest is cut
+        start = time.perf_counter()
+        metrics = train_classifier(
+            train, None, Path(tmp) / "clf", model=base, batch_size=batch, max_steps=steps,
+            warmup_steps=0, learning_rate=1e-5, progress=False, checkpoint_steps=0,
+            device=None if device.startswith("cuda") else "cpu",
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        out["zdebias"] = {
+            "samples_per_s": round(batch * steps / (StepClock.times[-1] - StepClock.times[0]), 1),
+            "call_wall_s": round(seconds, 1),
+            "precision": metrics["settings"]["precision"],
+            "group_by_length": metrics["settings"]["group_by_length"],
+            **StepClock.rates(split),
+        }
+        out["zdebias_vs_hf_trainer"] = round(
+            out["zdebias"]["samples_per_s"] / max(out["hf_trainer"]["samples_per_s"], 1e-9), 3
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="BERT-base throughput + zdebias GPU path")
     parser.add_argument("--small", action="store_true", help="tiny sizes (CPU smoke run)")
@@ -228,14 +310,25 @@ def main() -> None:
 
     result["transformers"] = transformers.__version__
     started = time.perf_counter()
+
+    def save() -> None:
+        emit(result, args.out, "gpu_check_classify.json", quiet=True)
+
+    side = result.setdefault("trainer_side_by_side", {})
     for name, fn in (
+        (
+            "trainer_side_by_side",
+            lambda: trainer_side_by_side(
+                torch, small=args.small, device=device, bf16=bf16, out=side, save=save
+            ),
+        ),
         ("raw", lambda: raw_throughput(torch, small=args.small, device=device, bf16=bf16)),
         ("zdebias", lambda: zdebias_path(torch, small=args.small, device=device)),
     ):
         try:
             result[name] = fn()
         except Exception as err:  # report and carry on: one failing part must not hide the other
-            result[name] = {"error": f"{type(err).__name__}: {err}"}
+            result[name] = {**result.get(name, {}), "error": f"{type(err).__name__}: {err}"}
         emit(result, args.out, "gpu_check_classify.json", quiet=True)  # kept if a later part hangs
     result["total_s"] = round(time.perf_counter() - started, 1)
     emit(result, args.out, "gpu_check_classify.json")

@@ -47,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _gpu_common import StepClock as _StepClock
 from _gpu_common import emit, sync
 
 WORDS = (
@@ -85,6 +86,110 @@ def make_config(small: bool) -> Any:
         # a small vocabulary too: top-p sorts it for every row at every step, slow on a CPU
         return GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=2048, n_positions=256)
     return GPT2Config(n_embd=1280, n_layer=36, n_head=20, vocab_size=50257, n_positions=1024)
+
+
+def train_side_by_side(
+    torch: Any, _config: Any, *, small: bool, device: str, bf16: bool, out: dict, save: Any
+) -> dict:
+    """Generator training, zdebias vs a plain causal-LM fine-tune (HF ``Trainer``, the model's
+    own loss) on the same sequences at the same batch (64; 8 with ``--small``), SmolLM2-135M
+    shape (Llama: hidden 576, 30 layers, vocabulary 49,152, tied; random weights). zdebias runs
+    λ = 0 (the same work as plain: the 0.8x target) and λ = 0.5 (two forwards a row: compare
+    model tokens/s). Each result goes into ``out`` and ``save()`` as it comes."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    from zdebias.generation.format import add_format_tokens, encode_record
+    from zdebias.generation.trainer import train_generator
+    from zdebias.models.throughput import flop_parameters, throughput
+    from zdebias.models.tiny import tiny_tokenizer
+
+    _StepClock.install()
+    sizes = (
+        dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+        if small
+        else dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
+                  num_key_value_heads=3, intermediate_size=1536)
+    )  # fmt: skip
+    config = LlamaConfig(vocab_size=49152, tie_word_embeddings=True, **sizes)
+    batch, steps = (8, 4) if small else (64, 60)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        tok = tiny_tokenizer("gpt2")
+        model = LlamaForCausalLM(config)
+        fmt = add_format_tokens(tok, model, "nli", max_length=64)
+        model.save_pretrained(base)
+        tok.save_pretrained(base)
+        fmt.save(base)
+        records = synthetic_records(batch * steps)
+        seqs = [encode_record(r, tok, fmt).input_ids for r in records]
+        out.update(
+            shape="SmolLM2-135M" if not small else "tiny llama",
+            batch=batch,
+            steps=steps,
+            bf16=bf16,
+            flop_parameters=flop_parameters(model),
+            sequence_tokens_mean=round(sum(map(len, seqs)) / len(seqs), 1),
+        )
+        del model
+
+        def collate(rows: list[dict]) -> dict:
+            width = max(len(r["input_ids"]) for r in rows)
+            ids = torch.full((len(rows), width), fmt.pad_token_id)
+            attn = torch.zeros_like(ids)
+            for i, r in enumerate(rows):
+                ids[i, : len(r["input_ids"])] = torch.tensor(r["input_ids"])
+                attn[i, : len(r["input_ids"])] = 1
+            return {
+                "input_ids": ids,
+                "attention_mask": attn,
+                "labels": ids.masked_fill(attn == 0, -100),
+            }
+
+        args = TrainingArguments(
+            output_dir=str(Path(tmp) / "plain"), per_device_train_batch_size=batch,
+            max_steps=steps, learning_rate=1e-5, bf16=bf16, use_cpu=device == "cpu",
+            save_strategy="no", report_to="none", disable_tqdm=True, logging_steps=50,
+            remove_unused_columns=False, seed=0,
+        )  # fmt: skip
+        plain_model = LlamaForCausalLM.from_pretrained(base)
+        plain = Trainer(
+            model=plain_model,
+            args=args,
+            train_dataset=[{"input_ids": q} for q in seqs],
+            data_collator=collate,
+        )
+        start = time.perf_counter()
+        plain.train()
+        seconds = time.perf_counter() - start
+        real = sum(map(len, seqs[: batch * steps]))
+        out["plain_causal_lm"] = {
+            "train_seconds": round(seconds, 2),
+            **throughput(flop_parameters(plain_model), real, seconds, device),
+            **_StepClock.rates(min(10, steps - 1)),
+        }
+        del plain, plain_model
+        save()
+        for lam in (0.0, 0.5):
+            summary = train_generator(
+                records, base, Path(tmp) / f"gen{lam}", max_steps=steps,
+                per_device_train_batch_size=batch, consistency_weight=lam, bf16=bf16,
+                disable_tqdm=True, max_length=64, seed=0, logging_steps=50,
+                use_cpu=device == "cpu", checkpoint_steps=0,
+            )  # fmt: skip
+            t = summary["throughput"]
+            out[f"zdebias_lambda_{lam}"] = {
+                "train_seconds": summary["train_seconds"],
+                "group_by_length": summary["settings"]["group_by_length"],
+                **t,
+                **_StepClock.rates(min(10, steps - 1)),
+                "model_tokens_per_s_vs_plain": round(
+                    t["tokens_per_s"] / max(out["plain_causal_lm"]["tokens_per_s"], 1e-9), 3
+                ),
+            }
+            save()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    return out
 
 
 def raw_throughput(torch: Any, config: Any, *, small: bool, device: str, bf16: bool) -> dict:
@@ -319,9 +424,14 @@ def main() -> None:
     def save() -> None:
         emit(result, args.out, "gpu_check_generate.json", quiet=True)
 
-    parts = (("sampling", sampling_speed), ("raw", raw_throughput), ("zdebias", zdebias_path))
+    parts = (
+        ("sampling", sampling_speed),
+        ("train", train_side_by_side),
+        ("raw", raw_throughput),
+        ("zdebias", zdebias_path),
+    )
     for name, fn in parts:
-        kept = name in ("sampling", "zdebias")  # these save what they measured as they go
+        kept = name != "raw"  # these save what they measured as they go
         extra = {"out": result.setdefault(name, {}), "save": save} if kept else {}
         try:
             result[name] = fn(torch, config, small=args.small, device=device, bf16=bf16, **extra)

@@ -45,6 +45,7 @@ class DynamicsRecorder(TrainerCallback):
         self.epoch = 0
         self.probs: dict[int, np.ndarray] = {}
         self.correct: dict[int, np.ndarray] = {}
+        self._pending: list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     # ------------------------------------------------------------------ recording
 
@@ -56,17 +57,27 @@ class DynamicsRecorder(TrainerCallback):
 
     @torch.no_grad()
     def record(self, index: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """One training batch: ``index`` ``[B]`` rows, ``logits`` ``[B, L]``, ``labels`` ``[B]``."""
+        """One training batch: ``index`` ``[B]`` rows, ``logits`` ``[B, L]``, ``labels`` ``[B]``.
+
+        The values stay on the device until :meth:`flush` (an epoch's end, a checkpoint, the
+        end of training): copying them to the host every step would make each step wait for
+        the GPU."""
         probs = torch.softmax(logits.detach().float(), dim=-1)
         gold = probs.gather(1, labels.view(-1, 1)).squeeze(1)
         right = probs.argmax(dim=-1) == labels
-        p, c = self._arrays(self.epoch)
-        rows = index.detach().cpu().numpy().astype(np.int64)
-        gold_np = gold.cpu().numpy().astype(np.float64)
-        right_np = right.cpu().numpy().astype(np.float64)
-        for k, row in enumerate(rows.tolist()):
-            if math.isnan(p[row]):  # a repeat in the same epoch (DDP padding) keeps the first
-                p[row], c[row] = gold_np[k], right_np[k]
+        self._pending.append((self.epoch, index.detach(), gold, right))
+
+    def flush(self) -> None:
+        """Copy the batches recorded on the device into the per-epoch arrays, in order."""
+        pending, self._pending = self._pending, []
+        for epoch, index, gold, right in pending:
+            p, c = self._arrays(epoch)
+            rows = index.cpu().numpy().astype(np.int64)
+            gold_np = gold.cpu().numpy().astype(np.float64)
+            right_np = right.cpu().numpy().astype(np.float64)
+            for k, row in enumerate(rows.tolist()):
+                if math.isnan(p[row]):  # a repeat in the same epoch (DDP padding) keeps the first
+                    p[row], c[row] = gold_np[k], right_np[k]
 
     # ------------------------------------------------------------------ HF hooks
 
@@ -90,6 +101,7 @@ class DynamicsRecorder(TrainerCallback):
     def merge(self) -> None:
         """With several processes: every process gets every process's values (first rank
         first for an example two processes saw in one epoch)."""
+        self.flush()
         if world_size() < 2:
             return
         import torch.distributed as dist
@@ -109,6 +121,7 @@ class DynamicsRecorder(TrainerCallback):
 
     def checkpoint_state(self, folder: Path) -> dict[str, Any]:
         """The epochs recorded so far, saved into the checkpoint ``folder``."""
+        self.flush()
         epochs = sorted(self.probs)
         arrays = {f"probs_{e}": self.probs[e] for e in epochs}
         arrays.update({f"correct_{e}": self.correct[e] for e in epochs})
@@ -125,6 +138,7 @@ class DynamicsRecorder(TrainerCallback):
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray]:
         """``(gold_probs, correct)``, each ``[N, E]`` over the epochs that recorded anything."""
+        self.flush()
         epochs = [e for e in sorted(self.probs) if not np.all(np.isnan(self.probs[e]))]
         if not epochs:
             return np.zeros((self.n, 0)), np.zeros((self.n, 0))

@@ -180,10 +180,16 @@ class BestEpochCallback(EarlyStopping):
 
 
 class _Collator:
-    """Pads token fields per batch; stacks labels and per-example probability rows."""
+    """Pads token fields per batch; stacks labels and per-example probability rows.
 
-    def __init__(self, tokenizer: Any) -> None:
+    ``pad_to_multiple_of`` (8 on a GPU): widths repeat from batch to batch, so the GPU meets
+    a handful of shapes (each new one costs kernel selection and loading) instead of one per
+    batch, and tensor-core tiles stay aligned. Off on the CPU, where it would change results.
+    """
+
+    def __init__(self, tokenizer: Any, *, pad_to_multiple_of: int | None = None) -> None:
         self.tokenizer = tokenizer
+        self.multiple = pad_to_multiple_of
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         special = ("labels", INDEX_COLUMN, *_EXTRA_COLUMNS)
@@ -191,11 +197,12 @@ class _Collator:
             {k: v for k, v in f.items() if k not in special and not k.startswith(HYP_PREFIX)}
             for f in features
         ]
-        batch = dict(self.tokenizer.pad(tokens, return_tensors="pt"))
+        pad = {"return_tensors": "pt", "pad_to_multiple_of": self.multiple}
+        batch = dict(self.tokenizer.pad(tokens, **pad))
         if any(k.startswith(HYP_PREFIX) for k in features[0]):
             n = len(HYP_PREFIX)
             hyp = [{k[n:]: v for k, v in f.items() if k.startswith(HYP_PREFIX)} for f in features]
-            padded = self.tokenizer.pad(hyp, return_tensors="pt")
+            padded = self.tokenizer.pad(hyp, **pad)
             batch.update({HYP_PREFIX + k: v for k, v in padded.items()})
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         if INDEX_COLUMN in features[0]:  # training rows: their position, for the dynamics
@@ -281,7 +288,10 @@ def _device_settings(device: str | None) -> dict[str, Any]:
         raise ConfigError(f"unknown device {device!r}; expected auto, cpu or cuda")
     use_gpu = cuda and device != "cpu"
     bf16 = use_gpu and torch.cuda.is_bf16_supported()
-    return {"use_cpu": not use_gpu, "bf16": bf16, "fp16": use_gpu and not bf16}
+    out: dict[str, Any] = {"use_cpu": not use_gpu, "bf16": bf16, "fp16": use_gpu and not bf16}
+    if use_gpu:  # pinned batches copied without waiting (HF pins them on a GPU by default)
+        out["accelerator_config"] = {"non_blocking": True}
+    return out
 
 
 # --------------------------------------------------------------------------- public API
@@ -490,7 +500,7 @@ def _train(
         trainer = ClassifierTrainer(
             model=net,
             args=args,
-            data_collator=_Collator(tokenizer),
+            data_collator=_Collator(tokenizer, pad_to_multiple_of=None if args.use_cpu else 8),
             train_dataset=train_ds,
             eval_dataset=dev_ds,
             processing_class=tokenizer,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -88,6 +88,48 @@ def _reduce(
     raise ValueError(f"unknown reduction {reduction!r}; expected mean, sum, weighted_mean or none")
 
 
+TermsFn = Callable[
+    [torch.Tensor, torch.Tensor | None, float], tuple[torch.Tensor, torch.Tensor | None]
+]
+
+
+def _mle_terms(
+    logp: torch.Tensor, mask: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return -logp, mask
+
+
+def _unlikelihood_terms(
+    logp: torch.Tensor, mask: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return -log1m_exp(logp, eps=eps), mask
+
+
+def _masked_unlikelihood_terms(
+    logp: torch.Tensor, mask: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if mask is None:
+        return -logp, None
+    return torch.where(mask.bool(), -logp, -log1m_exp(logp, eps=eps)), None
+
+
+#: Per-token terms ``(logp, mask, eps) -> (values, weights)`` of the losses of :data:`LOSSES`
+#: (the trainer computes log p once and applies several of them: :func:`loss_from_logprobs`).
+TERMS: dict[str, TermsFn] = {
+    "mle": _mle_terms,
+    "unlikelihood": _unlikelihood_terms,
+    "masked_unlikelihood": _masked_unlikelihood_terms,
+}
+
+
+def loss_from_logprobs(name: str, logp: torch.Tensor, labels: Any, mask: Any, how: Any) -> Any:
+    """Loss ``name`` from ``logp`` = :func:`token_logprobs` (of any labels that cover
+    ``labels``' counted positions), ``how`` = (reduction, eps): equal, bit for bit, to the
+    loss function of that name on the logits. The mask is not checked here."""
+    values, weights = TERMS[name](logp, mask, how[1])
+    return _reduce(values, labels != IGNORE_INDEX, weights, how[0])
+
+
 def mle_loss(
     logits: torch.Tensor,
     labels: torch.Tensor,
@@ -98,7 +140,7 @@ def mle_loss(
 ) -> torch.Tensor:
     """Token negative log-likelihood −log p(y_t); ``mask`` weights tokens (optional)."""
     logp = token_logprobs(logits, labels, log_softmax=log_softmax)
-    return _reduce(-logp, labels != IGNORE_INDEX, mask, reduction)
+    return loss_from_logprobs("mle", logp, labels, mask, (reduction, UL_EPS))
 
 
 def unlikelihood_loss(
@@ -112,7 +154,7 @@ def unlikelihood_loss(
 ) -> torch.Tensor:
     """Token unlikelihood −log(1 − p(y_t)); ``mask`` weights tokens (optional)."""
     logp = token_logprobs(logits, labels, log_softmax=log_softmax)
-    return _reduce(-log1m_exp(logp, eps=eps), labels != IGNORE_INDEX, mask, reduction)
+    return loss_from_logprobs("unlikelihood", logp, labels, mask, (reduction, eps))
 
 
 def masked_unlikelihood_loss(
@@ -125,15 +167,66 @@ def masked_unlikelihood_loss(
 ) -> torch.Tensor:
     """−log(m_t·p + (1 − m_t)·(1 − p)) for a 0/1 mask m (1 = likelihood, 0 = unlikelihood).
 
-    Without a mask every m_t is 1 and this equals :func:`mle_loss`.
+    Without a mask every m_t is 1 and this equals :func:`mle_loss`. A mask on the CPU is
+    checked to be 0/1 (a ``ValueError`` otherwise); one on an accelerator is not, since the
+    check would wait for the device: the trainer builds its masks 0/1 on the host.
     """
+    if mask is not None and mask.device.type == "cpu":
+        if not bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError("masked_unlikelihood_loss needs a 0/1 mask")
     logp = token_logprobs(logits, labels)
-    if mask is None:
-        return _reduce(-logp, labels != IGNORE_INDEX, None, reduction)
-    if not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError("masked_unlikelihood_loss needs a 0/1 mask")
-    per_token = torch.where(mask.bool(), -logp, -log1m_exp(logp, eps=eps))
-    return _reduce(per_token, labels != IGNORE_INDEX, None, reduction)
+    return loss_from_logprobs("masked_unlikelihood", logp, labels, mask, (reduction, eps))
+
+
+def objective_parts(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    negative: torch.Tensor | None = None,
+    ul_mask: torch.Tensor | None = None,
+    perturbed_logits: torch.Tensor | None = None,
+    perturbed_targets: torch.Tensor | None = None,
+    *,
+    alpha: float = 1.0,
+    consistency_weight: float = 0.0,
+    names: tuple[str, str, str] = ("mle", "masked_unlikelihood", "unlikelihood"),
+) -> dict[str, torch.Tensor]:
+    """The generator's summed loss parts for one batch (the trainer divides by its tokens).
+
+    ``logits`` ``[B, T, V]`` and ``targets`` ``[B, T]`` (shifted); ``negative`` ``[B]``
+    marks Z⁻ rows (None: no Z⁻ in this run), trained with α·``names[1]`` and ``ul_mask``;
+    the other rows with ``names[0]`` (``"mle"``); ``perturbed_*`` (the wrong-label copies,
+    hypothesis targets only) with λ·``names[2]`` when λ > 0. Returns ``{"mle", "negative",
+    "consistency"}`` (the parts that apply) as 0-d tensors. log p of ``logits`` is computed
+    once for both row kinds; nothing is read back to the host (no ``.item()``, no ``bool()``
+    of a tensor), so a step on a GPU never waits for it. A loss name without per-token
+    terms (:data:`TERMS`; a user's own) is called on the logits instead.
+    """
+    ignore = torch.full_like(targets, IGNORE_INDEX)
+    shared = all(name in TERMS for name in names[:2])
+    logp = token_logprobs(logits, targets) if shared else None
+
+    def part(name: str, scores: torch.Tensor, labels: torch.Tensor, *rest: Any) -> torch.Tensor:
+        if logp is not None and scores is logits:
+            return loss_from_logprobs(
+                name, logp, labels, rest[0] if rest else None, ("sum", UL_EPS)
+            )
+        return get_loss(name)(scores, labels, *rest, reduction="sum")
+
+    parts: dict[str, torch.Tensor] = {}
+    if negative is None:
+        parts["mle"] = part(names[0], logits, targets)
+    else:
+        rows = negative.unsqueeze(1)
+        parts["mle"] = part(names[0], logits, torch.where(rows, ignore, targets))
+        if alpha > 0:
+            negatives = torch.where(rows, targets, ignore)
+            parts["negative"] = alpha * part(names[1], logits, negatives, ul_mask)
+    if consistency_weight > 0 and perturbed_logits is not None:
+        assert perturbed_targets is not None
+        parts["consistency"] = consistency_weight * part(
+            names[2], perturbed_logits, perturbed_targets
+        )
+    return parts
 
 
 LossFn = Callable[..., torch.Tensor]

@@ -25,6 +25,8 @@ from zdebias.stats.settings import ZFilterSettings
 T = TypeVar("T")
 #: which tokens the ``<null>`` feature's unlikelihood covers (SPEC §6)
 NullMask = Literal["hypothesis", "label"]
+#: length-grouped training batches: on, off, or auto (on with a CUDA GPU)
+GroupByLength = Literal["auto", "on", "off"]
 
 
 def fast_bf16() -> bool:
@@ -77,6 +79,24 @@ class GeneratorSettings(TrainerSettings):
         ge=1,
         deprecated=("--limit",),
     )
+    group_by_length: GroupByLength = setting(
+        "auto",
+        "Batch sequences of similar length (less padding; seeded, every row once an epoch): "
+        "on, off, or auto (on with a CUDA GPU, off on CPU, where it would change the "
+        "trained weights).",
+        exclude_if=lambda value: value == "auto",  # unset: runs and stage hashes as before
+    )
+
+    @field_validator("group_by_length", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+    def grouped(self, device_type: str) -> bool:
+        """Whether batches are length-grouped on a ``device_type`` (``cuda``, ``cpu``...)."""
+        if self.group_by_length == "auto":
+            return device_type == "cuda"
+        return self.group_by_length == "on"
 
     def pick(self, records: Sequence[T]) -> list[T]:
         """``records``, or ``subset`` of them drawn at random (seeded), kept in file order."""

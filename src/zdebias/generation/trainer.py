@@ -18,6 +18,18 @@
   recipe stage compose :func:`~zdebias.stats.zfilter.z_filter` and this). Both save
   checkpoints every ``checkpoint_steps`` and resume from them when started again
   (:mod:`zdebias.models.checkpoints`).
+
+Speed (issue 28): the loss parts come from one log p per row kind
+(:func:`~zdebias.generation.losses.objective_parts`), and a step reads nothing back from the
+device: the token counts and "does this batch hold Z⁻ rows" are host ints from the collator,
+the loss parts are summed on the device until logged. ``group_by_length`` (auto: on with a
+GPU) batches sequences of similar length (:class:`~zdebias.models.batching.LengthGroupedSampler`);
+packing several sequences into one row was not chosen: the consistency copy and the Z⁻ mask
+are per sequence, and keeping packed sequences apart needs variable-length attention kernels
+(flash-attention) that the CPU path and most models' default attention lack. On a GPU,
+batches are padded to a multiple of 8 (few distinct shapes) and copied pinned, non-blocking.
+The summary's ``throughput`` gives model tokens/s, achieved TFLOP/s and MFU
+(:mod:`zdebias.models.throughput`) and the padding share.
 """
 
 from __future__ import annotations
@@ -42,12 +54,14 @@ from zdebias.generation.format import (
     add_format_tokens,
     encode_record,
 )
-from zdebias.generation.losses import IGNORE_INDEX, get_loss
+from zdebias.generation.losses import IGNORE_INDEX, objective_parts
 from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
+from zdebias.models.batching import LengthGroupedSampler
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
 from zdebias.models.distributed import sum_over_processes, world_size
+from zdebias.models.throughput import flop_parameters, throughput
 from zdebias.models.training_run import TrainingRun, route_logs
 
 TRAIN_SUMMARY = "train_summary.json"
@@ -96,10 +110,18 @@ class GeneratorCollator:
     draws the same labels as an uninterrupted one (:meth:`set_epoch` is called each epoch).
     """
 
-    def __init__(self, fmt: GeneratorFormat, *, consistency: bool, seed: int = 0) -> None:
+    def __init__(
+        self,
+        fmt: GeneratorFormat,
+        *,
+        consistency: bool,
+        seed: int = 0,
+        pad_to_multiple_of: int | None = None,
+    ) -> None:
         self.fmt = fmt
         self.consistency = consistency
         self.seed = seed
+        self.multiple = pad_to_multiple_of
         self.epoch = 0
         self.label_ids = list(fmt.label_token_ids.values())
 
@@ -107,8 +129,10 @@ class GeneratorCollator:
         """The epoch the next batches belong to (each epoch draws new wrong labels)."""
         self.epoch = epoch
 
-    def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         batch, width = len(items), max(len(it["input_ids"]) for it in items)
+        if self.multiple:  # few distinct shapes on a GPU (see the trainer's module doc)
+            width = -(-width // self.multiple) * self.multiple
         ids = torch.full((batch, width), self.fmt.pad_token_id, dtype=torch.long)
         attn = torch.zeros((batch, width), dtype=torch.long)
         labels = torch.full((batch, width), IGNORE_INDEX, dtype=torch.long)
@@ -122,12 +146,15 @@ class GeneratorCollator:
             if it["ul_mask"] is not None:
                 ul_mask[i, :n] = torch.tensor(it["ul_mask"], dtype=torch.float32)
                 negative[i] = True
-        out = {
+        out: dict[str, Any] = {
             "input_ids": ids,
             "attention_mask": attn,
             "labels": labels,
             "ul_mask": ul_mask,
             "negative": negative,
+            # known here, on the host: the trainer reads them without waiting for the GPU
+            "n_tokens": sum(len(it["input_ids"]) for it in items),
+            "has_negative": bool(negative.any()),
         }
         if self.consistency:
             perturbed = ids.clone()
@@ -150,11 +177,30 @@ class GeneratorTrainer(Trainer):
     # compute_loss returns a per-micro-batch mean; Trainer divides it for gradient accumulation.
     loss_is_scaled_for_ga = False
 
-    def __init__(self, *a: Any, **kw: Any) -> None:
+    def __init__(self, *a: Any, sampler: torch.utils.data.Sampler | None = None, **kw: Any) -> None:
         super().__init__(*a, **kw)
+        self.sampler = sampler
+        # train tokens, model tokens (perturbed copies too), padded positions: host ints from
+        # the collator (reading them off the device would make every step wait for it)
         self.tokens_seen = 0
-        self._parts: dict[str, float] = {}
+        self.model_tokens = 0
+        self.padded_tokens = 0
+        # loss parts stay on the device until logged
+        self._parts: dict[str, torch.Tensor] = {}
         self._parts_n = 0
+        self._flops_n: int | None = None
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        """The length-grouped sampler when given, else HF's choice."""
+        return (
+            self.sampler if self.sampler is not None else super()._get_train_sampler(train_dataset)
+        )
+
+    def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+        """HF's 6·N·tokens, with N counted once, not every step."""
+        if self._flops_n is None:
+            self._flops_n = int(self.model.num_parameters(exclude_embeddings=True))
+        return 6 * inputs["input_ids"].numel() * self._flops_n
 
     def compute_loss(
         self,
@@ -172,9 +218,7 @@ class GeneratorTrainer(Trainer):
             attn = torch.cat([attn, attn])
         outputs = model(input_ids=ids, attention_mask=attn)
         logits = outputs.logits[:, :-1]
-        main_logits = logits[:batch]
         targets = labels[:, 1:]
-        negative = inputs["negative"].unsqueeze(1)
         n_tokens = (targets != IGNORE_INDEX).sum()
         scale = 1.0
         if model.training and self.accelerator.num_processes > 1:
@@ -184,29 +228,33 @@ class GeneratorTrainer(Trainer):
             scale = float(self.accelerator.num_processes)
             n_tokens = self.accelerator.reduce(n_tokens.detach().clone(), reduction="sum")
         n_tokens = n_tokens.clamp(min=1) / scale
-        ignore = torch.full_like(targets, IGNORE_INDEX)
 
-        parts: dict[str, torch.Tensor] = {}
-        parts["mle"] = get_loss(args.mle_loss)(
-            main_logits, torch.where(negative, ignore, targets), reduction="sum"
+        has_negative = inputs.get("has_negative")
+        if has_negative is None:  # a batch from another collator: ask the device
+            has_negative = bool(inputs["negative"].any())
+        parts = objective_parts(
+            logits[:batch],
+            targets,
+            inputs["negative"] if has_negative else None,
+            inputs["ul_mask"][:, 1:],
+            logits[batch:] if lam > 0 else None,
+            inputs["perturbed_labels"][:, 1:] if lam > 0 else None,
+            alpha=args.debias_alpha,
+            consistency_weight=lam,
+            names=(args.mle_loss, args.negative_loss, args.consistency_loss),
         )
-        if bool(inputs["negative"].any()) and args.debias_alpha > 0:
-            parts["negative"] = args.debias_alpha * get_loss(args.negative_loss)(
-                main_logits,
-                torch.where(negative, targets, ignore),
-                inputs["ul_mask"][:, 1:],
-                reduction="sum",
-            )
-        if lam > 0:
-            parts["consistency"] = lam * get_loss(args.consistency_loss)(
-                logits[batch:], inputs["perturbed_labels"][:, 1:], reduction="sum"
-            )
         loss = sum(parts.values()) / n_tokens
 
         if model.training:
-            self.tokens_seen += int(inputs["attention_mask"].sum())
+            real = inputs.get("n_tokens")
+            real = int(inputs["attention_mask"].sum()) if real is None else real
+            copies = 2 if lam > 0 else 1
+            self.tokens_seen += real
+            self.model_tokens += copies * real
+            self.padded_tokens += int(ids.numel())
             for name, value in parts.items():
-                self._parts[name] = self._parts.get(name, 0.0) + float(value.detach() / n_tokens)
+                total = (value.detach() / n_tokens).to(torch.float64)
+                self._parts[name] = self._parts[name] + total if name in self._parts else total
             self._parts_n += 1
         return (loss, outputs) if return_outputs else loss
 
@@ -214,33 +262,50 @@ class GeneratorTrainer(Trainer):
         """Add the mean loss parts since the last log (``loss_mle``, ``loss_consistency``...)."""
         if self._parts_n and "loss" in logs:
             names = sorted(self._parts)
-            totals = [self._parts[name] for name in names]
+            totals = torch.stack([self._parts[name] for name in names])
             if self.accelerator.num_processes > 1:  # each process holds its share of a part
-                parts = torch.tensor(totals, device=self.args.device)
-                totals = (self.accelerator.reduce(parts, reduction="mean")).tolist()
-            for name, total in zip(names, totals, strict=True):
+                totals = self.accelerator.reduce(totals.float(), reduction="mean")
+            for name, total in zip(names, totals.tolist(), strict=True):
                 logs[f"loss_{name}"] = round(total / self._parts_n, 4)
             self._parts, self._parts_n = {}, 0
         super().log(logs, start_time)
 
     def checkpoint_state(self, folder: Path) -> dict[str, Any]:
         """Counters a resumed run continues (:mod:`zdebias.models.checkpoints`)."""
-        return {"tokens_seen": self.tokens_seen, "parts": self._parts, "parts_n": self._parts_n}
+        return {
+            "tokens_seen": self.tokens_seen,
+            "model_tokens": self.model_tokens,
+            "padded_tokens": self.padded_tokens,
+            "parts": {name: float(value) for name, value in self._parts.items()},
+            "parts_n": self._parts_n,
+        }
 
     def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
         """Back to the counters :meth:`checkpoint_state` saved."""
         self.tokens_seen = state["tokens_seen"]
-        self._parts, self._parts_n = dict(state["parts"]), state["parts_n"]
+        self.model_tokens = state.get("model_tokens", 0)
+        self.padded_tokens = state.get("padded_tokens", 0)
+        self._parts = {
+            name: torch.tensor(value, dtype=torch.float64, device=self.args.device)
+            for name, value in state["parts"].items()
+        }
+        self._parts_n = state["parts_n"]
 
 
 class _CollatorEpoch(TrainerCallback):
-    """Tells the collator the epoch, which seeds its wrong labels."""
+    """Tells the collator (and the length-grouped sampler) the epoch, which seeds the wrong
+    labels (and the batches)."""
 
-    def __init__(self, collator: GeneratorCollator) -> None:
+    def __init__(
+        self, collator: GeneratorCollator, sampler: LengthGroupedSampler | None = None
+    ) -> None:
         self.collator = collator
+        self.sampler = sampler
 
     def on_epoch_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
         self.collator.set_epoch(int(state.epoch or 0))
+        if self.sampler is not None:
+            self.sampler.set_epoch(int(state.epoch or 0))
         return control
 
 
@@ -251,6 +316,8 @@ def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTraining
     if not torch.cuda.is_available():
         # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
+    else:  # pinned batches (HF's default on a GPU) copied without waiting
+        overrides = {"accelerator_config": {"non_blocking": True}, **overrides}
     return run.arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
 
 
@@ -381,23 +448,45 @@ def train_generator(
             raise ConfigError(f"every record is longer than max_length={args.max_length}")
         for i, item in enumerate(items):
             item["index"] = i  # seeds the example's wrong labels (GeneratorCollator)
-        collator = GeneratorCollator(fmt, consistency=args.consistency_weight > 0, seed=args.seed)
+        on_gpu = args.device.type == "cuda"
+        collator = GeneratorCollator(
+            fmt,
+            consistency=args.consistency_weight > 0,
+            seed=args.seed,
+            pad_to_multiple_of=8 if on_gpu else None,
+        )
+        grouped = cfg.grouped(args.device.type)
+        sampler = None
+        if grouped:
+            lengths = [len(it["input_ids"]) for it in items]
+            sampler = LengthGroupedSampler(lengths, args.train_batch_size, seed=args.seed)
         trainer = GeneratorTrainer(
             model=lm,
             args=args,
             train_dataset=ListDataset(items),
             data_collator=collator,
-            callbacks=[run.checkpoints, _CollatorEpoch(collator)],
+            callbacks=[run.checkpoints, _CollatorEpoch(collator, sampler)],
+            sampler=sampler,
         )
         route_logs(trainer)
         resume = run.resume(trainer=trainer)
-        tokens_before = trainer.tokens_seen  # a resumed run's rate counts this start only
+        # a resumed run's rates count this start only
+        before = (trainer.tokens_seen, trainer.model_tokens, trainer.padded_tokens)
         start = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume)
         seconds = time.perf_counter() - start
-        tokens = (trainer.tokens_seen - tokens_before, trainer.tokens_seen)
+        counts = [
+            trainer.tokens_seen - before[0],
+            trainer.tokens_seen,
+            trainer.model_tokens - before[1],
+            trainer.padded_tokens - before[2],
+        ]
         if world_size() > 1:  # every process counted its own share
-            tokens = (int(sum_over_processes(tokens[0])), int(sum_over_processes(tokens[1])))
+            counts = [int(sum_over_processes(c)) for c in counts]
+        tokens = (counts[0], counts[1])
+        rate = throughput(flop_parameters(lm), counts[2], seconds, args.device)
+        rate["model_tokens"] = counts[2]
+        rate["padding_share"] = round(1 - counts[2] / counts[3], 4) if counts[3] else 0.0
 
         summary: dict[str, Any] = {
             "base_model": str(model),
@@ -412,6 +501,7 @@ def train_generator(
             "train_seconds": round(seconds, 2),
             "train_tokens": tokens[1],
             "train_tokens_per_s": round(tokens[0] / max(seconds, 1e-9), 1),
+            "throughput": rate,
             "processes": world_size(),
             "compute": compute_record(
                 args.device, "bfloat16" if args.bf16 else "float32", setting=cfg.precision
@@ -438,7 +528,8 @@ def train_generator(
                     "consistency_loss",
                     "negative_loss",
                 )
-            },
+            }
+            | {"group_by_length": grouped},
             "log_history": trainer.state.log_history,
         }
         if negatives:

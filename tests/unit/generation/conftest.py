@@ -42,3 +42,17 @@ def ending_generator(tmp_path_factory: pytest.TempPathFactory) -> Any:
         model.transformer.wte.weight[fmt.eos_token_id, 0] = math.log(0.25 * model.config.vocab_size)
     model.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def tiny_lm(tiny_model: Any) -> tuple[Any, Any, Any]:
+    """``(model, tokenizer, GeneratorFormat)``: a tiny random GPT-2 with the NLI label tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from zdebias.generation.format import add_format_tokens
+
+    folder = tiny_model("gpt2")
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    fmt = add_format_tokens(tok, model, "nli")
+    return model, tok, fmt

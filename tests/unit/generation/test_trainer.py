@@ -81,19 +81,6 @@ def test_collator_pads_and_perturbs_only_the_label(nli_tokenizer) -> None:
     assert not batch["negative"].any()
 
 
-@pytest.fixture
-def tiny_lm(tiny_model):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from zdebias.generation.format import add_format_tokens
-
-    folder = tiny_model("gpt2")
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    fmt = add_format_tokens(tok, model, "nli")
-    return model, tok, fmt
-
-
 def test_label_tokens_start_from_the_newline_embedding(tiny_lm) -> None:
     model, tok, fmt = tiny_lm
     emb = model.get_input_embeddings().weight
