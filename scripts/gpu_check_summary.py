@@ -14,6 +14,12 @@ writes ``gpu_check.json`` there (or ``FILE``), printing it too:
   GD-NLI's 5 epochs over SNLI's 550,152 pairs take (the paper: ~24 h).
 - ``classifier_training``: BERT-base training examples/s at sequence length 48 (SNLI-like) and
   128, and hours per epoch over SNLI (550k) and over SNLI + 5M generated pairs.
+- ``decode_loops``: the GPT-2-large-sized generator, bf16, 127 new tokens a row, rows/s of
+  ``model.generate`` and of the carry, refill and compiled refill loops, each one's ratio to
+  ``model.generate`` and hours for 5M rows (issue 28's targets: >= 3x and >= 1,000 rows/s).
+- ``side_by_side``: zdebias's generator trainer against a plain causal-LM fine-tune (tokens/s,
+  MFU) and its classifier trainer against plain HF Trainer (samples/s, first 50 steps vs the
+  rest), as the two scripts measured them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ PAPER = {
     "generator_training_hours": 24,
     "gpu": "one A100 (GD-NLI, Wu et al. 2022)",
 }
+
+#: what ``decode_loops`` keeps of each loop's measurement
+LOOP_KEYS = ("rows_per_s", "x_generate", "hours_for_5m", "error")
 
 
 def _load(folder: Path, name: str) -> dict[str, Any]:
@@ -103,12 +112,22 @@ def summarise(classify: dict[str, Any], generate: dict[str, Any]) -> dict[str, A
         "hours_per_epoch_snli": _hours(SNLI_TRAIN, seq48),
         "hours_per_epoch_snli_plus_5m": _hours(SNLI_TRAIN + SAMPLES, seq48),
     }
+    loops = {
+        name: {k: v for k, v in part.items() if k in LOOP_KEYS}
+        for name, part in (_get(generate, "sampling") or {}).items()
+        if isinstance(part, dict)
+    }
     return {
         "device": generate.get("device") or classify.get("gpu") or "cpu",
         "small": small,
         "sampling": sampling,
         "generator_training": training,
         "classifier_training": classifier,
+        "decode_loops": loops,
+        "side_by_side": {
+            "generator_training": _get(generate, "train"),
+            "classifier_training": _get(classify, "trainer_side_by_side"),
+        },
         "paper": PAPER,
         "seconds": {
             "classify": classify.get("total_s"),

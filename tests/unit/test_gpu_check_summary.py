@@ -42,6 +42,13 @@ GENERATE = {
         "vllm": "not installed (or no GPU): skipped",
     },
     "total_seconds": 120.0,
+    "sampling": {
+        "parameters": 774_030_080,
+        "generate": {"rows_per_s": 140.0, "hours_for_5m": 9.92, "seconds": 30.1},
+        "refill": {"rows_per_s": 700.0, "x_generate": 5.0, "hours_for_5m": 1.98},
+        "refill_compiled": {"error": "RuntimeError: no graph"},
+    },
+    "train": {"plain_causal_lm": {"tokens_per_s": 1000.0}},
 }
 
 
@@ -61,6 +68,16 @@ def test_times_at_paper_scale_by_hand() -> None:
     assert s["classifier_training"]["hours_per_epoch_snli_plus_5m"] == 15.42
     assert s["paper"]["sampling_samples_per_s"] == 39.7  # 5M in 35 h
     assert s["errors"] == {} and s["small"] is False
+    # the loops' rows as measured, a loop's error kept, the model's size left out
+    assert s["decode_loops"] == {
+        "generate": {"rows_per_s": 140.0, "hours_for_5m": 9.92},
+        "refill": {"rows_per_s": 700.0, "x_generate": 5.0, "hours_for_5m": 1.98},
+        "refill_compiled": {"error": "RuntimeError: no graph"},
+    }
+    assert s["side_by_side"] == {
+        "generator_training": {"plain_causal_lm": {"tokens_per_s": 1000.0}},
+        "classifier_training": None,
+    }
 
 
 def test_a_missing_part_is_reported_not_fatal(tmp_path: Path) -> None:
