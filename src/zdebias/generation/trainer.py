@@ -47,7 +47,7 @@ from zdebias.generation.mask import MaskReport, biased_token_mask
 from zdebias.generation.settings import DebiasSettings, GeneratorSettings
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import sum_over_processes, world_size
+from zdebias.models.distributed import sum_over_processes, train_on_cpu, world_size
 from zdebias.models.training_run import TrainingRun, route_logs
 
 TRAIN_SUMMARY = "train_summary.json"
@@ -248,7 +248,7 @@ class _CollatorEpoch(TrainerCallback):
 
 
 def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTrainingArguments:
-    if not torch.cuda.is_available():
+    if train_on_cpu():  # no GPU, or fewer GPUs than processes on this machine
         # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
     return run.arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
