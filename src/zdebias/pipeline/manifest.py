@@ -40,13 +40,19 @@ def utc_now() -> str:
 
 
 def versions() -> dict[str, str]:
-    """Python, platform and the installed versions of the packages a run depends on."""
+    """Python, platform and the installed versions of the packages a run depends on.
+
+    zdebias's own is the version of the code that runs (``zdebias.__version__``), also when
+    that code is not installed (``PYTHONPATH=src``) or differs from what is.
+    """
     from importlib.metadata import PackageNotFoundError, version
+
+    from zdebias import __version__
 
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in _PACKAGES:
         with contextlib.suppress(PackageNotFoundError):
-            out[name] = version(name)
+            out[name] = __version__ if name == "zdebias" else version(name)
     out["cpu_count"] = str(os.cpu_count())
     return out
 
