@@ -47,12 +47,12 @@ def versions() -> dict[str, str]:
     """
     from importlib.metadata import PackageNotFoundError, version
 
-    from zdebias import __version__
-
+    # the package's __init__ ran before this module; read, not imported (layer 6 is above)
+    running = getattr(sys.modules.get("zdebias"), "__version__", None)
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in _PACKAGES:
         with contextlib.suppress(PackageNotFoundError):
-            out[name] = __version__ if name == "zdebias" else version(name)
+            out[name] = running if name == "zdebias" and running else version(name)
     out["cpu_count"] = str(os.cpu_count())
     return out
 
