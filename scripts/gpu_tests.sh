@@ -79,19 +79,10 @@ FILES=(
   tests/integration/test_ddp.py
   # then the files whose models take the GPU on their own (device auto: found by running
   # the unit tests under ZDEBIAS_TEST_FAKE_CUDA=1); first cut when time runs out
-  tests/unit/generation/test_sample.py
-  tests/unit/generation/test_sample_cells.py
-  tests/unit/generation/test_sample_premises.py
-  tests/unit/generation/test_prompted.py
-  tests/unit/classify/test_classify_confidence.py
-  tests/unit/classify/test_classify_judge.py
-  tests/unit/classify/test_hypo_only_feature.py
+  tests/unit/generation/test_{sample,sample_cells,sample_premises,prompted}.py
+  tests/unit/classify/test_{classify_confidence,classify_judge,hypo_only_feature}.py
   tests/unit/classify/test_predict_progress.py
-  tests/unit/counterfactual/test_cf_infill.py
-  tests/unit/counterfactual/test_cf_metrics.py
-  tests/unit/counterfactual/test_cf_prompted.py
-  tests/unit/counterfactual/test_cf_rationales.py
-  tests/unit/counterfactual/test_cf_select.py
+  tests/unit/counterfactual/test_cf_{infill,metrics,prompted,rationales,select}.py
   tests/unit/evaluation/test_eval_cache.py
 )
 PYTEST=("$PY" -m pytest -q -ra -p no:cacheprovider)
