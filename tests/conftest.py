@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -9,9 +10,31 @@ from pathlib import Path
 
 import pytest
 
+import fake_cuda
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+fake_cuda.install_if_wanted()  # ZDEBIAS_TEST_FAKE_CUDA=1: a CPU torch that claims a GPU
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` skip without a real CUDA GPU (``scripts/gpu_tests.sh`` runs them)."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if marked and not fake_cuda.real_cuda():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in marked:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _zdebias_logs_reach_caplog(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test that reads ``caplog`` sees zdebias's records even after an in-process CLI run
+    turned their propagation off (``configure_logging``): pytest < 9.1 reads only records
+    that reach the root logger."""
+    if "caplog" in request.fixturenames:
+        monkeypatch.setattr(logging.getLogger("zdebias"), "propagate", True)
 
 
 @pytest.fixture(scope="session")

@@ -55,6 +55,9 @@ def _commands(root: Path, models: dict[str, Path], batch: int, tag: str) -> list
     classifier = ["train-classifier", "--train", data, "--model", str(models["bert"])]
     classifier += ["--learning-rate", "1e-2", "--warmup-steps", "0", "--no-group-by-length"]
     classifier += ["--device", "cpu", *common]
+    # every run on the CPU, also where CUDA is visible: 2 gloo processes against 1 process
+    # (the rule for 2 processes on 1 GPU: tests/unit/models/test_distributed.py)
+    cpu = ["--set", "use_cpu=true"]
     return [
         [*classifier, "--out", str(root / f"clf{tag}")],
         [*classifier, "--out", str(root / f"poe{tag}"), "--loss", "poe", "--gamma", "0.4"],
@@ -69,6 +72,7 @@ def _commands(root: Path, models: dict[str, Path], batch: int, tag: str) -> list
             "--learning-rate",
             "1e-2",
             *common,
+            *cpu,
         ],
         [
             "debias-generator",
@@ -83,6 +87,7 @@ def _commands(root: Path, models: dict[str, Path], batch: int, tag: str) -> list
             "--learning-rate",
             "1e-2",
             *common,
+            *cpu,
         ],
         [
             "counterfactual",
@@ -98,6 +103,7 @@ def _commands(root: Path, models: dict[str, Path], batch: int, tag: str) -> list
             "--learning-rate",
             "1e-2",
             *common,
+            *cpu,
         ],
     ]
 

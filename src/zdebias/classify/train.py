@@ -54,7 +54,7 @@ from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.compute import compute_record
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import barrier, is_main_process, world_size
+from zdebias.models.distributed import barrier, is_main_process, train_on_cpu, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
 from zdebias.models.training_run import TrainingRun, route_logs
@@ -281,12 +281,9 @@ def _encode(
 
 
 def _device_settings(device: str | None) -> dict[str, Any]:
-    cuda = torch.cuda.is_available()
-    if device == "cuda" and not cuda:
-        raise ConfigError("--device cuda asked for, but no CUDA GPU is visible")
     if device not in (None, "auto", "cpu", "cuda"):
         raise ConfigError(f"unknown device {device!r}; expected auto, cpu or cuda")
-    use_gpu = cuda and device != "cpu"
+    use_gpu = not train_on_cpu(None if device == "auto" else device)
     bf16 = use_gpu and torch.cuda.is_bf16_supported()
     out: dict[str, Any] = {"use_cpu": not use_gpu, "bf16": bf16, "fp16": use_gpu and not bf16}
     if use_gpu:  # pinned batches copied without waiting (HF pins them on a GPU by default)

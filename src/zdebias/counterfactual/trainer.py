@@ -31,7 +31,7 @@ from zdebias.data.writers import check_out_dir
 from zdebias.errors import ConfigError, DataError, ZdebiasError
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.compute import compute_record
-from zdebias.models.distributed import world_size
+from zdebias.models.distributed import train_on_cpu, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.training_run import TrainingRun, route_logs
 
@@ -232,8 +232,9 @@ def train_infiller(
         disable_tqdm=not progress,
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
-        # without a GPU: use_cpu, else HF does not see a CPU `torchrun` as distributed
-        use_cpu=not torch.cuda.is_available(),
+        # without a GPU (for each process): use_cpu, else HF does not see a CPU `torchrun` as
+        # distributed
+        use_cpu=train_on_cpu(),
     )
     with TrainingRun(out, cfg, *identity) as run:
         args = run.arguments(InfillTrainingArguments, base)

@@ -60,7 +60,7 @@ from zdebias.generation.settings import DebiasSettings, GeneratorSettings
 from zdebias.models.batching import LengthGroupedSampler
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import sum_over_processes, world_size
+from zdebias.models.distributed import sum_over_processes, train_on_cpu, world_size
 from zdebias.models.throughput import flop_parameters, throughput
 from zdebias.models.training_run import TrainingRun, route_logs
 
@@ -313,7 +313,7 @@ class _CollatorEpoch(TrainerCallback):
 
 
 def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTrainingArguments:
-    if not torch.cuda.is_available():
+    if train_on_cpu():  # no GPU, or fewer GPUs than processes on this machine
         # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
     else:  # pinned batches (HF's default on a GPU) copied without waiting

@@ -6,14 +6,23 @@ zdebias's rule on top: every process trains, only the main one (rank 0) writes c
 publishes the model and prints the result; the others wait at a :func:`barrier` until it has
 published, so no process returns (or reads ``OUT``) before the output is whole.
 
+Which device a training run takes (:func:`train_on_cpu`): the GPUs when there is one for each
+process the launcher started on this machine, else CPU processes (DDP over gloo), said in one
+line on stderr; ``--device cuda`` with too few GPUs is an error. DDP needs a GPU of its own per
+process: two processes on one GPU would fail in NCCL ("Duplicate GPU detected") or ask for a
+device that does not exist.
+
 Only the standard library loads here; torch only inside the functions that talk to the other
-processes, and only once the process group exists (HF ``Trainer`` creates it).
+processes or ask for GPUs, and only once the process group exists (HF ``Trainer`` creates it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, TypeVar
+
+from zdebias.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -26,6 +35,44 @@ def rank() -> int:
 def world_size() -> int:
     """How many processes train together (1 without a launcher)."""
     return max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+
+
+def local_processes() -> int:
+    """How many processes the launcher started on this machine (``LOCAL_WORLD_SIZE``, set by
+    ``torchrun`` and ``accelerate launch``; 1 without a launcher)."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+
+
+def train_on_cpu(device: str | None = None) -> bool:
+    """Whether a training run uses the CPU rather than CUDA GPUs.
+
+    ``device``: ``cpu``, ``cuda`` or ``None`` / ``auto``. ``auto`` takes the GPUs when CUDA
+    sees at least one per process on this machine; with fewer it trains on CPU processes
+    (gloo) and says so on stderr (main process only). ``cuda`` with no GPU or too few is a
+    :class:`~zdebias.errors.ConfigError`.
+    """
+    import torch
+
+    if device == "cpu":
+        return True
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    procs = local_processes()
+    if gpus >= procs and gpus > 0:
+        return False
+    if device == "cuda":
+        if gpus == 0:
+            raise ConfigError("--device cuda asked for, but no CUDA GPU is visible")
+        raise ConfigError(
+            f"--device cuda with {procs} processes on this machine but {gpus} CUDA GPU(s): "
+            f"DDP needs one GPU per process; launch --nproc_per_node {gpus} or use --device cpu"
+        )
+    if gpus and is_main_process():
+        print(
+            f"note: {procs} processes on this machine but {gpus} CUDA GPU(s) visible: training "
+            f"on the CPU (gloo); launch --nproc_per_node {gpus} to train on the GPU(s)",
+            file=sys.stderr,
+        )
+    return True
 
 
 def is_main_process() -> bool:
@@ -69,4 +116,13 @@ def sum_over_processes(value: float) -> float:
     return sum(values)
 
 
-__all__ = ["barrier", "broadcast", "is_main_process", "rank", "sum_over_processes", "world_size"]
+__all__ = [
+    "barrier",
+    "broadcast",
+    "is_main_process",
+    "local_processes",
+    "rank",
+    "sum_over_processes",
+    "train_on_cpu",
+    "world_size",
+]

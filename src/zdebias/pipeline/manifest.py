@@ -40,13 +40,19 @@ def utc_now() -> str:
 
 
 def versions() -> dict[str, str]:
-    """Python, platform and the installed versions of the packages a run depends on."""
+    """Python, platform and the installed versions of the packages a run depends on.
+
+    zdebias's own is the version of the code that runs (``zdebias.__version__``), also when
+    that code is not installed (``PYTHONPATH=src``) or differs from what is.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
+    # the package's __init__ ran before this module; read, not imported (layer 6 is above)
+    running = getattr(sys.modules.get("zdebias"), "__version__", None)
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in _PACKAGES:
         with contextlib.suppress(PackageNotFoundError):
-            out[name] = version(name)
+            out[name] = running if name == "zdebias" and running else version(name)
     out["cpu_count"] = str(os.cpu_count())
     return out
 

@@ -52,7 +52,7 @@ def _token_norms(
 
 
 def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
-    clf = load_classifier(tiny_model("bert"))
+    clf = load_classifier(tiny_model("bert"), device="cpu")
     tokens, _offsets, seq, norms = _token_norms(clf, REC)
     assert tokens[2:5] == ["guitar", "##is", "##t"]  # one word, three sub-tokens
     in_text = torch.tensor([s is not None for s in seq])
@@ -77,7 +77,7 @@ def test_word_saliency_is_max_of_subtokens_on_tiny_bert(tiny_model) -> None:
 
 
 def test_normalize_all_rescales_by_one_constant(tiny_model) -> None:
-    clf = load_classifier(tiny_model("bert"))
+    clf = load_classifier(tiny_model("bert"), device="cpu")
     _tokens, _, seq, norms = _token_norms(clf, REC)
     (text,) = compute_saliency(clf, [REC], target="loss", normalize="text")
     (full,) = compute_saliency(clf, [REC], target="loss", normalize="all")
@@ -132,7 +132,7 @@ class _Linear1d(torch.nn.Module):
 
 
 def test_saliency_target_logit_or_loss_by_hand(tiny_model) -> None:
-    clf = load_classifier(tiny_model("bert"))
+    clf = load_classifier(tiny_model("bert"), device="cpu")
     rec = Record("x:2", clf.labels[0], premise="man sleeps", hypothesis="cat")
     tokens = clf.tokenizer.convert_ids_to_tokens(clf.tokenizer("man sleeps", "cat")["input_ids"])
     assert tokens == ["[CLS]", "man", "sleeps", "[SEP]", "cat", "[SEP]"]

@@ -92,6 +92,9 @@ def test_label_tokens_start_from_the_newline_embedding(tiny_lm) -> None:
 
 
 def _trainer(model, fmt, tmp_path: Path, **kw) -> GeneratorTrainer:
+    # on the CPU, as the batches and the references: with a GPU visible, Trainer would move
+    # the model there (the CUDA variant is test_compute_loss_on_cuda_matches_cpu)
+    kw.setdefault("use_cpu", True)
     args = GeneratorTrainingArguments(output_dir=str(tmp_path), **kw)
     return GeneratorTrainer(model=model, args=args, train_dataset=[], data_collator=None)
 

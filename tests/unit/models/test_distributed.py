@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from zdebias.errors import ConfigError
 from zdebias.models import distributed
 
 CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs" / "accelerate").glob("*.yaml"))
@@ -72,3 +73,71 @@ def test_accelerate_configs_are_what_accelerate_launch_accepts() -> None:
         str(CONFIGS[[p.name for p in CONFIGS].index("fsdp-generator.yaml")])
     )
     assert fsdp.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"  # one full model
+
+
+def _gpus(monkeypatch: pytest.MonkeyPatch, gpus: int, processes: int) -> None:
+    """CUDA that sees ``gpus`` GPUs, under a launcher that started ``processes`` here."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(processes))
+    monkeypatch.setenv("RANK", "0")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "processes", "on_cpu", "note"),
+    [
+        (0, 1, True, False),
+        (0, 2, True, False),
+        (1, 1, False, False),
+        (1, 2, True, True),
+        (2, 2, False, False),
+        (8, 4, False, False),
+    ],
+)
+def test_training_takes_the_gpus_only_with_one_per_process(
+    monkeypatch: pytest.MonkeyPatch, capsys, gpus: int, processes: int, on_cpu: bool, note: bool
+) -> None:
+    """DDP needs a GPU per process: 2 processes on 1 GPU train on the CPU (gloo) and say so."""
+    _gpus(monkeypatch, gpus, processes)
+    assert distributed.train_on_cpu() is on_cpu
+    assert distributed.train_on_cpu("cpu") is True
+    err = capsys.readouterr().err
+    if note:
+        assert err.splitlines() == [
+            f"note: {processes} processes on this machine but {gpus} CUDA GPU(s) visible: "
+            f"training on the CPU (gloo); launch --nproc_per_node {gpus} to train on the GPU(s)"
+        ]  # the "cpu" call: no note
+    else:
+        assert err == ""
+
+
+def test_device_cuda_with_too_few_gpus_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _gpus(monkeypatch, 1, 2)
+    with pytest.raises(ConfigError, match=r"2 processes on this machine but 1 CUDA GPU\(s\)"):
+        distributed.train_on_cpu("cuda")
+    _gpus(monkeypatch, 0, 1)
+    with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
+        distributed.train_on_cpu("cuda")
+
+
+def test_the_trainers_follow_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On main, each trainer asked only torch.cuda.is_available(): 2 processes on 1 GPU both
+    took cuda (NCCL: "Duplicate GPU detected") or cuda:1, which does not exist."""
+    from zdebias.classify.train import _device_settings
+    from zdebias.generation.trainer import _make_args
+
+    class Run:  # TrainingRun.arguments: the overrides that would build the arguments
+        def arguments(self, cls: type, overrides: dict) -> dict:
+            return overrides
+
+    _gpus(monkeypatch, 1, 2)
+    assert _device_settings(None) == {"use_cpu": True, "bf16": False, "fp16": False}
+    assert _make_args(Run(), {})["use_cpu"] is True  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="DDP needs one GPU per process"):
+        _device_settings("cuda")
+    _gpus(monkeypatch, 1, 1)
+    assert _device_settings(None) == {"use_cpu": False, "bf16": True, "fp16": False}
+    assert "use_cpu" not in _make_args(Run(), {})  # type: ignore[arg-type]

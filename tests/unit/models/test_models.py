@@ -22,6 +22,7 @@ def test_hub_names_and_local_folders_pass_through(tmp_path: Path) -> None:
         resolve_model(tmp_path / "f.bin")
 
 
+@pytest.mark.real_model
 def test_minilm_is_packaged_bert() -> None:
     path = Path(resolve_model("minilm"))
     assert (path / "config.json").exists() and (path / "model.safetensors").exists()

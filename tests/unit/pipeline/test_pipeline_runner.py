@@ -489,3 +489,25 @@ def test_dry_run_exits_2_on_a_plan_with_errors(
     assert run_main(["run", path, "--dry-run", "--out", user]) == 2
     assert capsys.readouterr().err.startswith(f"error: {user} holds files zdebias did not write")
     assert not run_dir.exists() and [p.name for p in user.iterdir()] == ["notes.txt"]
+
+
+def test_the_manifest_records_the_running_zdebias_even_when_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkout run with PYTHONPATH=src (no installed zdebias) still records its version."""
+    import importlib.metadata as metadata
+
+    import zdebias
+    from zdebias.pipeline.manifest import versions
+
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name == "zdebias":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    got = versions()
+    assert got["zdebias"] == zdebias.__version__
+    assert got["torch"] == real("torch")
