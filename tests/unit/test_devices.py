@@ -58,7 +58,8 @@ def _generator_loss(model, fmt, batch: dict, tmp_path: Path, *, use_cpu: bool) -
     trainer = GeneratorTrainer(model=model, args=args, train_dataset=[], data_collator=None)
     device = next(model.parameters()).device
     with torch.no_grad():
-        return float(trainer.compute_loss(model, {k: v.to(device) for k, v in batch.items()}))
+        moved = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        return float(trainer.compute_loss(model, moved))
 
 
 @pytest.mark.parametrize(("device", "dtype"), CASES)

@@ -41,6 +41,7 @@ def test_collator_pads_to_a_multiple_of_8_when_asked(tiny_model: Callable[..., P
 def test_gpu_runs_copy_batches_non_blocking(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "accelerator_config" not in _device_settings("auto")  # no GPU here
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # one GPU for the one process
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     gpu = _device_settings("auto")
     assert gpu["accelerator_config"] == {"non_blocking": True} and gpu["bf16"] is True
