@@ -6,7 +6,7 @@
 #   2. the test files whose outcome depends on what is picked when CUDA is visible (device
 #      "auto", HF Trainer's device, DDP's backend) or on the installed typer / transformers,
 #      then those whose models take the GPU on their own (cut first when time runs out).
-# The two parts are cut at 60 s and 180 s.
+# The two parts are cut at 60 s and 180 s ($GPU_TESTS_CUDA_S, $GPU_TESTS_FILES_S).
 # Before any test it checks, at once, that every package pyproject.toml names is importable
 # and not older than its lower bound, and says in one line what is missing (exit 2).
 # Writes $OUT/gpu_tests.txt (GPU, versions, pytest's summaries) and $OUT/gpu_tests-*.xml
@@ -89,12 +89,12 @@ PYTEST=("$PY" -m pytest -q -ra -p no:cacheprovider)
 # 1. the cuda tests of the whole suite; 2. the device-sensitive files (packaged pretrained
 # models, `real_model`, are CPU tests and need their packages: left out)
 echo "== pytest -m cuda" | tee -a "$LOG"
-timeout -s INT 60 "${PYTEST[@]}" -m cuda --continue-on-collection-errors \
+timeout -s INT "${GPU_TESTS_CUDA_S:-60}" "${PYTEST[@]}" -m cuda --continue-on-collection-errors \
   --junitxml="$OUT/gpu_tests-cuda.xml" tests \
   2>&1 | tail -n 25 | tee -a "$LOG"
 cuda_status=${PIPESTATUS[0]}
 echo "== pytest -m 'not cuda and not real_model' ${FILES[*]}" | tee -a "$LOG"
-timeout -s INT 180 "${PYTEST[@]}" -m "not cuda and not real_model" \
+timeout -s INT "${GPU_TESTS_FILES_S:-180}" "${PYTEST[@]}" -m "not cuda and not real_model" \
   --junitxml="$OUT/gpu_tests-files.xml" "${FILES[@]}" 2>&1 | tail -n 40 | tee -a "$LOG"
 files_status=${PIPESTATUS[0]}
 echo "gpu_tests: cuda part status $cuda_status, device-sensitive files status $files_status" \
