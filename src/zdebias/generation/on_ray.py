@@ -67,7 +67,8 @@ class ActorRounds:
     def __init__(self, ray: Any, gen: TrainedGenerator, cfg: SampleSettings) -> None:
         self.ray, self.gen, self.cfg = ray, gen, cfg
         self.backend = BACKENDS[cfg.backend]
-        self.group = rounds_per_group(self.backend, cfg.batch_size)
+        cuda = cfg.ray_num_gpus > 0 or str(cfg.device or "").startswith("cuda")
+        self.group = rounds_per_group(self.backend, cfg.batch_size, cfg, cuda)
         self.actors: list[Any] = []
         self.pending: dict[int, tuple[Any, Any]] = {}  # group → (result ref, actor)
         self.load: dict[Any, int] = {}

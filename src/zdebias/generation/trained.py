@@ -115,19 +115,10 @@ class HFBackend:
         return self.generate_rounds(batch_size, [seed])[0]
 
     def rounds_per_batch(self, batch_size: int) -> int:
-        """How many rounds :class:`RoundBatches` decodes together: a decoding step reads all
-        the weights whatever its rows, so on a CPU a row costs about half as much at 64 rows
-        as at 32 (docs/scaling.md, "Sampling speed"). Carry: ``decode_batch`` (default
-        :data:`ROWS_PER_BATCH`) rows; refill: :data:`REFILL_JOB` times the slots (pinned or
-        the most :func:`~zdebias.generation.decode.auto_slots` gives, never the free memory:
-        a resumed run groups its rounds as before), so the slots stay full most of a job."""
-        if self.loop == "refill":
-            from zdebias.generation.decode import MAX_AUTO_SLOTS
-
-            cuda = self.device.startswith("cuda")
-            slots = self.decode_batch or (MAX_AUTO_SLOTS if cuda else ROWS_PER_BATCH)
-            return max(1, REFILL_JOB * slots // batch_size)
-        return max(1, (self.decode_batch or ROWS_PER_BATCH) // batch_size)
+        """How many rounds :class:`RoundBatches` decodes together
+        (:func:`planned_rounds_per_batch` of this backend's loop, device and slots)."""
+        cuda = self.device.startswith("cuda")
+        return planned_rounds_per_batch(batch_size, self.loop, cuda, self.decode_batch)
 
     def slot_decoder(self) -> Any:
         """The refill loop's :class:`~zdebias.generation.decode.SlotDecoder` (made once: it
@@ -252,10 +243,40 @@ def decode_loop(model: Any, device: str, asked: str) -> str:
     return "carry"
 
 
-def rounds_per_group(engine: Any, batch_size: int) -> int:
-    """How many rounds a backend (class or instance) decodes as one batch: its
-    ``rounds_per_batch`` where it has ``generate_rounds`` (HF), else 1."""
-    return engine.rounds_per_batch(batch_size) if hasattr(engine, "generate_rounds") else 1
+def planned_rounds_per_batch(
+    batch_size: int, loop: str, cuda: bool, decode_batch: int | None
+) -> int:
+    """How many rounds the HF backend decodes together: a decoding step reads all the weights
+    whatever its rows, so on a CPU a row costs about half as much at 64 rows as at 32
+    (docs/scaling.md, "Sampling speed"). Carry: ``decode_batch`` (default
+    :data:`ROWS_PER_BATCH`) rows; refill: :data:`REFILL_JOB` times the slots (pinned or the
+    most :func:`~zdebias.generation.decode.auto_slots` gives, never the free memory: a resumed
+    run groups its rounds as before), so the slots stay full most of a job."""
+    if loop == "refill":
+        from zdebias.generation.decode import MAX_AUTO_SLOTS
+
+        slots = decode_batch or (MAX_AUTO_SLOTS if cuda else ROWS_PER_BATCH)
+        return max(1, REFILL_JOB * slots // batch_size)
+    return max(1, (decode_batch or ROWS_PER_BATCH) // batch_size)
+
+
+def rounds_per_group(
+    engine: Any, batch_size: int, settings: SampleSettings | None = None, cuda: bool = False
+) -> int:
+    """How many rounds a backend decodes as one batch: an instance's ``rounds_per_batch``
+    where it has ``generate_rounds`` (HF), else 1. For a backend class (a Ray run's driver,
+    which loads no model) the plan from ``settings`` (its ``decode_loop``, ``auto`` read as
+    refill when ``cuda``, and ``decode_batch``); each actor decodes in its own backend's groups
+    whatever rounds it is asked for, so this only sets how many rounds an actor is handed."""
+    if not hasattr(engine, "generate_rounds"):
+        return 1
+    if not isinstance(engine, type):
+        return engine.rounds_per_batch(batch_size)
+    loop = settings.decode_loop if settings is not None else "carry"
+    if loop == "auto":
+        loop = "refill" if cuda else "carry"
+    decode_batch = settings.decode_batch if settings is not None else None
+    return planned_rounds_per_batch(batch_size, loop, cuda, decode_batch)
 
 
 class RoundBatches:

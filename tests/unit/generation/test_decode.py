@@ -373,3 +373,17 @@ def test_backend_loop_setting(generator: tuple[Path, Any, Any]) -> None:
     assert decode_loop(model, "cuda", "auto") == "carry"
     with pytest.raises(ConfigError, match="--decode-loop refill: not for this model"):
         decode_loop(model, "cpu", "refill")
+
+
+def test_a_ray_driver_plans_groups_without_a_model() -> None:
+    """The Ray driver holds the backend class, not a loaded model: its groups come from the
+    settings (carry's 128 rows on CPU; refill's 8 x 2048 slots on CUDA; pinned slots)."""
+    from zdebias.generation.settings import SampleSettings
+    from zdebias.generation.trained import HFBackend, rounds_per_group
+
+    cfg = SampleSettings(n=10)
+    assert rounds_per_group(HFBackend, 32, cfg) == 4
+    assert rounds_per_group(HFBackend, 32, cfg, cuda=True) == 8 * 2048 // 32
+    pinned = SampleSettings(n=10, decode_loop="refill", decode_batch=64)
+    assert rounds_per_group(HFBackend, 32, pinned) == 8 * 64 // 32
+    assert rounds_per_group(HFBackend, 32, SampleSettings(n=10, decode_batch=256)) == 8

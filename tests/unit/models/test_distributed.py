@@ -139,5 +139,10 @@ def test_the_trainers_follow_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="DDP needs one GPU per process"):
         _device_settings("cuda")
     _gpus(monkeypatch, 1, 1)
-    assert _device_settings(None) == {"use_cpu": False, "bf16": True, "fp16": False}
+    assert _device_settings(None) == {
+        "use_cpu": False,
+        "bf16": True,
+        "fp16": False,
+        "accelerator_config": {"non_blocking": True},  # on a GPU (test_classify_speed.py)
+    }
     assert "use_cpu" not in _make_args(Run(), {})  # type: ignore[arg-type]
