@@ -92,6 +92,11 @@ class HFBackend:
         #: decoding steps and rows x steps the model ran, over all rounds (:func:`decode`)
         self.stats: dict[str, int] = {}
         self.loop = decode_loop(self.model, self.device, settings.decode_loop)
+        if settings.compile and self.loop != "refill":  # it would compile nothing
+            raise ConfigError(
+                "--compile compiles the refill loop's step, and this run decodes with the carry "
+                f"loop (on {self.device}); add --decode-loop refill or leave --compile out"
+            )
         #: rows decoded at once: carry's batch (whole rounds), refill's slots (None: auto)
         self.decode_batch = settings.decode_batch
         self.use_compile = settings.compile

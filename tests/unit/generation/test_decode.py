@@ -373,6 +373,9 @@ def test_backend_loop_setting(generator: tuple[Path, Any, Any]) -> None:
     assert decode_loop(model, "cuda", "auto") == "carry"
     with pytest.raises(ConfigError, match="--decode-loop refill: not for this model"):
         decode_loop(model, "cpu", "refill")
+    # --compile with the carry loop would compile nothing: refused, not ignored
+    with pytest.raises(ConfigError, match="--compile compiles the refill loop's step"):
+        backend(compile=True)
 
 
 def test_a_ray_driver_plans_groups_without_a_model() -> None:
