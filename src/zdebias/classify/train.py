@@ -54,7 +54,14 @@ from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.compute import compute_record
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import barrier, is_main_process, train_on_cpu, world_size
+from zdebias.models.distributed import (
+    GPU_PAD_MULTIPLE,
+    barrier,
+    gpu_arguments,
+    is_main_process,
+    train_on_cpu,
+    world_size,
+)
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
 from zdebias.models.training_run import TrainingRun, route_logs
@@ -287,7 +294,7 @@ def _device_settings(device: str | None) -> dict[str, Any]:
     bf16 = use_gpu and torch.cuda.is_bf16_supported()
     out: dict[str, Any] = {"use_cpu": not use_gpu, "bf16": bf16, "fp16": use_gpu and not bf16}
     if use_gpu:  # pinned batches copied without waiting (HF pins them on a GPU by default)
-        out["accelerator_config"] = {"non_blocking": True}
+        out.update(gpu_arguments())
     return out
 
 
@@ -497,7 +504,9 @@ def _train(
         trainer = ClassifierTrainer(
             model=net,
             args=args,
-            data_collator=_Collator(tokenizer, pad_to_multiple_of=None if args.use_cpu else 8),
+            data_collator=_Collator(
+                tokenizer, pad_to_multiple_of=None if args.use_cpu else GPU_PAD_MULTIPLE
+            ),
             train_dataset=train_ds,
             eval_dataset=dev_ds,
             processing_class=tokenizer,

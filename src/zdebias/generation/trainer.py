@@ -60,7 +60,13 @@ from zdebias.generation.settings import DebiasSettings, GeneratorSettings
 from zdebias.models.batching import LengthGroupedSampler
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.datasets import ListDataset
-from zdebias.models.distributed import sum_over_processes, train_on_cpu, world_size
+from zdebias.models.distributed import (
+    GPU_PAD_MULTIPLE,
+    gpu_arguments,
+    sum_over_processes,
+    train_on_cpu,
+    world_size,
+)
 from zdebias.models.throughput import flop_parameters, throughput
 from zdebias.models.training_run import TrainingRun, route_logs
 
@@ -317,7 +323,7 @@ def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTraining
         # use_cpu: without it HF does not see a CPU `torchrun` as distributed (no DDP)
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
     else:  # pinned batches (HF's default on a GPU) copied without waiting
-        overrides = {"accelerator_config": {"non_blocking": True}, **overrides}
+        overrides = {**gpu_arguments(), **overrides}
     return run.arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
 
 
@@ -453,7 +459,7 @@ def train_generator(
             fmt,
             consistency=args.consistency_weight > 0,
             seed=args.seed,
-            pad_to_multiple_of=8 if on_gpu else None,
+            pad_to_multiple_of=GPU_PAD_MULTIPLE if on_gpu else None,
         )
         grouped = cfg.grouped(args.device.type)
         sampler = None

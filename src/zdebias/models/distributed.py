@@ -75,6 +75,16 @@ def train_on_cpu(device: str | None = None) -> bool:
     return True
 
 
+#: on a GPU, batches are padded to a multiple of this: a few distinct shapes instead of one per
+#: batch (each new shape costs kernel selection), tensor-core tiles aligned
+GPU_PAD_MULTIPLE = 8
+
+
+def gpu_arguments() -> dict[str, Any]:
+    """HF ``TrainingArguments`` for a GPU run: pinned batches copied without waiting."""
+    return {"accelerator_config": {"non_blocking": True}}
+
+
 def is_main_process() -> bool:
     """Whether this process writes and prints: rank 0, or the only process."""
     return rank() == 0
@@ -117,8 +127,10 @@ def sum_over_processes(value: float) -> float:
 
 
 __all__ = [
+    "GPU_PAD_MULTIPLE",
     "barrier",
     "broadcast",
+    "gpu_arguments",
     "is_main_process",
     "local_processes",
     "rank",
