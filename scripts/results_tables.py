@@ -251,6 +251,97 @@ def generated(run: Path, manifest: dict[str, Any], per_label: int, seed: int) ->
     return lines
 
 
+def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
+    """Per shortcut-breaking cell: asked, generated, fired, judged, z before → after;
+    one kept and one rejected sample per cell; two rule-made pairs per rule."""
+    lines: list[str] = []
+    done = [s for s in manifest["stages"] if s.get("status") in DONE]
+    judges = []
+    for stage in done:
+        if stage["stage"] == "confidence-filter" and "summary" in stage.get("outputs", {}):
+            summary = load(run / stage["outputs"]["summary"]["path"])
+            if summary.get("per_cell"):
+                judges.append((stage, summary))
+    rng = random.Random(seed)
+    for stage in done:
+        if stage["stage"] != "sample":
+            continue
+        cells = load(run / stage["outputs"]["summary"]["path"]).get("cells")
+        if not cells or not cells.get("rows"):
+            continue
+        mine = [
+            (j, s) for j, s in judges if set(s["per_cell"]) & {r["cell"] for r in cells["rows"]}
+        ]
+        heads = [f"kept by `{j['name']}`" for j, _ in mine]
+        lines += [
+            f"`{stage['name']}`: {cells['n_cells']} cells, {cells['asked']:,} rows asked, "
+            f"{cells['fired']:,} written with their feature, {cells['short']:,} short; "
+            f"{cells['n_skipped']} cells skipped.",
+            "",
+            "| cell | steer | asked | generated | written | "
+            + " | ".join(heads)
+            + " | z before → after |",
+            "|---|---|---:|---:|---:|" + "---:|" * len(heads) + "---:|",
+        ]
+        for row in cells["rows"]:
+            kept = []
+            for _, summary in mine:
+                c = summary["per_cell"].get(row["cell"])
+                kept.append(f"{c['kept']}/{c['n']}" if c else "–")
+            lines.append(
+                f"| {row['cell']} | {row.get('steer', '–')} | {row['asked']} | "
+                f"{row['generated']} | {row['fired']} | "
+                + " | ".join(kept)
+                + f" | {row['z_before']:.1f} → {row['z_after']:.1f} |"
+            )
+        lines.append("")
+        for judge, _ in mine[:1]:
+            outs = judge["outputs"]
+            pools = {
+                "kept": read_jsonl(run / outs["data"]["path"]),
+                "rejected": read_jsonl(run / outs["rejected"]["path"]),
+            }
+            lines += [
+                f"One kept and one rejected sample per cell, drawn at random (seed {seed}), "
+                f"judged by `{judge['name']}`:",
+                "",
+                "| cell | verdict | premise | hypothesis | p(label) | Δp |",
+                "|---|---|---|---|---:|---:|",
+            ]
+            for row in cells["rows"]:
+                for verdict, pool in pools.items():
+                    hits = [r for r in pool if r.get("meta", {}).get("cell") == row["cell"]]
+                    if not hits:
+                        continue
+                    r = rng.choice(hits)
+                    meta = r["meta"]
+                    dp = meta.get("delta_p")
+                    lines.append(
+                        f"| {row['cell']} | {verdict} | {r['premise']} | {r['hypothesis']} | "
+                        f"{meta.get('confidence', float('nan')):.2f} | "
+                        f"{'–' if dp is None else f'{dp:+.2f}'} |".replace("\n", " ")
+                    )
+            lines.append("")
+    for stage in done:
+        if stage["stage"] != "transform":
+            continue
+        records = read_jsonl(run / stage["outputs"]["data"]["path"])
+        by_rule: dict[str, list[dict[str, Any]]] = {}
+        for r in records:
+            by_rule.setdefault(r["id"].split(":", 1)[0].removeprefix("tf-"), []).append(r)
+        lines += [
+            f"`{stage['name']}`: two pairs per rule, drawn at random (seed {seed}):",
+            "",
+            "| rule | label | premise | hypothesis |",
+            "|---|---|---|---|",
+        ]
+        for rule, rows in by_rule.items():
+            for r in rng.sample(rows, min(2, len(rows))):
+                lines.append(f"| {rule} | {r['label']} | {r['premise']} | {r['hypothesis']} |")
+        lines.append("")
+    return lines
+
+
 def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: int) -> list[str]:
     """Counterfactual metrics and examples (original → counterfactual)."""
     lines: list[str] = []
@@ -319,6 +410,7 @@ def main() -> None:
         ("Datasets and their z-statistics", datasets(args.run, manifest)),
         ("Top features (Table 12 shape)", top_features(args.run, manifest, args.top)),
         ("Generated data", generated(args.run, manifest, args.examples, args.seed)),
+        ("Shortcut-breaking cells", targeted(args.run, manifest, args.seed)),
         ("Counterfactuals", counterfactuals(args.run, manifest, args.examples, args.seed)),
         ("Time per stage", timings(manifest)),
     ]
