@@ -100,6 +100,23 @@ def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
                         cells.append(f"{100 * test['difference']:+.2f} (p {p})")
                 lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
             lines.append("")
+            detail = [k for k in c["comparisons"][0]["tests"] if k not in columns]
+            if detail:  # `detail: true`: per HANS heuristic and heuristic × gold label
+                lines += [f"Per heuristic and gold label, against {c['baseline']}:", ""]
+                lines += [
+                    "| Method | " + " | ".join(detail) + " |",
+                    "|---|" + "---:|" * len(detail),
+                ]
+                for item in c["comparisons"]:
+                    cells = []
+                    for col in detail:
+                        test = item["tests"].get(col)
+                        p = "–" if not test or test["p"] is None else f"{test['p']:.3f}"
+                        cells.append(
+                            "–" if test is None else f"{100 * test['difference']:+.2f} (p {p})"
+                        )
+                    lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
+                lines.append("")
         for group in results.get("groups", []):
             cols = group["columns"]
             lines += [
@@ -342,6 +359,40 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
     return lines
 
 
+def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
+    """Hand labels of a sample stage's rows against the generated labels and each judge's verdict
+    (``{"stage", "labels": {id: label or null}}``; null: too garbled to label)."""
+    doc = load(path)
+    hand: dict[str, str | None] = doc["labels"]
+    rows = {r["id"]: r for r in read_jsonl(run / doc["stage"] / "samples.jsonl") if r["id"] in hand}
+    right = {i for i, label in hand.items() if label is not None and label == rows[i]["label"]}
+    garbled = sum(label is None for label in hand.values())
+    gen = Counter(rows[i]["label"] for i in hand)
+    lines = [
+        f"{len(hand)} rows of `{doc['stage']}` labelled by hand ({path}): {len(right)} carry the "
+        f"label the labeller gave, {garbled} too garbled to label, "
+        f"{len(hand) - len(right) - garbled} readable with another label.",
+        "",
+        "| generated label | rows | right |",
+        "|---|---:|---:|",
+    ]
+    for label, n in sorted(gen.items()):
+        lines.append(f"| {label} | {n} | {sum(rows[i]['label'] == label for i in right)} |")
+    lines += ["", "| judge | kept | kept and right |", "|---|---:|---:|"]
+    for stage in manifest["stages"]:
+        if stage["stage"] != "confidence-filter" or stage.get("status") not in DONE:
+            continue
+        # ids repeat across sample stages: a judge of this stage keeps these very pairs
+        kept = {
+            r["id"]
+            for r in read_jsonl(run / stage["outputs"]["data"]["path"])
+            if r["id"] in rows and r["hypothesis"] == rows[r["id"]]["hypothesis"]
+        }
+        if kept:
+            lines.append(f"| `{stage['name']}` | {len(kept)} | {len(kept & right)} |")
+    return [*lines, ""]
+
+
 def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: int) -> list[str]:
     """Counterfactual metrics and examples (original → counterfactual)."""
     lines: list[str] = []
@@ -402,6 +453,11 @@ def main() -> None:
         default=["stats_original", "stats_zfilter", "stats_seq_z"],
         help="stats stages for the Table 12 shape",
     )
+    parser.add_argument(
+        "--hand-labels",
+        type=Path,
+        help="hand labels of a sample stage's rows (docs/data/targeted-hand-labels.json)",
+    )
     args = parser.parse_args()
     manifest = load(args.run / "manifest.json")
     sections = [
@@ -411,6 +467,10 @@ def main() -> None:
         ("Top features (Table 12 shape)", top_features(args.run, manifest, args.top)),
         ("Generated data", generated(args.run, manifest, args.examples, args.seed)),
         ("Shortcut-breaking cells", targeted(args.run, manifest, args.seed)),
+        (
+            "Hand labels",
+            hand_labels(args.run, manifest, args.hand_labels) if args.hand_labels else [],
+        ),
         ("Counterfactuals", counterfactuals(args.run, manifest, args.examples, args.seed)),
         ("Time per stage", timings(manifest)),
     ]
