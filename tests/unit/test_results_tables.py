@@ -1,0 +1,156 @@
+"""scripts/results_tables.py reads the numbers docs/results.md prints: per-cell counts and hand
+labels from a small run folder written here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "results_tables.py"
+
+
+@pytest.fixture(scope="module")
+def tables() -> Any:
+    spec = importlib.util.spec_from_file_location("results_tables", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _row(i: int, label: str, hypothesis: str, cell: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "id": f"gen-s1:{i}",
+        "premise": f"premise {i}",
+        "hypothesis": hypothesis,
+        "label": label,
+        "meta": {"cell": cell, **meta},
+    }
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A sample stage (4 rows, 2 cells), its judge (keeps 2), and an unrelated judge of another
+    sample stage whose rows reuse the same ids (as `sample` stages do)."""
+    cell_a, cell_b = "lex-overlap>0.7→neutral", "to@hypothesis→entailment"
+    samples = [
+        _row(0, "neutral", "h0", cell_a),
+        _row(1, "neutral", "h1", cell_a),
+        _row(2, "entailment", "h2", cell_b),
+        _row(3, "entailment", "h3", cell_b),
+    ]
+    _jsonl(tmp_path / "s/samples.jsonl", samples)
+    cells = {
+        "n_cells": 2,
+        "asked": 8,
+        "fired": 4,
+        "short": 4,
+        "n_skipped": 1,
+        "rows": [
+            {
+                "cell": cell_a,
+                "steer": "copy",
+                "asked": 4,
+                "generated": 9,
+                "fired": 2,
+                "z_before": 36.88,
+                "z_after": 29.85,
+            },
+            {
+                "cell": cell_b,
+                "steer": "prefix",
+                "asked": 4,
+                "generated": 5,
+                "fired": 2,
+                "z_before": 24.59,
+                "z_after": 21.4,
+            },
+        ],
+    }
+    (tmp_path / "s/summary.json").write_text(json.dumps({"cells": cells}))
+    kept = [dict(samples[0], meta={**samples[0]["meta"], "confidence": 0.61, "delta_p": 0.3})]
+    kept.append(dict(samples[2], meta={**samples[2]["meta"], "confidence": 0.7, "delta_p": 0.26}))
+    rejected = [
+        dict(samples[1], meta={**samples[1]["meta"], "confidence": 0.2, "delta_p": -0.1}),
+        dict(samples[3], meta={**samples[3]["meta"], "confidence": 0.1, "delta_p": 0.01}),
+    ]
+    _jsonl(tmp_path / "j/kept.jsonl", kept)
+    _jsonl(tmp_path / "j/rejected.jsonl", rejected)
+    per_cell = {cell_a: {"n": 2, "kept": 1}, cell_b: {"n": 2, "kept": 1}}
+    (tmp_path / "j/summary.json").write_text(json.dumps({"per_cell": per_cell}))
+    # another stage's kept rows: same ids, other hypotheses
+    _jsonl(tmp_path / "o/kept.jsonl", [_row(0, "neutral", "other", cell_a)])
+    (tmp_path / "o/summary.json").write_text(json.dumps({"per_cell": {}}))
+
+    def out(path: str) -> dict[str, str]:
+        return {"path": path}
+
+    manifest = {
+        "stages": [
+            {
+                "name": "samples_targeted",
+                "stage": "sample",
+                "status": "done",
+                "outputs": {"data": out("s/samples.jsonl"), "summary": out("s/summary.json")},
+            },
+            {
+                "name": "judged",
+                "stage": "confidence-filter",
+                "status": "done",
+                "outputs": {
+                    "data": out("j/kept.jsonl"),
+                    "rejected": out("j/rejected.jsonl"),
+                    "summary": out("j/summary.json"),
+                },
+            },
+            {
+                "name": "other",
+                "stage": "confidence-filter",
+                "status": "skipped",
+                "outputs": {"data": out("o/kept.jsonl"), "summary": out("o/summary.json")},
+            },
+        ]
+    }
+    return tmp_path, manifest
+
+
+def test_cells_table_reads_counts_judges_and_z(tables: Any, run: tuple[Path, Any]) -> None:
+    folder, manifest = run
+    lines = tables.targeted(folder, manifest, 0)
+    assert lines[0] == (
+        "`samples_targeted`: 2 cells, 8 rows asked, 4 written with their feature, 4 short; "
+        "1 cells skipped."
+    )
+    assert "| kept by `judged` |" in lines[2] and "other" not in lines[2]
+    assert "| lex-overlap>0.7→neutral | copy | 4 | 9 | 2 | 1/2 | 36.9 → 29.9 |" in lines
+    assert "| to@hypothesis→entailment | prefix | 4 | 5 | 2 | 1/2 | 24.6 → 21.4 |" in lines
+    examples = [line for line in lines if "| kept |" in line or "| rejected |" in line]
+    assert len(examples) == 4  # one kept and one rejected per cell
+    assert "| lex-overlap>0.7→neutral | kept | premise 0 | h0 | 0.61 | +0.30 |" in examples
+
+
+def test_hand_labels_count_right_garbled_and_each_judges_hits(
+    tables: Any, run: tuple[Path, Any]
+) -> None:
+    folder, manifest = run
+    hand = folder / "hand.json"
+    labels = {"gen-s1:0": "neutral", "gen-s1:1": None, "gen-s1:2": "contradiction"}
+    hand.write_text(json.dumps({"stage": "s", "labels": labels}))
+    lines = tables.hand_labels(folder, manifest, hand)
+    assert lines[0] == (
+        f"3 rows of `s` labelled by hand ({hand}): 1 carry the label the labeller gave, "
+        "1 too garbled to label, 1 readable with another label."
+    )
+    assert "| entailment | 1 | 0 |" in lines and "| neutral | 2 | 1 |" in lines
+    # the judge kept gen-s1:0 (right) and gen-s1:2 (wrong); `other` kept another gen-s1:0
+    assert "| `judged` | 2 | 1 |" in lines
+    assert not any("`other`" in line for line in lines)
