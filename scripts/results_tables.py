@@ -49,6 +49,22 @@ def stage_output(run: Path, manifest: dict[str, Any], name: str, output: str) ->
     return None
 
 
+def differences(comparison: dict[str, Any], columns: list[str]) -> list[str]:
+    """One row per method: its t-test against the comparison's baseline in each column."""
+    lines = ["| Method | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for item in comparison["comparisons"]:
+        cells = []
+        for col in columns:
+            test = item["tests"].get(col)
+            if test is None:
+                cells.append("–")
+            else:
+                p = "–" if test["p"] is None else f"{test['p']:.3f}"
+                cells.append(f"{100 * test['difference']:+.2f} (p {p})")
+        lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
     """Accuracy tables (mean±std over seeds) with one mark per t-test baseline."""
     lines: list[str] = []
@@ -87,36 +103,12 @@ def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
             )
         lines.append("")
         for c in comparisons:
-            lines += [f"Differences against {c['baseline']} (points, p-value):", ""]
-            lines += ["| Method | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-            for item in c["comparisons"]:
-                cells = []
-                for col in columns:
-                    test = item["tests"].get(col)
-                    if test is None:
-                        cells.append("–")
-                    else:
-                        p = "–" if test["p"] is None else f"{test['p']:.3f}"
-                        cells.append(f"{100 * test['difference']:+.2f} (p {p})")
-                lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
-            lines.append("")
             detail = [k for k in c["comparisons"][0]["tests"] if k not in columns]
+            lines += [f"Differences against {c['baseline']} (points, p-value):", ""]
+            lines += differences(c, columns)
             if detail:  # `detail: true`: per HANS heuristic and heuristic × gold label
                 lines += [f"Per heuristic and gold label, against {c['baseline']}:", ""]
-                lines += [
-                    "| Method | " + " | ".join(detail) + " |",
-                    "|---|" + "---:|" * len(detail),
-                ]
-                for item in c["comparisons"]:
-                    cells = []
-                    for col in detail:
-                        test = item["tests"].get(col)
-                        p = "–" if not test or test["p"] is None else f"{test['p']:.3f}"
-                        cells.append(
-                            "–" if test is None else f"{100 * test['difference']:+.2f} (p {p})"
-                        )
-                    lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
-                lines.append("")
+                lines += differences(c, detail)
         for group in results.get("groups", []):
             cols = group["columns"]
             lines += [
