@@ -230,14 +230,19 @@ ROWS_PER_BATCH = 128
 REFILL_JOB = 8
 
 
+def planned_loop(asked: str, cuda: bool) -> str:
+    """The decoding loop ``asked`` names before a model is seen: carry or refill, and for
+    ``auto`` refill on CUDA and carry elsewhere."""
+    return "carry" if asked == "carry" or (asked == "auto" and not cuda) else "refill"
+
+
 def decode_loop(model: Any, device: str, asked: str) -> str:
-    """The HF backend's decoding loop: ``asked`` (carry or refill), or for ``auto`` refill on
-    CUDA and carry elsewhere; refill for a model it cannot decode
-    (:func:`~zdebias.generation.decode.refill_supported`) is refused, or under ``auto``
-    falls back to carry with a log line."""
+    """The HF backend's decoding loop (:func:`planned_loop`); refill for a model it cannot
+    decode (:func:`~zdebias.generation.decode.refill_supported`) is refused, or under
+    ``auto`` falls back to carry with a log line."""
     from zdebias.generation.decode import refill_supported
 
-    if asked == "carry" or (asked == "auto" and not device.startswith("cuda")):
+    if planned_loop(asked, device.startswith("cuda")) == "carry":
         return "carry"
     why = refill_supported(model)
     if why is None:
@@ -270,16 +275,15 @@ def rounds_per_group(
 ) -> int:
     """How many rounds a backend decodes as one batch: an instance's ``rounds_per_batch``
     where it has ``generate_rounds`` (HF), else 1. For a backend class (a Ray run's driver,
-    which loads no model) the plan from ``settings`` (its ``decode_loop``, ``auto`` read as
-    refill when ``cuda``, and ``decode_batch``); each actor decodes in its own backend's groups
-    whatever rounds it is asked for, so this only sets how many rounds an actor is handed."""
+    which loads no model) the plan from ``settings`` (its ``decode_loop`` as
+    :func:`planned_loop` reads it, and ``decode_batch``); each actor decodes in its own
+    backend's groups whatever rounds it is asked for, so this only sets how many rounds an
+    actor is handed."""
     if not hasattr(engine, "generate_rounds"):
         return 1
     if not isinstance(engine, type):
         return engine.rounds_per_batch(batch_size)
-    loop = settings.decode_loop if settings is not None else "carry"
-    if loop == "auto":
-        loop = "refill" if cuda else "carry"
+    loop = planned_loop(settings.decode_loop if settings is not None else "carry", cuda)
     decode_batch = settings.decode_batch if settings is not None else None
     return planned_rounds_per_batch(batch_size, loop, cuda, decode_batch)
 
