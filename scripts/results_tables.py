@@ -355,8 +355,14 @@ def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     """Hand labels of a sample stage's rows against the generated labels and each judge's verdict
     (``{"stage", "labels": {id: label or null}}``; null: too garbled to label)."""
     doc = load(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("labels"), dict) or "stage" not in doc:
+        raise SystemExit(f'{path}: expected {{"stage": NAME, "labels": {{ID: LABEL or null}}}}')
     hand: dict[str, str | None] = doc["labels"]
-    rows = {r["id"]: r for r in read_jsonl(run / doc["stage"] / "samples.jsonl") if r["id"] in hand}
+    samples = run / doc["stage"] / "samples.jsonl"
+    rows = {r["id"]: r for r in read_jsonl(samples) if r["id"] in hand}
+    missing = sorted(set(hand) - set(rows))
+    if missing:
+        raise SystemExit(f"{path}: {len(missing)} ids not in {samples}, e.g. {missing[0]!r}")
     right = {i for i, label in hand.items() if label is not None and label == rows[i]["label"]}
     garbled = sum(label is None for label in hand.values())
     gen = Counter(rows[i]["label"] for i in hand)

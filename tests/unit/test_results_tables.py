@@ -154,3 +154,16 @@ def test_hand_labels_count_right_garbled_and_each_judges_hits(
     # the judge kept gen-s1:0 (right) and gen-s1:2 (wrong); `other` kept another gen-s1:0
     assert "| `judged` | 2 | 1 |" in lines
     assert not any("`other`" in line for line in lines)
+
+
+def test_hand_labels_of_unknown_rows_are_refused(tables: Any, run: tuple[Path, Any]) -> None:
+    folder, manifest = run
+    hand = folder / "hand.json"
+    hand.write_text(json.dumps({"stage": "s", "labels": {"gen-s1:9": "neutral"}}))
+    with pytest.raises(
+        SystemExit, match=r"hand\.json: 1 ids not in .*samples.jsonl, e.g. 'gen-s1:9'"
+    ):
+        tables.hand_labels(folder, manifest, hand)
+    hand.write_text(json.dumps({"labels": {}}))
+    with pytest.raises(SystemExit, match=r"hand\.json: expected"):
+        tables.hand_labels(folder, manifest, hand)
