@@ -135,3 +135,33 @@ def test_load_classifier_auto_takes_the_gpu(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))  # auto
     assert clf.device.type == "cuda"
     assert predict_proba(clf, toy_records()[:3]).shape == (3, len(clf.labels))
+
+
+def test_model_device_reads_auto_and_keeps_a_named_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from zdebias.models.compute import model_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [model_device(), model_device("auto"), model_device("cpu")] == ["cpu"] * 3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert [model_device(None), model_device("auto")] == ["cuda", "cuda"]
+    assert [model_device("cpu"), model_device("cuda:1")] == ["cpu", "cuda:1"]
+
+
+def test_every_loader_takes_auto(
+    tiny_model, tiny_generator: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` means the GPU when there is one, else the CPU, for each model loader (the
+    infiller and generator loaders passed ``auto`` on to torch, which refused it)."""
+    from zdebias.classify.predict import load_classifier
+    from zdebias.counterfactual.model import load_infiller
+    from zdebias.generation.score import load_generator
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = [
+        next(load_generator(tiny_generator, device="auto")[0].parameters()).device,
+        load_infiller(tiny_model("t5"), device="auto").model.device,
+        load_classifier(tiny_model("bert"), device="auto").device,
+    ]
+    assert [d.type for d in loaded] == ["cpu"] * 3

@@ -22,6 +22,7 @@ import numpy as np
 from zdebias.classify.predict import hf_progress, length_batches, model_inputs
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.models.compute import model_device
 from zdebias.models.resolve import cache_dir, resolve_model
 
 #: rows per forward pass
@@ -76,7 +77,7 @@ def _embed(
             raise ConfigError(
                 f"cannot load encoder {resolved}: {' '.join(str(err).split())}"
             ) from None
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device()
     model.to(device).eval()
     dim = int(model.config.hidden_size)
     out = np.zeros((len(first), dim), dtype=np.float32)

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.classify.settings import InputKind, torch_device
+from zdebias.classify.settings import InputKind
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.models.compute import model_device
 from zdebias.models.resolve import resolve_model
 
 CLASSIFIER_INFO = "zdebias_classifier.json"
@@ -75,7 +76,6 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
 
     ``device``: ``cpu``, ``cuda``, or ``None`` / ``auto`` (the GPU when there is one).
     """
-    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model(ref)
@@ -89,9 +89,7 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:
             model.config.pad_token_id = tokenizer.pad_token_id
-    device = torch_device(device)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device(device)
     model.to(device).eval()
     id2label = model.config.id2label
     labels = [str(id2label[i]) for i in range(len(id2label))]

@@ -26,6 +26,7 @@ from zdebias.data.options import read_logged
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import tokenize
+from zdebias.models.compute import model_device
 
 _WS = re.compile(r"\S+")
 
@@ -87,7 +88,7 @@ def perplexity(
     path = resolve_model(lm)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device()
     model.to(device).eval()
     start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (start or 0)

@@ -20,6 +20,7 @@ from typing import Any
 
 from zdebias.counterfactual.format import Arch, add_sentinels, eos_id
 from zdebias.errors import ConfigError
+from zdebias.models.compute import model_device
 from zdebias.models.resolve import resolve_model
 
 #: The settings file that marks a trained infiller folder.
@@ -117,7 +118,6 @@ def load_infiller(
     ref: str | Path, *, arch: str = "auto", device: str | None = None
 ) -> LoadedInfiller:
     """A trained infiller folder, or any base model (the untrained, FlipDA-like baseline)."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     path = resolve_model(ref)
@@ -133,7 +133,6 @@ def load_infiller(
     else:
         model, tok, arch = load_base_infiller(path, arch)
         info = {"arch": arch, "trained": False}
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device(device)
     model.to(device).eval()
     return LoadedInfiller(model, tok, arch, info)  # type: ignore[arg-type]

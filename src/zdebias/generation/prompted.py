@@ -50,6 +50,7 @@ from zdebias.generation.premises import unique_premises
 from zdebias.generation.rounds import Candidate, RoundOutput, label_quota, round_seed, run_rounds
 from zdebias.generation.settings import ClientSettings, PromptSettings, SampleSettings
 from zdebias.generation.store import open_run
+from zdebias.models.compute import model_device
 
 log = logging.getLogger("zdebias")
 
@@ -409,7 +410,7 @@ class LocalChatBackend:
             self.tok.pad_token = self.tok.eos_token
         if prompt.endpoint == "chat" and not self.tok.chat_template:
             raise ConfigError(f"{model}: has no chat template; use --endpoint completions")
-        self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = model_device(cfg.device)
         self.model = AutoModelForCausalLM.from_pretrained(path).to(self.device).eval()
         self.cfg, self.prompt = cfg, prompt
         self.completions = prompt.endpoint == "completions"

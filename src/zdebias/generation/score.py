@@ -16,17 +16,17 @@ from typing import Any
 
 from zdebias.data.schema import Record
 from zdebias.generation.format import GeneratorFormat, encode_record
+from zdebias.models.compute import model_device
 
 
 def load_generator(folder: str | Path, *, device: str | None = None) -> tuple[Any, Any, Any]:
     """``(model in eval mode, tokenizer, GeneratorFormat)`` of a generator folder."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     fmt = GeneratorFormat.load(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
-    model.to(device or ("cuda" if torch.cuda.is_available() else "cpu")).eval()
+    model.to(model_device(device)).eval()
     return model, tokenizer, fmt
 
 

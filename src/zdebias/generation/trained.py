@@ -33,6 +33,7 @@ from zdebias.generation.premises import PremisePlan, parse_per_premise
 from zdebias.generation.rounds import Candidate, Goal, RoundOutput, round_seed, run_rounds
 from zdebias.generation.settings import SampleSettings, fast_bf16
 from zdebias.generation.store import SUMMARY, open_run, read_samples
+from zdebias.models.compute import model_device
 
 if TYPE_CHECKING:
     from zdebias.stats.cells import Cell
@@ -77,7 +78,7 @@ class HFBackend:
         from zdebias.models.compute import compute_record
 
         self.torch = torch
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = model_device(device)
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
         if dtype is None:
             dtype = "bfloat16" if self.device.startswith("cuda") else "float32"

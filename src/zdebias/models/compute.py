@@ -1,7 +1,8 @@
-"""What a model ran on, as summaries and run manifests record it (:func:`compute_record`): the
-device, the dtype, the setting that chose it, whether ``auto`` chose bfloat16, and torch's
-version. The numbers of a training or sampling run depend on these; another machine gives
-the same numbers only with the same ones.
+"""What a model runs on: the device an ``auto`` setting picks (:func:`model_device`), and
+what summaries and run manifests record (:func:`compute_record`): the device, the dtype, the
+setting that chose it, whether ``auto`` chose bfloat16, and torch's version. The numbers of a
+training or sampling run depend on these; another machine gives the same numbers only with
+the same ones.
 
 Imports torch when called: call it where torch is already loaded.
 """
@@ -9,6 +10,17 @@ Imports torch when called: call it where torch is already loaded.
 from __future__ import annotations
 
 from typing import Any
+
+
+def model_device(asked: str | None = None) -> str:
+    """The device to load a model on for inference: ``asked`` as given, or for ``None`` /
+    ``auto`` the GPU (``cuda``) when torch sees one, else ``cpu``. (Training decides with
+    :func:`~zdebias.models.distributed.train_on_cpu`: one GPU per process.)"""
+    import torch
+
+    if asked not in (None, "auto"):
+        return str(asked)
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def compute_record(device: Any, dtype: str, *, setting: str | None = None) -> dict[str, Any]:
@@ -26,4 +38,4 @@ def compute_record(device: Any, dtype: str, *, setting: str | None = None) -> di
     }
 
 
-__all__ = ["compute_record"]
+__all__ = ["compute_record", "model_device"]
