@@ -204,8 +204,8 @@ class SampleSettings(ExecutorSettings):
     decode_batch: int | None = setting(
         None,
         "Rows the hf backend decodes at once (default: 128 with carry; with refill on CUDA as "
-        "many as 80% of the free GPU memory holds, up to 2048). Pin it for a byte-identical "
-        "resume on a GPU.",
+        "many as 80% of the free GPU memory holds, up to 2048; a resumed run keeps the slots "
+        "it began with). Pin it on Ray, whose actors each pick their own.",
         ge=1,
         exclude_if=lambda value: value is None,
     )

@@ -71,6 +71,7 @@ class HFBackend:
         *,
         device: str | None = None,
         dtype: str | None = None,
+        slots: int | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
@@ -100,6 +101,9 @@ class HFBackend:
             )
         #: rows decoded at once: carry's batch (whole rounds), refill's slots (None: auto)
         self.decode_batch = settings.decode_batch
+        #: the refill slots when ``decode_batch`` is unset (None: auto_slots); a resumed run
+        #: passes the slots it began with (:func:`resumed_decoding`); jobs stay planned as auto
+        self.auto_slots = slots
         self.use_compile = settings.compile
         self._slots: Any = None  # the refill loop's SlotDecoder, made on first use
         self.compute["decode"] = {"loop": self.loop, "compile": self.use_compile}
@@ -134,7 +138,7 @@ class HFBackend:
 
             steps = self.fmt.max_length - 1
             self._slots = SlotDecoder(
-                self.model, steps, self.decode_batch, compile=self.use_compile
+                self.model, steps, self.decode_batch or self.auto_slots, compile=self.use_compile
             )
         return self._slots
 
@@ -252,6 +256,60 @@ def decode_loop(model: Any, device: str, asked: str) -> str:
         raise ConfigError(f"--decode-loop refill: not for this model ({why}); use carry")
     log.info("hf backend: the carry decoding loop (refill: %s)", why)
     return "carry"
+
+
+def resumed_decoding(cfg: SampleSettings, state: dict[str, Any]) -> tuple[SampleSettings, Any]:
+    """``(settings, slots)`` for the hf backend of a run that resumes: the decoding loop and
+    refill slots its earlier calls recorded (``state["compute"]["decode"]``; a run that
+    recorded no loop decoded with carry) wherever ``cfg`` leaves them to ``auto``, when it
+    resumes on the same kind of device. The automatic slot count follows the free GPU memory
+    and a row's ids depend on the slots up to float rounding, so without this a resumed GPU
+    run would decode its next rounds otherwise than an unbroken one. ``slots`` is None when
+    nothing is kept."""
+    recorded = state.get("compute")
+    if cfg.backend != "hf" or not state["shards"] or not recorded:
+        return cfg, None
+    if _device_type(recorded.get("device")) != _device_type(model_device(cfg.device)):
+        return cfg, None  # another device: other numbers whatever the loop (logged later)
+    decode = recorded.get("decode") or {"loop": "carry"}
+    if cfg.decode_loop == "auto":
+        cfg = cfg.model_copy(update={"decode_loop": decode["loop"]})
+    slots = None
+    if cfg.decode_loop == decode["loop"] == "refill" and cfg.decode_batch is None:
+        slots = decode.get("slots")
+    return cfg, slots
+
+
+def say_decoding_change(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
+    """A warning when a resumed run samples on another kind of device, dtype, loop or slot
+    count than its earlier calls recorded: its next rows follow the same distribution, not
+    the bytes an unbroken run would write."""
+    if _decoding(before) == _decoding(now):
+        return
+
+    def said(c: dict[str, Any]) -> str:
+        device, dtype, loop, slots = _decoding(c)
+        return f"{device} {dtype} ({loop}{f', {slots} slots' if slots else ''})"
+
+    log.warning(
+        "%s: began sampling on %s and goes on on %s: the next rows are drawn from the same "
+        "distribution, not the bytes an unbroken run writes",
+        out,
+        said(before),
+        said(now),
+    )
+
+
+def _decoding(compute: dict[str, Any]) -> tuple[str, Any, str, Any]:
+    """``(device type, dtype, loop, slots)`` of a recorded ``compute`` (no loop: carry)."""
+    decode = compute.get("decode") or {}
+    loop = decode.get("loop", "carry")
+    return _device_type(compute.get("device")), compute.get("dtype"), loop, decode.get("slots")
+
+
+def _device_type(device: Any) -> str:
+    """``cuda`` of ``cuda:1``; ``cpu`` of ``cpu``."""
+    return str(device).split(":", 1)[0]
 
 
 def planned_rounds_per_batch(
@@ -548,8 +606,14 @@ def sample_trained(
     if rounds is None:
         done = goal.finished(state) if goal is not None else state["n_written"] >= cfg.n
         if not (done or state.get("exhausted")):  # exhausted: a targeted run's cells are done
-            engine = BACKENDS[cfg.backend](gen.path, fmt, cfg, device=cfg.device, dtype=gen.dtype)
+            engine_cfg, slots = resumed_decoding(cfg, state)
+            extra = {"slots": slots} if slots else {}
+            engine = BACKENDS[cfg.backend](
+                gen.path, fmt, engine_cfg, device=cfg.device, dtype=gen.dtype, **extra
+            )
             if hasattr(engine, "compute"):  # the latest call's device and dtype, in the summary
+                if state["shards"] and state.get("compute"):
+                    say_decoding_change(out, state["compute"], engine.compute)
                 state["compute"] = engine.compute
             if conditioned is not None:
                 conditioned.group = rounds_per_group(engine, cfg.batch_size)

@@ -203,3 +203,52 @@ def test_vllm_gets_the_prompts_of_the_training_format(
         assert all(c.parsed.ok and c.parsed.label == "entailment" for c in out.candidates)
     else:  # every attempt gave an empty hypothesis: counted, not lost
         assert [c.parsed.error for c in out.candidates] == ["empty_hypothesis"] * 12
+
+
+def test_a_resumed_run_keeps_the_loop_and_slots_it_began_with(
+    ending_generator: Path,
+    premises_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The automatic slot count follows the free GPU memory, and auto's loop the device: a run
+    resumed with them left to auto decodes with what it began with (here 3 slots of refill,
+    resumed where auto would give 7 slots of carry); another device is said in a warning."""
+    import zdebias.generation.decode as decode_mod
+
+    slots = {"n": 3}
+    monkeypatch.setattr(decode_mod, "auto_slots", lambda *_a, **_k: slots["n"])
+    kw = {"per_premise": QUOTAS, "decode_loop": "refill"}
+    whole = _run(ending_generator, tmp_path / "whole", premises_file, 6, **kw)
+    part = _run(ending_generator, tmp_path / "part", premises_file, 6, max_shards=1, **kw)
+    assert part["compute"]["decode"] == {"loop": "refill", "compile": False, "slots": 3}
+    slots["n"] = 7  # less (or more) free memory at the resume
+    with caplog.at_level("WARNING", logger="zdebias"):
+        rest = _run(ending_generator, tmp_path / "part", premises_file, 6, per_premise=QUOTAS)
+    assert rest["complete"] and not caplog.records
+    assert rest["compute"]["decode"] == {"loop": "refill", "compile": False, "slots": 3}
+    a, b = (tmp_path / "whole" / "samples.jsonl"), (tmp_path / "part" / "samples.jsonl")
+    assert a.read_bytes() == b.read_bytes() and rest["n_written"] == whole["n_written"]
+    # a pinned --decode-batch or loop wins, and is said: the rows are not the same bytes
+    again = _run(ending_generator, tmp_path / "pin", premises_file, 6, max_shards=1, **kw)
+    assert again["compute"]["decode"]["slots"] == 7
+    with caplog.at_level("WARNING", logger="zdebias"):
+        pinned = _run(ending_generator, tmp_path / "pin", premises_file, 6, decode_batch=5, **kw)
+    assert pinned["compute"]["decode"]["slots"] == 5
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "began sampling on cpu float32 (refill, 7 slots) and goes on on cpu float32 " in line
+    assert "(refill, 5 slots)" in line and "same distribution" in line
+    # a run begun on another device keeps nothing, and says so
+    state_path = tmp_path / "gpu" / "state.json"
+    _run(ending_generator, tmp_path / "gpu", premises_file, 6, max_shards=1, **kw)
+    state = json.loads(state_path.read_text())
+    state["compute"].update(device="cuda", dtype="bfloat16")
+    state["compute"]["decode"].update(slots=512)
+    state_path.write_text(json.dumps(state))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="zdebias"):
+        moved = _run(ending_generator, tmp_path / "gpu", premises_file, 6, per_premise=QUOTAS)
+    assert moved["compute"]["decode"] == {"loop": "carry", "compile": False}
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "on cuda bfloat16 (refill, 512 slots) and goes on on cpu float32 (carry)" in line
