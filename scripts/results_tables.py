@@ -49,6 +49,22 @@ def stage_output(run: Path, manifest: dict[str, Any], name: str, output: str) ->
     return None
 
 
+def stage_inputs(run: Path) -> dict[str, str]:
+    """Each stage's ``input`` reference in the run's recipe copy (``config.yaml``; {} without
+    one): which sample stage a judge read."""
+    path = run / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    stages = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages") or {}
+    return {
+        name: spec["input"]
+        for name, spec in stages.items()
+        if isinstance(spec, dict) and isinstance(spec.get("input"), str)
+    }
+
+
 def differences(comparison: dict[str, Any], columns: list[str]) -> list[str]:
     """One row per method: its t-test against the comparison's baseline in each column."""
     lines = ["| Method | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
@@ -266,11 +282,12 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
     lines: list[str] = []
     done = [s for s in manifest["stages"] if s.get("status") in DONE]
     judges = []
+    inputs = stage_inputs(run)
     for stage in done:
         if stage["stage"] == "confidence-filter" and "summary" in stage.get("outputs", {}):
             summary = load(run / stage["outputs"]["summary"]["path"])
             if summary.get("per_cell"):
-                judges.append((stage, summary))
+                judges.append((stage, summary, inputs.get(stage["name"])))
     rng = random.Random(seed)
     for stage in done:
         if stage["stage"] != "sample":
@@ -278,8 +295,11 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
         cells = load(run / stage["outputs"]["summary"]["path"]).get("cells")
         if not cells or not cells.get("rows"):
             continue
-        mine = [
-            (j, s) for j, s in judges if set(s["per_cell"]) & {r["cell"] for r in cells["rows"]}
+        names = {r["cell"] for r in cells["rows"]}
+        mine = [  # the judges of this stage (by the recipe; without one, by shared cells)
+            (j, s)
+            for j, s, source in judges
+            if source == stage["name"] or (source is None and set(s["per_cell"]) & names)
         ]
         heads = [f"kept by `{j['name']}`" for j, _ in mine]
         lines += [

@@ -138,6 +138,24 @@ def test_cells_table_reads_counts_judges_and_z(tables: Any, run: tuple[Path, Any
     assert "| lex-overlap>0.7→neutral | kept | premise 0 | h0 | 0.61 | +0.30 |" in examples
 
 
+def test_a_judge_of_another_sample_stage_with_the_same_cells_is_not_counted(
+    tables: Any, run: tuple[Path, Any]
+) -> None:
+    """Judges are matched to their sample stage by the recipe's ``input`` (config.yaml); a
+    judge of another stage that shares the cells is left out (and without config.yaml, the
+    shared cells are all there is to go by)."""
+    folder, manifest = run
+    per_cell = {"lex-overlap>0.7→neutral": {"n": 5, "kept": 4}}
+    (folder / "o/summary.json").write_text(json.dumps({"per_cell": per_cell}))
+    manifest["stages"][2]["outputs"]["rejected"] = {"path": "o/kept.jsonl"}
+    assert "| kept by `judged` | kept by `other` |" in tables.targeted(folder, manifest, 0)[2]
+    config = "stages:\n  judged: {input: samples_targeted}\n  other: {input: samples_premised}\n"
+    (folder / "config.yaml").write_text(config)
+    lines = tables.targeted(folder, manifest, 0)
+    assert "| kept by `judged` | z before" in lines[2]
+    assert "| lex-overlap>0.7→neutral | copy | 4 | 9 | 2 | 1/2 | 36.9 → 29.9 |" in lines
+
+
 def test_hand_labels_count_right_garbled_and_each_judges_hits(
     tables: Any, run: tuple[Path, Any]
 ) -> None:
