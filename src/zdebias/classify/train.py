@@ -16,6 +16,7 @@ again after an interruption resumes from the last one (:mod:`zdebias.models.chec
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from transformers import Trainer, TrainingArguments
 
 from zdebias.classify.dynamics import INDEX_COLUMN, DynamicsRecorder
 from zdebias.classify.hypo_only import CROSS_FIT_FILE as HYPO_CROSS_FIT_FILE
+from zdebias.classify.learned import did_not_learn
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
@@ -66,6 +68,8 @@ from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
 from zdebias.models.training_run import TrainingRun, route_logs
 from zdebias.settings import DEFAULT_SEED
+
+log = logging.getLogger("zdebias")
 
 #: Name of the per-run metrics file written into every classifier folder.
 METRICS_FILE = "metrics.json"
@@ -567,6 +571,7 @@ def _train(
             "n_train": len(train),
             "n_dev": len(dev) if dev else 0,
             "train_label_counts": dict(Counter(r.label for r in train)),
+            "dev_label_counts": dict(Counter(r.label for r in dev)) if dev else {},
             "steps": int(result.global_step),
             "train_loss": float(result.training_loss),
             "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
@@ -583,6 +588,14 @@ def _train(
             "training_dynamics": None,  # filled in when saved
             "wall_time_s": round(time.time() - started, 3),
         }
+        metrics["did_not_learn"] = did_not_learn(metrics)
+        if metrics["did_not_learn"] and is_main_process():
+            log.warning(
+                "%s: this training did not learn (%s): its predictions are no better than "
+                "chance. Try a lower learning rate (e.g. 2e-5), more epochs or another seed.",
+                out,
+                metrics["did_not_learn"],
+            )
 
         def save(folder: Path) -> None:
             net.save_pretrained(folder)

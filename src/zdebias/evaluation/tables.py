@@ -64,6 +64,9 @@ def summary_table(
             "n_runs": len(doc.get("runs", [])),
             "cells": cells,
         }
+        unlearned = sum(bool(run.get("did_not_learn")) for run in doc.get("runs", []))
+        if unlearned:  # kept in the means (what was measured), said beside the name
+            row["did_not_learn"] = unlearned
         if average:
             per_run = [_run_values(doc, col) for col in cols]
             if cols and all(v is not None for v in per_run):
@@ -97,6 +100,17 @@ def table_markdown(table: dict[str, Any], *, first: str = "Method") -> str:
             cells.append(format_cell(row.get("average")))
         body.append([str(row["name"]), *cells])
     return _markdown(header, body)
+
+
+def unlearned_lines(table: dict[str, Any]) -> list[str]:
+    """One line per method of a summary table some of whose runs did not learn (they stay in
+    its means: the numbers are what was measured)."""
+    return [
+        f"{row['name']}: {row['did_not_learn']} of {row['n_runs']} runs did not learn "
+        "(kept in the means)"
+        for row in table["rows"]
+        if row.get("did_not_learn")
+    ]
 
 
 def group_table(doc: dict[str, Any], suite: str) -> dict[str, Any] | None:
@@ -184,5 +198,13 @@ def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
             parts += [f"### {suite} by heuristic and gold label", "", group_markdown(table), ""]
     if len(doc.get("runs", [])) > 1:
         parts += ["### runs", "", runs_markdown(doc), ""]
+    unlearned = [run for run in doc.get("runs", []) if run.get("did_not_learn")]
+    if unlearned:
+        parts += [
+            "Runs that did not learn (kept in the means above):",
+            "",
+            *[f"- {run['model']}: {run['did_not_learn']}" for run in unlearned],
+            "",
+        ]
     parts.append("Accuracy in %; mean±std (sample std) over runs.")
     return "\n".join(parts) + "\n"

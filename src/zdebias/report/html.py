@@ -42,6 +42,7 @@ from markupsafe import Markup
 from zdebias.data.documents import read_document
 from zdebias.data.writers import atomic_open
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
+from zdebias.evaluation.tables import unlearned_lines
 from zdebias.pipeline.run_folder import MANIFEST
 from zdebias.report.cells import cell_rows
 
@@ -515,6 +516,7 @@ def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
                 "name": stage["name"],
                 "columns": columns,
                 "rows": rows,
+                "unlearned": unlearned_lines(table),
                 "groups": groups,
                 "png": base64.b64encode(png).decode("ascii") if png else None,
             }

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zdebias.evaluation.cells import format_cell, format_number
+from zdebias.evaluation.tables import unlearned_lines
 from zdebias.report.html import RunData, artifact_summary, load_run, write_report
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _evaluation_lines(name: str, table: dict[str, Any]) -> list[str]:
             for c, w in zip(cols, widths, strict=True)
         )
         lines.append("  " + str(row["name"]).ljust(width) + cells)
-    return lines
+    return lines + [f"  [yellow]{line}[/yellow]" for line in unlearned_lines(table)]
 
 
 def summary_lines(run: RunData) -> list[str]:

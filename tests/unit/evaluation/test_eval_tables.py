@@ -11,6 +11,7 @@ from zdebias.evaluation.tables import (
     render_markdown,
     summary_table,
     table_markdown,
+    unlearned_lines,
 )
 
 
@@ -104,3 +105,34 @@ def test_hans_group_table_with_counts() -> None:
     assert "| lexical_overlap | 80.00±14.14 | 30.00±14.14 | 55.00±0.00 |" in report
     assert "### runs" in report
     assert group_table(BASE, "snli") is None
+
+
+def test_runs_that_did_not_learn_are_said_and_kept_in_the_means() -> None:
+    flat = {**_run("s3", 3, 0.3516, 0.3569), "did_not_learn": "training loss ended at 1.098"}
+    doc = _doc("Seq-Z", [_run("s1", 1, 0.6992, 0.5866), _run("s2", 2, 0.6857, 0.6041), flat])
+    table = summary_table([BASE, doc])
+    assert "did_not_learn" not in table["rows"][0] and table["rows"][1]["did_not_learn"] == 1
+    assert table["rows"][1]["cells"]["snli"]["mean"] == pytest.approx(
+        (0.6992 + 0.6857 + 0.3516) / 3
+    )
+    assert table_markdown(table).splitlines()[3] == "| Seq-Z | 57.88±19.69 | 51.59±13.79 |"
+    assert unlearned_lines(table) == ["Seq-Z: 1 of 3 runs did not learn (kept in the means)"]
+    text = render_markdown(doc)
+    assert (
+        "Runs that did not learn (kept in the means above):\n\n- s3: training loss ended at "
+        in text
+    )
+
+
+def test_evaluation_reads_why_a_run_did_not_learn(tmp_path) -> None:
+    """From the folder's metrics.json: its own reason, or computed for an older summary."""
+    import json
+
+    from zdebias.evaluation.suites import _run_info
+
+    old = {"seed": 3, "loss": "ce", "train_label_counts": {"a": 5, "b": 5}}
+    old["log_history"] = [{"loss": 0.69}]  # ln 2 = 0.693
+    (tmp_path / "metrics.json").write_text(json.dumps(old))
+    assert _run_info(str(tmp_path))["did_not_learn"].startswith("training loss ended at 0.690")
+    (tmp_path / "metrics.json").write_text(json.dumps({**old, "did_not_learn": None}))
+    assert "did_not_learn" not in _run_info(str(tmp_path))

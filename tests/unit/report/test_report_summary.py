@@ -147,6 +147,19 @@ def test_run_summary_exact_text(tmp_path: Path) -> None:
     )
 
 
+def test_runs_that_did_not_learn_are_said_under_the_tables(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    path = run / "evaluate/results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    results["table"]["rows"][0]["did_not_learn"] = 1
+    path.write_text(json.dumps(results), encoding="utf-8")
+    line = "w/ D0: 1 of 2 runs did not learn (kept in the means)"
+    assert _printed(run).endswith(f"  w/ Seq-Z <long name>        –      70.00\n  {line}\n")
+    html = re.sub(r"\n\s*", "", build_report(run))
+    assert f"</table><p class='bad'>{line}</p>" in html
+    assert "<tr><td>w/ D0 <span class='muted'>(2 runs)</span></td>" in html
+
+
 def test_report_template_lays_out_every_section(tmp_path: Path) -> None:
     text = build_report(make_run(tmp_path))
     html = re.sub(r"\n\s*", "", text)  # the template's line breaks between tags

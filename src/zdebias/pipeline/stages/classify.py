@@ -97,6 +97,7 @@ def train_classifier_stage(
     cfg: TrainClassifierConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Train one classifier per seed; ``model`` is the first, ``runs`` lists them all."""
+    from zdebias.classify.learned import did_not_learn
     from zdebias.classify.train import METRICS_FILE, train_classifier
 
     train = inputs.records("train")
@@ -126,11 +127,15 @@ def train_classifier_stage(
                 overwrite=True,
             )
             note_resumed(ctx, metrics, f"{folder} ")
+        reason = metrics["did_not_learn"] if "did_not_learn" in metrics else did_not_learn(metrics)
+        if reason:
+            ctx.note(f"{folder} did not learn: {reason}")
         runs.append(
             {
                 "seed": seed,
                 "folder": folder,
                 **pick_keys(metrics, "steps", "train_loss", "best", "wall_time_s", "compute"),
+                **({"did_not_learn": reason} if reason else {}),
             }
         )
     write_json({"runs": runs}, ctx.out_dir / "runs.json")
@@ -198,6 +203,7 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         group_table,
         summary_table,
         table_markdown,
+        unlearned_lines,
     )
 
     suites = []
@@ -224,6 +230,11 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             if g is not None:
                 groups.append({"method": doc["name"], **g})
     markdown = [table_markdown(table)]
+    unlearned = unlearned_lines(table)
+    if unlearned:
+        markdown += ["", *(f"- {line}" for line in unlearned)]
+    for line in unlearned:
+        ctx.note(line)
     for c in comparisons:
         markdown += [
             "",

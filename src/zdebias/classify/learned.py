@@ -1,0 +1,63 @@
+"""Did a classifier training learn anything? (:func:`did_not_learn`)
+
+A training can end where it started: on snli_20k, 1 epoch at learning rate 1e-4 left 6 MiniLM
+runs of docs/results.md at a training loss of ln 3 and a dev accuracy of a third, and their
+test numbers were averaged with the seeds that learned. A run is said not to have learned when
+
+- its best dev accuracy is less than :data:`CHANCE_MARGIN` above always answering the dev
+  set's most frequent label, or
+- (plain cross-entropy only) its last logged training loss is at least :data:`LOSS_SHARE` of
+  the entropy of the training labels' shares, the loss of a model that answers those shares
+  whatever the input (ln 3 = 1.099 for three even labels).
+
+The training summary (``metrics.json``) records the reason (``did_not_learn``); evaluation
+tables mark such runs and keep them in their means, so the numbers stay what was measured.
+Only the standard library loads here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: best dev accuracy must exceed the majority label's dev share by this much (2 points)
+CHANCE_MARGIN = 0.02
+#: the last logged cross-entropy at this share of the label prior's entropy or above: not learned
+LOSS_SHARE = 0.98
+
+
+def prior_entropy(counts: Mapping[str, int]) -> float | None:
+    """The entropy (nats) of the label shares in ``counts``; None without labels."""
+    n = sum(counts.values())
+    if n <= 0:
+        return None
+    return -sum(c / n * math.log(c / n) for c in counts.values() if c > 0)
+
+
+def did_not_learn(metrics: Mapping[str, Any]) -> str | None:
+    """Why the training summarised by ``metrics`` (a ``metrics.json``) did not learn, or
+    None when it did (or when its summary holds neither test's numbers: older folders lack
+    ``dev_label_counts``)."""
+    reasons = []
+    dev = metrics.get("dev_label_counts") or {}
+    best = (metrics.get("best") or {}).get("dev_accuracy")
+    if dev and best is not None:
+        label, top = max(dev.items(), key=lambda item: (item[1], item[0]))
+        share = top / sum(dev.values())
+        if best < share + CHANCE_MARGIN:
+            reasons.append(
+                f"best dev accuracy {100 * best:.1f}% is no better than always answering "
+                f"{label!r} ({100 * share:.1f}% of dev)"
+            )
+    losses = [e["loss"] for e in metrics.get("log_history") or [] if "loss" in e]
+    prior = prior_entropy(metrics.get("train_label_counts") or {})
+    if metrics.get("loss") == "ce" and losses and prior and losses[-1] >= LOSS_SHARE * prior:
+        reasons.append(
+            f"training loss ended at {losses[-1]:.3f}, the loss of answering the training "
+            f"labels' shares whatever the input is {prior:.3f}"
+        )
+    return "; ".join(reasons) or None
+
+
+__all__ = ["CHANCE_MARGIN", "LOSS_SHARE", "did_not_learn", "prior_entropy"]
