@@ -17,8 +17,10 @@ Only the standard library loads here.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 #: best dev accuracy must exceed the majority label's dev share by this much (2 points)
@@ -60,4 +62,24 @@ def did_not_learn(metrics: Mapping[str, Any]) -> str | None:
     return "; ".join(reasons) or None
 
 
-__all__ = ["CHANCE_MARGIN", "LOSS_SHARE", "did_not_learn", "prior_entropy"]
+def folder_did_not_learn(folder: str | Path) -> str | None:
+    """Why the classifier in ``folder`` did not learn, from its ``metrics.json``: the reason
+    recorded at training, or :func:`did_not_learn` of an older summary; None when it learned
+    or the folder has no readable summary (a hub model)."""
+    path = Path(folder) / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(metrics, dict):
+        return None
+    return metrics["did_not_learn"] if "did_not_learn" in metrics else did_not_learn(metrics)
+
+
+__all__ = [
+    "CHANCE_MARGIN",
+    "LOSS_SHARE",
+    "did_not_learn",
+    "folder_did_not_learn",
+    "prior_entropy",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from zdebias.classify.learned import folder_did_not_learn
 from zdebias.classify.settings import InputKind
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.models.compute import model_device
 from zdebias.models.resolve import resolve_model
+
+log = logging.getLogger("zdebias")
 
 CLASSIFIER_INFO = "zdebias_classifier.json"
 
@@ -89,6 +93,13 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:
             model.config.pad_token_id = tokenizer.pad_token_id
+    reason = folder_did_not_learn(path) if Path(path).is_dir() else None
+    if reason:
+        log.warning(
+            "%s: this classifier did not learn (%s): its predictions are no better than chance",
+            ref,
+            reason,
+        )
     device = model_device(device)
     model.to(device).eval()
     id2label = model.config.id2label

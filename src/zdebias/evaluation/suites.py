@@ -17,7 +17,6 @@ A three-way NLI model on a two-way set (HANS: ``entailment`` / ``non-entailment`
 from __future__ import annotations
 
 import json
-import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -27,13 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.classify.learned import did_not_learn
+from zdebias.classify.learned import folder_did_not_learn
 from zdebias.classify.settings import InferenceSettings
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-
-log = logging.getLogger("zdebias")
 
 FORMAT_NAME = "zdebias-evaluation"
 FORMAT_VERSION = 1
@@ -242,11 +239,9 @@ def _run_info(model: str) -> dict[str, Any]:
             for key in ("seed", "loss", "input", "base_model"):
                 if key in data and key not in info:
                     info[key] = data[key]
-            if name == "metrics.json":
-                reason = data["did_not_learn"] if "did_not_learn" in data else did_not_learn(data)
-                if reason:
-                    info["did_not_learn"] = reason
-                    log.warning("%s: this training did not learn (%s)", model, reason)
+    reason = folder_did_not_learn(folder)  # the loader warns; the document keeps why
+    if reason:
+        info["did_not_learn"] = reason
     return info
 
 

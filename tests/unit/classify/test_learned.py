@@ -75,7 +75,19 @@ def test_training_says_it_did_not_learn(
     assert saved["did_not_learn"] == flat["did_not_learn"]
     (line,) = [r.getMessage() for r in caplog.records if "did not learn" in r.getMessage()]
     assert str(tmp_path / "flat") in line and "lower learning rate" in line
+    # a judge, bias model or evaluated run that did not learn is said wherever it is loaded
+    from zdebias.classify.predict import load_classifier
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zdebias"):
+        load_classifier(tmp_path / "flat")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{tmp_path / 'flat'}: this classifier did not learn (best dev")
     learned = train_classifier(
         train, dev, tmp_path / "ok", learning_rate=2e-3, **{**opts, "epochs": 5}
     )
     assert learned["best"]["dev_accuracy"] >= 0.6 and learned["did_not_learn"] is None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zdebias"):
+        load_classifier(tmp_path / "ok")
+    assert not caplog.records
