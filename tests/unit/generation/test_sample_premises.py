@@ -219,13 +219,15 @@ def test_a_resumed_run_keeps_the_loop_and_slots_it_began_with(
 
     slots = {"n": 3}
     monkeypatch.setattr(decode_mod, "auto_slots", lambda *_a, **_k: slots["n"])
-    kw = {"per_premise": QUOTAS, "decode_loop": "refill"}
+    kw = {"per_premise": QUOTAS, "decode_loop": "refill", "device": "cpu"}  # on any machine
     whole = _run(ending_generator, tmp_path / "whole", premises_file, 6, **kw)
     part = _run(ending_generator, tmp_path / "part", premises_file, 6, max_shards=1, **kw)
     assert part["compute"]["decode"] == {"loop": "refill", "compile": False, "slots": 3}
     slots["n"] = 7  # less (or more) free memory at the resume
     with caplog.at_level("WARNING", logger="zdebias"):
-        rest = _run(ending_generator, tmp_path / "part", premises_file, 6, per_premise=QUOTAS)
+        rest = _run(
+            ending_generator, tmp_path / "part", premises_file, 6, per_premise=QUOTAS, device="cpu"
+        )
     assert rest["complete"] and not caplog.records
     assert rest["compute"]["decode"] == {"loop": "refill", "compile": False, "slots": 3}
     a, b = (tmp_path / "whole" / "samples.jsonl"), (tmp_path / "part" / "samples.jsonl")
@@ -248,7 +250,9 @@ def test_a_resumed_run_keeps_the_loop_and_slots_it_began_with(
     state_path.write_text(json.dumps(state))
     caplog.clear()
     with caplog.at_level("WARNING", logger="zdebias"):
-        moved = _run(ending_generator, tmp_path / "gpu", premises_file, 6, per_premise=QUOTAS)
+        moved = _run(
+            ending_generator, tmp_path / "gpu", premises_file, 6, per_premise=QUOTAS, device="cpu"
+        )
     assert moved["compute"]["decode"] == {"loop": "carry", "compile": False}
     (line,) = [r.getMessage() for r in caplog.records]
     assert "on cuda bfloat16 (refill, 512 slots) and goes on on cpu float32 (carry)" in line
