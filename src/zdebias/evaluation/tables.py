@@ -65,7 +65,7 @@ def summary_table(
             "cells": cells,
         }
         unlearned = sum(bool(run.get("did_not_learn")) for run in doc.get("runs", []))
-        if unlearned:  # kept in the means (what was measured), said beside the name
+        if unlearned:  # kept in the means (what was measured), said under the tables
             row["did_not_learn"] = unlearned
         if average:
             per_run = [_run_values(doc, col) for col in cols]
