@@ -62,6 +62,12 @@ def did_not_learn(metrics: Mapping[str, Any]) -> str | None:
     return "; ".join(reasons) or None
 
 
+def recorded_did_not_learn(metrics: Mapping[str, Any]) -> str | None:
+    """``metrics["did_not_learn"]`` as the training recorded it, or :func:`did_not_learn` of
+    a summary written before it was recorded."""
+    return metrics["did_not_learn"] if "did_not_learn" in metrics else did_not_learn(metrics)
+
+
 def folder_did_not_learn(folder: str | Path) -> str | None:
     """Why the classifier in ``folder`` did not learn, from its ``metrics.json``: the reason
     recorded at training, or :func:`did_not_learn` of an older summary; None when it learned
@@ -73,7 +79,7 @@ def folder_did_not_learn(folder: str | Path) -> str | None:
         return None
     if not isinstance(metrics, dict):
         return None
-    return metrics["did_not_learn"] if "did_not_learn" in metrics else did_not_learn(metrics)
+    return recorded_did_not_learn(metrics)
 
 
 __all__ = [
@@ -82,4 +88,5 @@ __all__ = [
     "did_not_learn",
     "folder_did_not_learn",
     "prior_entropy",
+    "recorded_did_not_learn",
 ]

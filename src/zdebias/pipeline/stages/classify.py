@@ -97,7 +97,7 @@ def train_classifier_stage(
     cfg: TrainClassifierConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Train one classifier per seed; ``model`` is the first, ``runs`` lists them all."""
-    from zdebias.classify.learned import did_not_learn
+    from zdebias.classify.learned import recorded_did_not_learn
     from zdebias.classify.train import METRICS_FILE, train_classifier
 
     train = inputs.records("train")
@@ -127,7 +127,7 @@ def train_classifier_stage(
                 overwrite=True,
             )
             note_resumed(ctx, metrics, f"{folder} ")
-        reason = metrics["did_not_learn"] if "did_not_learn" in metrics else did_not_learn(metrics)
+        reason = recorded_did_not_learn(metrics)
         if reason:
             ctx.note(f"{folder} did not learn: {reason}")
         runs.append(
