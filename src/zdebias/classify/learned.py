@@ -10,16 +10,19 @@ test numbers were averaged with the seeds that learned. A run is said not to hav
   the entropy of the training labels' shares, the loss of a model that answers those shares
   whatever the input (ln 3 = 1.099 for three even labels).
 
-The training summary (``metrics.json``) records the reason (``did_not_learn``); evaluation
-tables mark such runs and keep them in their means, so the numbers stay what was measured.
-Only the standard library loads here.
+The training summary (``metrics.json``) records the reason (``did_not_learn``) and the
+training warns, unless its caller says it instead (:func:`said_by_caller`: a recipe stage's
+notes); evaluation tables mark such runs and keep them in their means, so the numbers stay
+what was measured. Only the standard library loads here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,27 @@ from typing import Any
 CHANCE_MARGIN = 0.02
 #: the last logged cross-entropy at this share of the label prior's entropy or above: not learned
 LOSS_SHARE = 0.98
+
+
+_CALLER_SAYS: ContextVar[bool] = ContextVar("zdebias_unlearned_said_by_caller", default=False)
+
+
+@contextmanager
+def said_by_caller() -> Iterator[None]:
+    """Within it, a classifier that did not learn is not warned about where it is trained or
+    loaded (the training still records why): the caller says it (a recipe stage, in its
+    notes)."""
+    token = _CALLER_SAYS.set(True)
+    try:
+        yield
+    finally:
+        _CALLER_SAYS.reset(token)
+
+
+def warn_unlearned() -> bool:
+    """Whether a classifier that did not learn is warned about where it is trained or loaded
+    (outside :func:`said_by_caller`)."""
+    return not _CALLER_SAYS.get()
 
 
 def prior_entropy(counts: Mapping[str, int]) -> float | None:
@@ -89,4 +113,6 @@ __all__ = [
     "folder_did_not_learn",
     "prior_entropy",
     "recorded_did_not_learn",
+    "said_by_caller",
+    "warn_unlearned",
 ]

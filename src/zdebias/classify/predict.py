@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.classify.learned import folder_did_not_learn
+from zdebias.classify.learned import folder_did_not_learn, warn_unlearned
 from zdebias.classify.settings import InputKind
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
@@ -93,7 +93,7 @@ def load_classifier(ref: str | Path, *, device: str | None = None) -> LoadedClas
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if model.config.pad_token_id is None:
             model.config.pad_token_id = tokenizer.pad_token_id
-    reason = folder_did_not_learn(path) if Path(path).is_dir() else None
+    reason = folder_did_not_learn(path) if Path(path).is_dir() and warn_unlearned() else None
     if reason:
         log.warning(
             "%s: this classifier did not learn (%s): its predictions are no better than chance",

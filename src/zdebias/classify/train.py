@@ -33,7 +33,7 @@ from transformers import Trainer, TrainingArguments
 
 from zdebias.classify.dynamics import INDEX_COLUMN, DynamicsRecorder
 from zdebias.classify.hypo_only import CROSS_FIT_FILE as HYPO_CROSS_FIT_FILE
-from zdebias.classify.learned import did_not_learn
+from zdebias.classify.learned import did_not_learn, warn_unlearned
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
@@ -589,7 +589,7 @@ def _train(
             "wall_time_s": round(time.time() - started, 3),
         }
         metrics["did_not_learn"] = did_not_learn(metrics)
-        if metrics["did_not_learn"] and is_main_process():
+        if metrics["did_not_learn"] and is_main_process() and warn_unlearned():
             log.warning(
                 "%s: this training did not learn (%s): its predictions are no better than "
                 "chance. Try a lower learning rate (e.g. 2e-5), more epochs or another seed.",

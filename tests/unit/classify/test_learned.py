@@ -78,6 +78,13 @@ def test_training_says_it_did_not_learn(
     assert saved["did_not_learn"] == flat["did_not_learn"]
     (line,) = [r.getMessage() for r in caplog.records if "did not learn" in r.getMessage()]
     assert str(tmp_path / "flat") in line and "lower learning rate" in line
+    # a recipe stage says it in its notes: the training records why, without a warning
+    from zdebias.classify.learned import said_by_caller
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zdebias"), said_by_caller():
+        noted = train_classifier(train, one, tmp_path / "noted", learning_rate=1e-9, **opts)
+    assert noted["did_not_learn"] == flat["did_not_learn"] and not caplog.records
     # a judge, bias model or evaluated run that did not learn is said wherever it is loaded
     from zdebias.classify.predict import load_classifier
 
@@ -86,6 +93,10 @@ def test_training_says_it_did_not_learn(
         load_classifier(tmp_path / "flat")
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"{tmp_path / 'flat'}: this classifier did not learn (best dev")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zdebias"), said_by_caller():
+        load_classifier(tmp_path / "flat")  # an evaluate stage notes it instead
+    assert not caplog.records
     learned = train_classifier(
         train, dev, tmp_path / "ok", learning_rate=2e-3, **{**opts, "epochs": 5}
     )

@@ -97,7 +97,7 @@ def train_classifier_stage(
     cfg: TrainClassifierConfig, inputs: Inputs, ctx: StageContext
 ) -> StageResult:
     """Train one classifier per seed; ``model`` is the first, ``runs`` lists them all."""
-    from zdebias.classify.learned import recorded_did_not_learn
+    from zdebias.classify.learned import recorded_did_not_learn, said_by_caller
     from zdebias.classify.train import METRICS_FILE, train_classifier
 
     train = inputs.records("train")
@@ -117,15 +117,16 @@ def train_classifier_stage(
             metrics = json.loads(done.read_text(encoding="utf-8"))
             ctx.note(f"resumed: {folder} was already trained")
         else:
-            metrics = train_classifier(
-                train,
-                dev,
-                ctx.out_dir / folder,
-                ClassifierSettings.of(settings, seed=seed, **models),
-                task=ctx.task,
-                progress=ctx.progress,
-                overwrite=True,
-            )
+            with said_by_caller():  # said below, in the stage's notes
+                metrics = train_classifier(
+                    train,
+                    dev,
+                    ctx.out_dir / folder,
+                    ClassifierSettings.of(settings, seed=seed, **models),
+                    task=ctx.task,
+                    progress=ctx.progress,
+                    overwrite=True,
+                )
             note_resumed(ctx, metrics, f"{folder} ")
         reason = recorded_did_not_learn(metrics)
         if reason:
@@ -196,6 +197,7 @@ PREDICTIONS_CACHE = ".zdebias-predictions"
 )
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
+    from zdebias.classify.learned import said_by_caller
     from zdebias.evaluation.significance import comparison_markdown
     from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
@@ -211,14 +213,15 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         suites.append(_suite(name, value, inputs, ctx))
     docs = []
     for method, value in inputs.get("classifiers").items():
-        doc = evaluate_models(
-            classifier_runs(value),
-            suites,
-            settings_for(EvaluateSettings, cfg, ctx),
-            name=method,
-            progress=ctx.progress,
-            cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
-        )
+        with said_by_caller():  # runs that did not learn: said below, in the stage's notes
+            doc = evaluate_models(
+                classifier_runs(value),
+                suites,
+                settings_for(EvaluateSettings, cfg, ctx),
+                name=method,
+                progress=ctx.progress,
+                cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
+            )
         docs.append(doc)
     comparisons = baseline_comparisons(docs, cfg)
     comparison = comparisons[0] if comparisons else None
