@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.classify.learned import folder_did_not_learn
+from zdebias.classify.learned import recorded_did_not_learn
 from zdebias.classify.settings import InferenceSettings
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
@@ -239,9 +239,10 @@ def _run_info(model: str) -> dict[str, Any]:
             for key in ("seed", "loss", "input", "base_model"):
                 if key in data and key not in info:
                     info[key] = data[key]
-    reason = folder_did_not_learn(folder)  # the loader warns; the document keeps why
-    if reason:
-        info["did_not_learn"] = reason
+            if name == "metrics.json" and isinstance(data, dict):
+                reason = recorded_did_not_learn(data)  # the loader warns; the document keeps why
+                if reason:
+                    info["did_not_learn"] = reason
     return info
 
 
