@@ -27,6 +27,8 @@ COLUMN_CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 #: Columns never copied into ``meta`` (parse trees are large and re-derivable).
 _DROPPED_SUFFIXES = ("_parse",)
+#: How many of the ids made from lines a :class:`ReadReport` keeps to show.
+SHOWN_IDS = 10
 
 
 @dataclass
@@ -46,6 +48,10 @@ class ReadReport:
     #: ``ClassLabel`` (the dataset's label names), ``ClassLabel+label_map``, or a
     #: convention's name (:data:`~zdebias.data.labels.CONVENTIONS`, e.g. ``glue-sst2``)
     label_map_from: str = "names"
+    #: records whose row gives no id, named ``FILE:LINE`` instead (the first
+    #: :data:`SHOWN_IDS` of those names in ``derived_ids``)
+    n_derived_ids: int = 0
+    derived_ids: list[str] = field(default_factory=list)
 
     @property
     def n_errors(self) -> int:
@@ -80,7 +86,20 @@ class ReadReport:
             "errors": [str(e) for e in self.errors[:20]],
             "label_map": self.label_map,
             "label_map_from": self.label_map_from,
+            "n_derived_ids": self.n_derived_ids,
         }
+
+    def derived_ids_line(self) -> str | None:
+        """The warning for records named ``FILE:LINE`` where others have an id of their own
+        (None when none is, or when no record has an id of its own: the usual naming)."""
+        n = self.n_derived_ids
+        if not n or n >= self.n_records:
+            return None
+        shown = ", ".join(self.derived_ids) + (" ..." if n > len(self.derived_ids) else "")
+        return (
+            f"{self.path}: {n:,} of {self.n_records:,} records give no id (the others do); "
+            f"they are named FILE:LINE: {shown}"
+        )
 
 
 class RowMapper:
@@ -147,6 +166,15 @@ class RowMapper:
         self.extra = [
             k for k in keys if k not in used and k != "meta" and not k.endswith(_DROPPED_SUFFIXES)
         ]
+        #: the id column of a row with the keys ``keys`` (a row with other keys: its own,
+        #: :meth:`_layout`), and the columns every row's fields are read from
+        self.id_col = mapping.get("id")
+        self._keys = frozenset(keys)
+        self._needed = {mapping[f] for f in needed if f in mapping}
+        self._user_id = columns.get("id") if columns else None
+        self._layouts: dict[tuple[str, ...], tuple[str | None, list[str]]] = {}
+        #: where records named ``FILE:LINE`` are counted (set by :meth:`records`)
+        self.report: ReadReport | None = None
         self.flag = flag
         self.given = {str(k): str(v) for k, v in (label_map or {}).items()}
         self.label_names = label_names
@@ -174,6 +202,7 @@ class RowMapper:
         skipped, bad rows raise their :class:`DataError` (``skip``: counted and skipped).
         ``lines``: the line of each record given is appended to it."""
         report.label_map, report.label_map_from = self.used_map(), self.label_map_from
+        self.report = report
         for line, row in rows:
             try:
                 record = self(row, line)
@@ -226,9 +255,20 @@ class RowMapper:
                 self._labels[cached] = label
         if label is None:
             return None
-        id_col = self.mapping.get("id")
+        if row.keys() == self._keys:
+            id_col, extra = self.id_col, self.extra
+        else:  # a row's own keys count: its id, its other fields into meta
+            id_col, extra = self._layout(row)
         rid = row.get(id_col) if id_col else None
-        rid = f"{self.id_prefix}:{line}" if rid is None or rid == "" else str(rid)
+        if rid is None or rid == "":
+            rid = f"{self.id_prefix}:{line}"
+            report = self.report
+            if report is not None:
+                report.n_derived_ids += 1
+                if report.n_derived_ids <= SHOWN_IDS:
+                    report.derived_ids.append(rid)
+        else:
+            rid = str(rid)
         meta: dict[str, Any] = {}
         raw_meta = row.get("meta")
         if isinstance(raw_meta, str) and raw_meta.startswith("{"):
@@ -238,13 +278,36 @@ class RowMapper:
                 raw_meta = None
         if isinstance(raw_meta, dict):
             meta.update(raw_meta)
-        for key in self.extra:
+        for key in extra:
             value = row.get(key)
             if value is not None and value != "":
                 meta[key] = value
         if self.task.pair:
             return Record(rid, label, values["premise"], values["hypothesis"], None, meta)
         return Record(rid, label, None, None, values["text"], meta)
+
+    def _layout(self, row: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+        """The id column (None: none) and the columns copied into ``meta`` of a row whose
+        keys differ from the ones this mapper was made from: found among its own keys, as
+        for the first row (the user's id column, else the first :data:`COLUMN_CANDIDATES`
+        id); remembered per set of keys."""
+        keys = tuple(row)
+        found = self._layouts.get(keys)
+        if found is None:
+            id_col = self._user_id
+            if id_col is None:
+                lower = {str(k).lower(): k for k in keys}
+                id_col = next((lower[c] for c in COLUMN_CANDIDATES["id"] if c in lower), None)
+            used = {*self._needed, id_col}
+            extra = [
+                k
+                for k in keys
+                if k not in used and k != "meta" and not str(k).endswith(_DROPPED_SUFFIXES)
+            ]
+            found = (id_col, extra)
+            if len(self._layouts) < 4096:
+                self._layouts[keys] = found
+        return found
 
     def _target(self, key: str, value: str) -> str | None:
         """The label name ``value`` (a map's value) stands for; ConfigError if none."""
@@ -297,4 +360,4 @@ class RowMapper:
             raise DataError(f"{err}; {hint}", path=self.path, line=line, field=label_col) from None
 
 
-__all__ = ["COLUMN_CANDIDATES", "ReadReport", "RowMapper"]
+__all__ = ["COLUMN_CANDIDATES", "SHOWN_IDS", "ReadReport", "RowMapper"]

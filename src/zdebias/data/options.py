@@ -190,7 +190,8 @@ def label_and_id_warnings(
 
 
 def skip_message(report: ReadReport) -> list[str]:
-    """What a read skipped, as lines for the user (empty when nothing was skipped)."""
+    """What a read skipped, and the records it named ``FILE:LINE`` where others have an id
+    of their own, as lines for the user (empty when there is nothing to tell)."""
     lines = []
     if report.n_unlabelled:
         lines.append(f"{report.path}: skipped {report.n_unlabelled} rows without a gold label")
@@ -199,6 +200,9 @@ def skip_message(report: ReadReport) -> list[str]:
         more = " ..." if report.n_errors > 10 else ""
         lines.append(f"{report.path}: skipped {report.n_errors} bad rows (lines {at}{more})")
         lines.extend(f"  {err}" for err in report.errors[:3])
+    derived = report.derived_ids_line()
+    if derived is not None:
+        lines.append(derived)
     return lines
 
 

@@ -108,7 +108,8 @@ def read_data(spec: DataSpec, task: Task, ctx: StageContext | None = None) -> li
 
 def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
     """Note in the run what reading the declared dataset ``path`` skipped, if anything, and
-    how its raw labels were read when they were not the task's names."""
+    how its raw labels were read when they were not the task's names, and the records it
+    named FILE:LINE where others have an id."""
     if report.n_unlabelled or report.n_errors:
         ctx.note(
             f"{path}: skipped {report.n_unlabelled} rows without a gold label and "
@@ -116,6 +117,8 @@ def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
         )
     if report.mapping_line() is not None:
         ctx.note(report.mapping_line())
+    if report.derived_ids_line() is not None:
+        ctx.note(report.derived_ids_line())
 
 
 class Inputs:

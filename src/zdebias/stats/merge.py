@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.data.mapping import ReadReport
+from zdebias.data.mapping import SHOWN_IDS, ReadReport
 from zdebias.data.process import gc_paused
 from zdebias.stats.hypotheses import distinct_hypotheses
 from zdebias.stats.kept import InputRows
@@ -45,6 +45,9 @@ def merged_report(path: str, results: list[dict[str, Any]]) -> ReadReport:
         report.n_unlabelled += r["report"][2]
         report.unlabelled_lines.extend(r["unlabelled_lines"])
         report.errors.extend(r["errors"])
+        report.n_derived_ids += r["derived_ids"][0]
+        report.derived_ids.extend(r["derived_ids"][1])
+    del report.derived_ids[SHOWN_IDS:]
     return report
 
 

@@ -125,6 +125,7 @@ class Shard:
             "report": (report.task, report.n_records, report.n_unlabelled),
             "label_map": (report.label_map, report.label_map_from),
             "unlabelled_lines": report.unlabelled_lines,
+            "derived_ids": (report.n_derived_ids, report.derived_ids),
             "errors": report.errors,
             "pair": self.pair,
         }

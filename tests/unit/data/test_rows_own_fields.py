@@ -1,0 +1,102 @@
+"""Issue 40: nothing a user gave is deleted or dropped by the readers: every row's own fields
+count, a key or mapping entry given twice is an error, the unknown-label hint never proposes
+a wrong mapping, and every command that reads records warns about repeated ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_main import run_main
+from zdebias.data import open_dataset, read_records
+
+ROWS = [
+    {"premise": "A man sleeps.", "hypothesis": "A person rests.", "label": "entailment"},
+    {
+        "id": "my-id-2",
+        "premise": "A dog runs.",
+        "hypothesis": "An animal moves.",
+        "label": "neutral",
+        "genre": "fiction",
+    },
+    {"premise": "A cat.", "hypothesis": "A dog.", "label": "contradiction"},
+]
+
+
+def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_later_row_keeps_its_own_id_and_fields(tmp_path: Path) -> None:
+    src = _jsonl(tmp_path / "d.jsonl", ROWS)
+    records = read_records(src)
+    assert [r.id for r in records] == ["d.jsonl:1", "my-id-2", "d.jsonl:3"]
+    assert [r.meta for r in records] == [{}, {"genre": "fiction"}, {}]
+
+
+def test_a_later_row_without_the_first_rows_id_is_named_by_its_line_and_counted(
+    tmp_path: Path,
+) -> None:
+    rows = [{**ROWS[1], "id": "a"}, ROWS[0], {**ROWS[2], "guid": "g-3"}, {**ROWS[0], "id": ""}]
+    ds = open_dataset(_jsonl(tmp_path / "d.jsonl", rows))
+    assert [r.id for r in ds] == ["a", "d.jsonl:2", "g-3", "d.jsonl:4"]
+    assert ds.report.n_derived_ids == 2
+    assert ds.report.derived_ids == ["d.jsonl:2", "d.jsonl:4"]
+    assert ds.report.summary()["n_derived_ids"] == 2
+    assert ds.report.derived_ids_line() == (
+        f"{ds.spec}: 2 of 4 records give no id (the others do); they are named FILE:LINE: "
+        "d.jsonl:2, d.jsonl:4"
+    )
+
+
+def test_a_file_without_ids_names_rows_by_line_without_a_warning(tmp_path: Path) -> None:
+    ds = open_dataset(_jsonl(tmp_path / "d.jsonl", [ROWS[0], ROWS[2]]))
+    assert [r.id for r in ds] == ["d.jsonl:1", "d.jsonl:2"]
+    assert ds.report.n_derived_ids == 2 and ds.report.derived_ids_line() is None
+
+
+def test_the_users_id_column_holds_for_every_row(tmp_path: Path) -> None:
+    rows = [{**ROWS[0], "key": "k1"}, {**ROWS[2], "key": "k2", "id": "other"}]
+    records = read_records(_jsonl(tmp_path / "d.jsonl", rows), columns={"id": "key"})
+    assert [r.id for r in records] == ["k1", "k2"]
+    assert records[1].meta == {"id": "other"}
+
+
+def test_convert_keeps_row_2s_id_and_field_and_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _jsonl(tmp_path / "d.jsonl", ROWS)
+    out = tmp_path / "out.jsonl"
+    assert run_main(["convert", src, out]) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert written[1] == {
+        "id": "my-id-2",
+        "premise": "A dog runs.",
+        "hypothesis": "An animal moves.",
+        "label": "neutral",
+        "meta": {"genre": "fiction"},
+    }
+    err = capsys.readouterr().err
+    assert "2 of 3 records give no id (the others do); they are named FILE:LINE: " in err
+    assert "d.jsonl:1, d.jsonl:3" in err
+
+
+def test_the_sharded_read_adds_up_the_workers_line_ids() -> None:
+    from zdebias.stats.merge import merged_report
+
+    def part(n: int, first: int, n_derived: int) -> dict[str, object]:
+        ids = [f"d.jsonl:{first + i}" for i in range(min(n_derived, 10))]
+        return {
+            "report": ("nli", n, 0),
+            "label_map": (None, "names"),
+            "unlabelled_lines": [],
+            "errors": [],
+            "derived_ids": (n_derived, ids),
+        }
+
+    report = merged_report("d.jsonl", [part(20, 1, 8), part(20, 21, 12)])
+    assert report.n_records == 40 and report.n_derived_ids == 20
+    assert report.derived_ids == [f"d.jsonl:{i}" for i in (1, 2, 3, 4, 5, 6, 7, 8, 21, 22)]
