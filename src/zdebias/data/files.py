@@ -209,6 +209,73 @@ def repeated_key(text: str | bytes) -> tuple[str, int] | None:
     return found[0] if found else None
 
 
+def duplicate_key_error(key: str, times: int, path: Path, line: int) -> DataError:
+    """The located error for an object key given ``times`` times (JSONL and JSON alike)."""
+    message = f"duplicate key: the object gives it {times} times (only one value can be read)"
+    return DataError(message, path=str(path), line=line, field=key)
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object read as its ``(key, value)`` pairs, every key kept."""
+
+
+def _repeated_pair(value: Any) -> tuple[str, int] | None:
+    """The first key a value read with :class:`_Pairs` gives twice (depth-first), with how
+    many times, else None."""
+    if type(value) is _Pairs:
+        keys = [k for k, _ in value]
+        if len(set(keys)) < len(keys):
+            key = next(k for k in keys if keys.count(k) > 1)
+            return key, keys.count(key)
+        value = [v for _, v in value]
+    if type(value) is list:
+        for item in value:
+            found = _repeated_pair(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """A value read with :class:`_Pairs` as ``json`` reads it (dicts)."""
+    if type(value) is _Pairs:
+        return {k: _plain(v) for k, v in value}
+    if type(value) is list:
+        return [_plain(v) for v in value]
+    return value
+
+
+def document_rows(text: str, value: Any, path: Path) -> list[Any]:
+    """The rows of a JSON document ``text`` (parsed as ``value``): a list, or the list under
+    ``data``; a row giving an object key twice comes as its located :class:`DataError`
+    (numbered as the rows are, from 1), as a JSONL line does; the wrapper giving one twice
+    is raised. A cheap count first (:func:`key_marks`), the exact check only when it
+    disagrees with the value."""
+    if key_marks(text) != key_count(value):
+        doc = json.loads(text, object_pairs_hook=_Pairs)
+        if type(doc) is _Pairs:
+            keys = [k for k, _ in doc]
+            key = next((k for k in keys if keys.count(k) > 1), None)
+            if key is not None:
+                raise duplicate_key_error(key, keys.count(key), path, 1)
+            doc = dict(doc)
+            if type(doc.get("data")) is list:
+                doc = doc["data"]
+        if type(doc) is list:
+            rows = []
+            for i, row in enumerate(doc, 1):
+                found = _repeated_pair(row)
+                rows.append(_plain(row) if found is None else duplicate_key_error(*found, path, i))
+            return rows
+    if isinstance(value, dict) and isinstance(value.get("data"), list):
+        value = value["data"]
+    if not isinstance(value, list):
+        raise DataError(
+            f"expected a JSON list of objects, got {type(value).__name__}", path=str(path), line=1
+        )
+    return value
+
+
 def check_keys(text: str | bytes, value: Any, path: Path, line: int) -> None:
     """Raise a located :class:`DataError` when the JSON ``text`` (parsed as ``value``) gives
     an object key twice; a cheap count first (:func:`key_marks`), the exact check only when
@@ -218,9 +285,7 @@ def check_keys(text: str | bytes, value: Any, path: Path, line: int) -> None:
     found = repeated_key(text)
     if found is None:
         return
-    key, times = found
-    message = f"duplicate key: the object gives it {times} times (only one value can be read)"
-    raise DataError(message, path=str(path), line=line, field=key)
+    raise duplicate_key_error(*found, path, line)
 
 
 def json_value(text: str, path: Path, line: int, *, document: bool = False) -> Any:
@@ -263,6 +328,8 @@ __all__ = [
     "check_keys",
     "decoded_lines",
     "detect_format",
+    "document_rows",
+    "duplicate_key_error",
     "json_value",
     "key_count",
     "open_binary",

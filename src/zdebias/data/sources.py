@@ -19,6 +19,7 @@ from zdebias.data.files import (
     BadLine,
     check_keys,
     decoded_lines,
+    document_rows,
     json_value,
     key_count,
     open_binary,
@@ -170,7 +171,8 @@ def jsonl_rows(path: Path, start: int = 0, end: int | None = None) -> Rows:
 
 
 def json_rows(path: Path) -> Rows:
-    """Rows of one JSON document: a list of objects, or ``{"data": [...]}``."""
+    """Rows of one JSON document: a list of objects, or ``{"data": [...]}``; an object key
+    given twice is a located error, as in JSONL (:func:`~zdebias.data.files.document_rows`)."""
     with open_binary(path) as fh:
         try:
             data = fh.read()
@@ -183,13 +185,7 @@ def json_rows(path: Path) -> Rows:
         raise DataError(
             f"not valid UTF-8: byte 0x{data[err.start]:02x}", path=str(path), line=line
         ) from None
-    rows = json_value(text, path, 1, document=True)
-    if isinstance(rows, dict) and isinstance(rows.get("data"), list):
-        rows = rows["data"]
-    if not isinstance(rows, list):
-        raise DataError(
-            f"expected a JSON list of objects, got {type(rows).__name__}", path=str(path), line=1
-        )
+    rows = document_rows(text, json_value(text, path, 1, document=True), path)
     yield from enumerate(rows, 1)
 
 

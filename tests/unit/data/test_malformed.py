@@ -353,6 +353,26 @@ MORE_BAD_FILES: dict[str, tuple[str, bytes, str, int | None]] = {
         "field 'k': duplicate key",
         2,
     ),
+    # issue 40: a .json document's repeated key was read silently, the last value winning
+    "json-list-duplicate-key": (
+        "a.json",
+        b'[{"premise": "a", "hypothesis": "b", "label": "neutral"},\n'
+        b' {"premise": "a", "hypothesis": "b", "label": "neutral", "label": "entailment"}]',
+        "field 'label': duplicate key: the object gives it 2 times (only one value can be read)",
+        2,
+    ),
+    "json-data-duplicate-key-nested": (
+        "a.json",
+        b'{"data": [{"premise": "a", "hypothesis": "b", "label": 0, "meta": {"k": 1, "k": 2}}]}',
+        "field 'k': duplicate key: the object gives it 2 times",
+        1,
+    ),
+    "json-data-given-twice": (
+        "a.json",
+        b'{"data": [], "data": [{"premise": "a", "hypothesis": "b", "label": "neutral"}]}',
+        "field 'data': duplicate key",
+        1,
+    ),
     # a NUL character in a field was read as text
     "csv-nul-in-field": (
         "a.csv",

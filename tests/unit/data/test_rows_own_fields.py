@@ -100,3 +100,29 @@ def test_the_sharded_read_adds_up_the_workers_line_ids() -> None:
     report = merged_report("d.jsonl", [part(20, 1, 8), part(20, 21, 12)])
     assert report.n_records == 40 and report.n_derived_ids == 20
     assert report.derived_ids == [f"d.jsonl:{i}" for i in (1, 2, 3, 4, 5, 6, 7, 8, 21, 22)]
+
+
+def test_key_characters_inside_a_json_documents_text_are_not_a_duplicate(tmp_path: Path) -> None:
+    rows = [
+        {"premise": 'He said "no": twice', "hypothesis": '" : x', "label": "neutral"},
+        {**ROWS[1], "meta": {"a": {"label": 1}, "b": [{"label": 2}]}},
+    ]
+    src = tmp_path / "d.json"
+    src.write_text(json.dumps({"data": rows}), encoding="utf-8")
+    records = read_records(src)
+    assert [r.premise for r in records] == ['He said "no": twice', "A dog runs."]
+    assert records[1].meta == {"a": {"label": 1}, "b": [{"label": 2}], "genre": "fiction"}
+
+
+def test_a_json_documents_duplicate_key_row_is_skipped_and_counted(tmp_path: Path) -> None:
+    src = tmp_path / "d.json"
+    src.write_bytes(
+        b'[{"premise": "a", "hypothesis": "b", "label": "neutral", "label": "entailment"},'
+        b' {"premise": "c", "hypothesis": "d", "label": "neutral"}]'
+    )
+    ds = open_dataset(src, on_error="skip")
+    assert [r.premise for r in ds] == ["c"]
+    assert [str(e) for e in ds.report.errors] == [
+        f"{src}:1: field 'label': duplicate key: the object gives it 2 times "
+        "(only one value can be read)"
+    ]
