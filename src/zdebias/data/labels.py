@@ -170,6 +170,24 @@ HUB_ORDER = {
 }
 
 
+def check_raw_labels(label_map: Mapping[object, object], flag: str) -> None:
+    """A :class:`ConfigError` when two keys of a label map name one raw label (``0`` and
+    ``"0"``, ``Neutral`` and ``neutral``: the reader could keep only one of their values)."""
+    seen: dict[str, object] = {}
+    for key in label_map:
+        try:
+            raw = raw_key(key)
+        except ValueError:
+            raw = str(key)
+        if raw in seen:
+            raise ConfigError(
+                f"{flag}: {seen[raw]!r} and {key!r} name the same raw label "
+                f"({seen[raw]}={label_map[seen[raw]]} and {key}={label_map[key]}); "
+                "give each raw label once"
+            )
+        seen[raw] = key
+
+
 def map_text(pairs: Mapping[str, str], flag: str) -> str:
     """A label map as the user writes it: ``--label-map 0=a,1=b`` or ``label_map={...}``."""
     if flag.startswith("--"):

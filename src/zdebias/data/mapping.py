@@ -13,7 +13,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from zdebias.data.labels import Task, convention_for, get_task, raw_key, unmapped_hint
+from zdebias.data.labels import (
+    Task,
+    check_raw_labels,
+    convention_for,
+    get_task,
+    raw_key,
+    unmapped_hint,
+)
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 
@@ -176,6 +183,7 @@ class RowMapper:
         #: where records named ``FILE:LINE`` are counted (set by :meth:`records`)
         self.report: ReadReport | None = None
         self.flag = flag
+        check_raw_labels(label_map or {}, flag)
         self.given = {str(k): str(v) for k, v in (label_map or {}).items()}
         self.label_names = label_names
         self.label_map_from = "label_map" if self.given else "names"

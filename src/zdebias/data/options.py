@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
+from zdebias.data.labels import check_raw_labels
 from zdebias.data.mapping import ReadReport
 from zdebias.data.process import gc_paused
 from zdebias.data.readers import Dataset
@@ -60,6 +61,8 @@ class ReadOptions(Settings):
             what = "column mapping" if info.field_name == "columns" else "label mapping"
             return parse_mapping(value, what)
         if isinstance(value, dict):  # label_map={0: "contradiction"}: keys as the file has them
+            if info.field_name == "label_map":
+                check_raw_labels(value, "label_map")
             return {str(k): v for k, v in value.items()}
         return value
 
@@ -116,7 +119,13 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise ConfigError(f"bad {what} {part!r}: expected KEY=VALUE[,KEY=VALUE...]")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key in out:
+            raise ConfigError(
+                f"bad {what} {text!r}: {key!r} is given twice ({key}={out[key]} and "
+                f"{key}={value}); give each key once"
+            )
+        out[key] = value
     return out
 
 

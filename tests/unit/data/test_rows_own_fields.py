@@ -126,3 +126,74 @@ def test_a_json_documents_duplicate_key_row_is_skipped_and_counted(tmp_path: Pat
         f"{src}:1: field 'label': duplicate key: the object gives it 2 times "
         "(only one value can be read)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--label-map",
+            "0=entailment,0=neutral,1=neutral",
+            "error: bad label mapping '0=entailment,0=neutral,1=neutral': '0' is given twice "
+            "(0=entailment and 0=neutral); give each key once",
+        ),
+        (
+            "--label-map",
+            "Neutral=entailment,neutral=neutral",
+            "error: --label-map: 'Neutral' and 'neutral' name the same raw label "
+            "(Neutral=entailment and neutral=neutral); give each raw label once",
+        ),
+        (
+            "--columns",
+            "premise=a,hypothesis=b,premise=c",
+            "error: bad column mapping 'premise=a,hypothesis=b,premise=c': 'premise' is given "
+            "twice (premise=a and premise=c); give each key once",
+        ),
+    ],
+)
+def test_a_mapping_giving_a_key_twice_is_exit_2_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    src = _jsonl(tmp_path / "d.jsonl", ROWS)
+    out = tmp_path / "out.jsonl"
+    assert run_main(["convert", src, out, option, value]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+    assert not out.exists()
+
+
+def test_python_label_maps_naming_one_raw_label_twice_are_refused(tmp_path: Path) -> None:
+    from zdebias.data.options import ReadOptions
+    from zdebias.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        ReadOptions(label_map={0: "entailment", "0": "neutral"})
+    assert str(info.value) == (
+        "label_map: 0 and '0' name the same raw label (0=entailment and 0=neutral); "
+        "give each raw label once"
+    )
+    with pytest.raises(ConfigError, match="'Yes' and 'yes ' name the same raw label"):
+        read_records(
+            _jsonl(tmp_path / "d.jsonl", ROWS), label_map={"Yes": "entailment", "yes ": "neutral"}
+        )
+
+
+def test_a_recipe_giving_a_key_twice_names_both_lines(tmp_path: Path) -> None:
+    from zdebias.errors import ConfigError
+    from zdebias.pipeline.loader import load_recipe
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "task: nli\ndata:\n  train:\n    path: d.jsonl\n    label_map: {0: entailment}\n"
+        "    label_map: {0: neutral}\nstages: {}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_recipe(recipe)
+    assert str(info.value) == (
+        f"{recipe}:6: field 'label_map': given twice (lines 5 and 6); only one value can be read"
+    )
+    merged = tmp_path / "m.yaml"
+    merged.write_text("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  a: 3\n", encoding="utf-8")
+    from zdebias.data.documents import read_document
+
+    assert read_document(merged, missing="")["x"] == {"a": 3, "b": 2}  # a merge may be overridden
