@@ -195,21 +195,39 @@ def map_text(pairs: Mapping[str, str], flag: str) -> str:
     return f"{flag}={dict(pairs)!r}"
 
 
+def nearest_label(task: Task, key: str) -> str | None:
+    """The label name whose name or alias is spelled most like the raw label ``key`` (a
+    typo: ``entailmnet`` → ``entailment``), else None: a hint never guesses a meaning."""
+    import difflib
+
+    found = difflib.get_close_matches(key, list(task.aliases), n=1, cutoff=0.75)
+    return task.aliases[found[0]] if found else None
+
+
 def unmapped_hint(task: Task, key: str, given: Mapping[str, str], flag: str) -> str:
     """How to say what the raw label ``key`` means, for the error of a label that is neither
     a name of ``task`` nor a key of the user's map ``given`` (``flag``: ``--label-map`` or
-    ``label_map``). The example is the task's labels in order, for a number."""
+    ``label_map``). The example proposes a label only where the spelling or the map fixes
+    it: a word's nearest label by spelling (:func:`nearest_label`), the one label a map has
+    left free; a number without a map gets the task's labels in order, named as an example
+    of the hub's order; anything else ``LABEL``, for the user to fill in."""
+    shown = key if len(key) <= 20 else "VALUE"
+    number = key.lstrip("-").isdigit()
     if given:
         free = [name for name in task.labels if name not in given.values()]
-        example = {**given, (key if len(key) <= 20 else "VALUE"): (free or task.labels)[0]}
+        target = nearest_label(task, key) if not number else free[0] if len(free) == 1 else None
+        example = {**given, shown: target or "LABEL"}
         return f"it is not a key of {map_text(given, flag)}; add it, e.g. {map_text(example, flag)}"
-    if key.lstrip("-").isdigit():
+    if number:
         example = {str(i): name for i, name in enumerate(task.labels)}
         order = f" ({HUB_ORDER[task.name]})" if task.name in HUB_ORDER else ""
-    else:
-        example = {(key if len(key) <= 20 else "VALUE"): task.labels[-1]}
-        order = ""
-    return f"say what it means with {map_text(example, flag)}{order}"
+        return f"say what it means with {map_text(example, flag)}{order}"
+    target = nearest_label(task, key)
+    if target is None:
+        return f"say what it means with {map_text({shown: 'LABEL'}, flag)}"
+    return (
+        f"say what it means with {map_text({shown: target}, flag)} (the nearest label by spelling)"
+    )
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,42 @@ def test_a_recipe_giving_a_key_twice_names_both_lines(tmp_path: Path) -> None:
     from zdebias.data.documents import read_document
 
     assert read_document(merged, missing="")["x"] == {"a": 3, "b": 2}  # a merge may be overridden
+
+
+_NEAREST = " (the nearest label by spelling)"
+
+
+@pytest.mark.parametrize(
+    ("label", "hint"),
+    [
+        ("entailmnet", "say what it means with --label-map entailmnet=entailment" + _NEAREST),
+        (
+            "Contradction",
+            "say what it means with --label-map contradction=contradiction" + _NEAREST,
+        ),
+        ("maybe", "say what it means with --label-map maybe=LABEL"),
+    ],
+)
+def test_the_unknown_label_hint_proposes_the_nearest_spelling_or_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str, hint: str
+) -> None:
+    src = _jsonl(tmp_path / "d.jsonl", [ROWS[0], {**ROWS[2], "label": label}])
+    assert run_main(["inspect", src]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"error: {src}:2: field 'label': unknown label {label!r}; expected one of entailment, "
+        f"neutral, contradiction (task nli); {hint}"
+    )
+
+
+def test_a_maps_hint_proposes_no_label_the_map_does_not_fix() -> None:
+    from zdebias.data.labels import get_task, unmapped_hint
+
+    nli = get_task("nli")
+    assert unmapped_hint(nli, "2", {"0": "entailment"}, "--label-map") == (
+        "it is not a key of --label-map 0=entailment; add it, e.g. --label-map 0=entailment,2=LABEL"
+    )
+    assert unmapped_hint(nli, "nuetral", {"0": "entailment"}, "label_map") == (
+        "it is not a key of label_map={'0': 'entailment'}; add it, e.g. "
+        "label_map={'0': 'entailment', 'nuetral': 'neutral'}"
+    )
