@@ -30,7 +30,7 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.data.options import ReadOptions, read_logged
+from zdebias.data.options import ReadOptions, read_logged, warn_repeated_ids
 from zdebias.data.schema import Record
 
 if TYPE_CHECKING:
@@ -89,7 +89,10 @@ class Files:
         from zdebias.classify.train import train_classifier
 
         records, report = self.records(train, "training")
+        warn_repeated_ids(records, train)
         dev_records = self.records(dev, "dev")[0] if dev is not None else None
+        if dev is not None and dev_records is not None:
+            warn_repeated_ids(dev_records, dev)
         metrics = train_classifier(
             records,
             dev_records,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit, log, require
-from zdebias.data.options import ReadOptions, read_logged
+from zdebias.data.options import ReadOptions, read_logged, warn_repeated_ids
 from zdebias.settings_cli import CliOptions, InputArg, command
 
 
@@ -20,6 +20,8 @@ def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
 
     ds = read.open(require(input, "INPUT"))
     info = inspect_dataset(ds, limit=read.limit)
+    for line in info["warnings"]:
+        log.warning("%s", line)
     if not info["n_examples"]:  # described, but every other command refuses it
         log.warning("warning: %s", no_records_error(ds.report, "input"))
     emit(info, cli, lambda: inspect_text(info))
@@ -54,6 +56,7 @@ def convert(
     path = require(input, "INPUT")
     check_output(out, cli, published=conversion.folder, file=not conversion.folder)
     records, report = read_logged(path, read, what="input")
+    warn_repeated_ids(records, path)
     n = conversion.write(records, report.labels, overwrite=cli.overwrite)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
     emit(result, cli, f"wrote {n:,} records to {out}")

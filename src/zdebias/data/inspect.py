@@ -22,19 +22,24 @@ def _length_stats(lengths: list[int]) -> dict[str, float]:
 
 
 def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
-    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words)."""
+    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words),
+    and ``warnings`` (repeated ids, records named ``FILE:LINE`` where others have an id)."""
     labels: Counter[str] = Counter()
     lengths: dict[str, list[int]] = {}
+    ids: list[str] = []
     for record in itertools.islice(ds, limit):
         labels[record.label] += 1
+        ids.append(record.id)
         fields = ("premise", "hypothesis") if record.is_pair else ("text",)
         for fld in fields:
             lengths.setdefault(fld, []).append(len(getattr(record, fld).split()))
     rep = ds.report
     task = ds.task or None
     from zdebias.data.labels import get_task
+    from zdebias.data.options import repeated_ids_line
 
     names = list(get_task(rep.task).labels) if rep.task != "?" else sorted(labels)
+    warnings = [repeated_ids_line(ids, rep.path), rep.derived_ids_line()]
     return {
         "path": rep.path,
         "format": rep.format,
@@ -47,6 +52,8 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
         "n_skipped_errors": rep.n_errors,
         "skipped_errors": [str(e) for e in rep.errors[:20]],
         "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
+        "n_derived_ids": rep.n_derived_ids,
+        "warnings": [line for line in warnings if line is not None],
         **({"task_forced": task.name} if task else {}),
     }
 

@@ -186,16 +186,33 @@ def label_and_id_warnings(
             f"{path}: all {count:,} records have the label {label!r}: z-statistics and filtering "
             "measure only the label imbalance"
         )
+    repeated = repeated_ids_line(ids_of, path)
+    if repeated is not None:
+        lines.append(repeated)
+    return lines
+
+
+def repeated_ids_line(ids_of: Iterable[str], path: str) -> str | None:
+    """The warning for records that repeat an id, with counts (None when every id is
+    unique): a record and its copy can land on both sides of a filter or a split."""
     ids = Counter(ids_of)
     repeated = {i: n for i, n in ids.items() if n > 1}
-    if repeated:
-        top, n_top = max(repeated.items(), key=lambda kv: kv[1])
-        extra = sum(repeated.values()) - len(repeated)
-        lines.append(
-            f"{path}: {extra:,} records repeat an id ({len(repeated):,} ids used more than "
-            f"once, e.g. {top!r} {n_top} times)"
-        )
-    return lines
+    if not repeated:
+        return None
+    top, n_top = max(repeated.items(), key=lambda kv: kv[1])
+    extra = sum(repeated.values()) - len(repeated)
+    return (
+        f"{path}: {extra:,} records repeat an id ({len(repeated):,} ids used more than "
+        f"once, e.g. {top!r} {n_top} times)"
+    )
+
+
+def warn_repeated_ids(records: Iterable[Record], path: str) -> None:
+    """Tell the user (stderr, via logging) when ``records`` repeat an id
+    (:func:`repeated_ids_line`): the commands that read records without z-statistics."""
+    line = repeated_ids_line((r.id for r in records), path)
+    if line is not None:
+        log.warning("%s", line)
 
 
 def skip_message(report: ReadReport) -> list[str]:
@@ -241,5 +258,7 @@ __all__ = [
     "no_records_error",
     "parse_mapping",
     "read_logged",
+    "repeated_ids_line",
     "skip_message",
+    "warn_repeated_ids",
 ]

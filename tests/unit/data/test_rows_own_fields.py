@@ -236,3 +236,32 @@ def test_a_maps_hint_proposes_no_label_the_map_does_not_fix() -> None:
         "it is not a key of label_map={'0': 'entailment'}; add it, e.g. "
         "label_map={'0': 'entailment', 'nuetral': 'neutral'}"
     )
+
+
+def test_inspect_convert_and_train_classifier_warn_about_repeated_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zdebias.classify.train as train_module
+
+    def fake(train: object, dev: object, out: object, settings: object, **_: object) -> dict:
+        best = {"step": 1, "epoch": 1.0, "dev_accuracy": 0.5}
+        return {"n_train": 5, "n_dev": 5, "steps": 1, "best": best, "train_samples_per_second": 1}
+
+    monkeypatch.setattr(train_module, "train_classifier", fake)
+    ids = ["x", "x", "x", "y", "y", "z"]
+    labels = ["entailment", "neutral", "contradiction"]
+    rows = [{**ROWS[0], "id": i, "label": labels[n % 3]} for n, i in enumerate(ids)]
+    src = _jsonl(tmp_path / "d.jsonl", rows)
+    dups = f"{src}: 3 records repeat an id (2 ids used more than once, e.g. 'x' 3 times)"
+    assert run_main(["-q", "inspect", src, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [dups]
+    assert json.loads(captured.out)["warnings"] == [dups]
+    assert run_main(["-q", "convert", src, tmp_path / "o.jsonl"]) == 0
+    assert capsys.readouterr().err.strip().splitlines() == [dups]
+    args = ["-q", "train-classifier", "--train", src, "--dev", src, "--out", tmp_path / "m"]
+    assert run_main(args) == 0
+    assert capsys.readouterr().err.strip().splitlines() == [dups, dups]
+    unique = _jsonl(tmp_path / "u.jsonl", [{**r, "id": f"u{n}"} for n, r in enumerate(rows)])
+    assert run_main(["-q", "convert", unique, tmp_path / "u-out.jsonl"]) == 0
+    assert capsys.readouterr().err == ""
