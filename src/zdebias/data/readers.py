@@ -102,8 +102,9 @@ class Dataset:
     def iter_range(self, start: int, end: int) -> Iterator[Record]:
         """The records of the JSONL lines that start in bytes ``[start, end)`` of a plain
         file (``start`` at a line start), read exactly as a whole pass reads them: line
-        numbers, ids and columns as in the whole file (the columns come from its first JSON
-        object). ``report`` counts this range only."""
+        numbers, ids and columns as in the whole file (the text and label columns come from
+        its first JSON object; each row's id and other fields from its own keys). ``report``
+        counts this range only."""
         if self.format != "jsonl":
             raise ConfigError(f"reading a byte range needs a jsonl file, not {self.format}")
         mapper = None
