@@ -106,7 +106,8 @@ class CartographySettings(Settings):
     dynamics: str | None = setting(
         None,
         "Training dynamics for --method cartography: a classifier folder trained by zdebias "
-        "(its training_dynamics.jsonl) or that file; rows are matched by id.",
+        "(its training_dynamics.jsonl) or that file; rows are matched by id (by position "
+        "when the input is the training rows in their order, as repeated ids need).",
     )
     region: Literal["ambiguous", "hard-to-learn", "easy"] = setting(
         "ambiguous",
@@ -116,6 +117,7 @@ class CartographySettings(Settings):
     fraction: float = setting(
         0.33, "Share of the input the cartography region keeps (rounded half up).", gt=0, le=1
     )
+    seed: int = setting(DEFAULT_SEED, "Random seed (the order of rows tied in the region).")
 
 
 #: AFLite's published defaults (Le Bras et al. 2020; m from a public reimplementation)
