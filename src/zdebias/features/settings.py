@@ -22,7 +22,8 @@ class FeatureSettings(Settings):
     )
     seed: int = setting(
         DEFAULT_SEED,
-        "Random seed (z-filter order, hypothesis-only folds, AFLite's train subsets).",
+        "Random seed (z-filter order, hypothesis-only folds, AFLite's train subsets, "
+        "cartography's ties).",
         deprecated=("--shuffle-seed",),
     )
     token_pattern: str | None = setting(
