@@ -100,9 +100,19 @@ def tested_keys(doc: dict[str, Any], suites: Sequence[str]) -> list[str]:
     return [k for k in keys if runs and all(k in run.get("metrics", {}) for run in runs)]
 
 
-def _summary(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
-    from zdebias.evaluation.suites import summarize
+def summarize(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and sample standard deviation (ddof 1; 0 for a single run) of per-run values."""
+    arr = np.asarray(values, dtype=np.float64)
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return {
+        "mean": float(arr.mean()),
+        "std": std,
+        "n_runs": len(arr),
+        "values": [float(v) for v in arr],
+    }
 
+
+def _summary(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
     values = [run.get("metrics", {}).get(key) for run in doc.get("runs", [])]
     if not values or any(v is None for v in values):
         return None
@@ -112,10 +122,8 @@ def _summary(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
 def label_table(doc: dict[str, Any]) -> dict[str, Any] | None:
     """Per suite of ``doc``: accuracy, macro-F1 and balanced accuracy, and per gold label its
     accuracy (recall), precision and F1, each mean ± std over the runs (cells as
-    :func:`~zdebias.evaluation.suites.summarize`); None when the runs carry no label metrics
+    :func:`summarize`); None when the runs carry no label metrics
     (a results file of an older zdebias)."""
-    from zdebias.evaluation.suites import summarize
-
     runs = doc.get("runs", [])
     suites = []
     for suite in [s["name"] for s in doc.get("suites", [])]:
@@ -190,5 +198,6 @@ __all__ = [
     "metric_key",
     "overall_markdown",
     "per_label_markdown",
+    "summarize",
     "tested_keys",
 ]

@@ -32,6 +32,7 @@ from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.evaluation.metrics import flat_label_metrics, label_metrics
+from zdebias.evaluation.metrics import summarize as summarize  # re-exported, as before
 
 FORMAT_NAME = "zdebias-evaluation"
 FORMAT_VERSION = 1
@@ -213,18 +214,6 @@ def flat_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
             name = f"{suite}/{heuristic}" if key == "all" else f"{suite}/{heuristic}/{key}"
             out[name] = float(cell["accuracy"])
     return out
-
-
-def summarize(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and sample standard deviation (ddof 1; 0 for a single run) of per-run values."""
-    arr = np.asarray(values, dtype=np.float64)
-    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-    return {
-        "mean": float(arr.mean()),
-        "std": std,
-        "n_runs": len(arr),
-        "values": [float(v) for v in arr],
-    }
 
 
 def _run_info(model: str) -> dict[str, Any]:
