@@ -182,22 +182,34 @@ def label_and_id_warnings(
     if repeated:
         top, n_top = max(repeated.items(), key=lambda kv: kv[1])
         extra = sum(repeated.values()) - len(repeated)
+        verb = "repeats" if extra == 1 else "repeat"
         lines.append(
-            f"{path}: {extra:,} records repeat an id ({len(repeated):,} ids used more than "
-            f"once, e.g. {top!r} {n_top} times)"
+            f"{path}: {counted(extra, 'record')} {verb} an id ({counted(len(repeated), 'id')} "
+            f"used more than once, e.g. {top!r} {n_top} times)"
         )
     return lines
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1: ``1 bad row``, ``2 bad rows``, ``1,000 rows``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def skip_message(report: ReadReport) -> list[str]:
     """What a read skipped, as lines for the user (empty when nothing was skipped)."""
     lines = []
     if report.n_unlabelled:
-        lines.append(f"{report.path}: skipped {report.n_unlabelled} rows without a gold label")
+        lines.append(
+            f"{report.path}: skipped {counted(report.n_unlabelled, 'row')} without a gold label"
+        )
     if report.n_errors:
-        at = ", ".join(str(e.line) for e in report.errors[:10] if e.line is not None)
+        at = [str(e.line) for e in report.errors[:10] if e.line is not None]
         more = " ..." if report.n_errors > 10 else ""
-        lines.append(f"{report.path}: skipped {report.n_errors} bad rows (lines {at}{more})")
+        where = ""
+        if at:
+            word = "line" if len(at) == 1 and not more else "lines"
+            where = f" ({word} {', '.join(at)}{more})"
+        lines.append(f"{report.path}: skipped {counted(report.n_errors, 'bad row')}{where}")
         lines.extend(f"  {err}" for err in report.errors[:3])
     return lines
 
@@ -222,6 +234,7 @@ def read_logged(
 __all__ = [
     "OutputOptions",
     "ReadOptions",
+    "counted",
     "dataset_warnings",
     "label_and_id_warnings",
     "log_skips",

@@ -47,7 +47,7 @@ class FeatureSettings(Settings):
         None, "Default hypo-only model: nb (fast) or logreg."
     )
     hypo_only_folds: int | None = setting(
-        None, "Cross-fitting folds (default: DEFAULT_FOLDS, 5).", ge=2
+        None, "Cross-fitting folds of the hypothesis-only model (default: 5).", ge=2
     )
     num_proc: int | None = setting(
         None,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zdebias.data.options import counted
+
 
 def inspect_text(info: dict[str, Any]) -> str:
     from io import StringIO
@@ -27,7 +29,7 @@ def inspect_text(info: dict[str, Any]) -> str:
     console.print(table)
     console.print(
         f"skipped: {info['n_skipped_unlabelled']:,} without gold label, "
-        f"{info['n_skipped_errors']:,} bad rows"
+        f"{counted(info['n_skipped_errors'], 'bad row')}"
     )
     for line in info["skipped_errors"][:5]:
         console.print(f"  {line}", markup=False)
@@ -55,6 +57,16 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
         for row in rows:
             table.add_row(row["feature"], f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
+        console.print(table)
+    tracked = {k: v for k, v in (report.get("tracked") or {}).items() if v}
+    if tracked:
+        table = Table("feature", "label", "z", "n", "p̂", "rank", title="tracked features")
+        table.title_justify = "left"
+        for feature, cells in tracked.items():
+            for label, c in cells.items():
+                table.add_row(
+                    feature, label, f"{c['z']:.1f}", f"{c['n']:,}", f"{c['p']:.3f}", str(c["rank"])
+                )
         console.print(table)
     if "plot" in report:
         p = report["plot"]
@@ -155,6 +167,11 @@ def _wrote(summary: dict[str, Any], out: Path, main: str) -> str:
     return f"wrote {', '.join(str(out / name) for name in names)}"
 
 
+def _kept_file(summary: dict[str, Any]) -> str:
+    """The kept rows' file: ``kept.jsonl``, or in the input's schema ``kept.tsv`` etc."""
+    return str(summary.get("output_files", ["kept.jsonl"])[0])
+
+
 def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str]:
     """A filter's last lines: ``zdebias stats`` of the kept rows, and the files written."""
     lines = []
@@ -164,7 +181,7 @@ def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str
             f"{r['feature']} z={r['z']:.1f}" if r else "-" for r in kept["top_z"].values()
         )
         lines.append(
-            f"  `zdebias stats` of kept.jsonl ({note}z_c "
+            f"  `zdebias stats` of {_kept_file(summary)} ({note}z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
         )
     lines.append(_wrote(summary, out, "kept.jsonl"))
@@ -220,7 +237,7 @@ def cartography_text(summary: dict[str, Any], out: Path) -> str:
     kept = summary.get("stats_of_kept")
     if kept:
         lines.append(
-            f"  `zdebias stats` of kept.jsonl (z_c {kept['z_critical']:.2f}): "
+            f"  `zdebias stats` of {_kept_file(summary)} (z_c {kept['z_critical']:.2f}): "
             f"{kept['n_significant']:,} significant features"
         )
     lines.append(_wrote(summary, out, "kept.jsonl"))

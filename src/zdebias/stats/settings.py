@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
@@ -32,8 +32,22 @@ class StatsSettings(FeatureSettings):
     alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
     min_n: int = setting(20, "Gardner plot: features seen more often than this.", ge=0)
     track: list[str] = setting(
-        default_factory=list, help="Features whose z, n, p̂ and rank are always reported."
+        default_factory=list,
+        help="Features whose z, n, p̂ and rank are always reported: repeat the option or "
+        "separate them by commas.",
+        repeat=True,
     )
+
+    @field_validator("track", mode="before")
+    @classmethod
+    def _comma_lists(cls, value: Any) -> Any:
+        """``--track a --track b,c`` → ``[a, b, c]`` (a recipe's list or string alike)."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple):
+            parts = [p.strip() for v in value for p in str(v).split(",")]
+            return list(dict.fromkeys(p for p in parts if p))
+        return value
 
 
 class ZFilterSettings(FeatureSettings):
