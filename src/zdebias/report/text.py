@@ -157,6 +157,11 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"{summary['n_significant_after']:,} (features as filtered, z_c "
             f"{summary['z_critical']:.2f})"
         )
+    if summary.get("shuffle") and "seed" in summary:  # users compare counts across seeds
+        lines.append(
+            f"  rows visited in a seeded random order (--seed {summary['seed']}): another "
+            "seed keeps another number of rows"
+        )
     return "\n".join([*lines, *_kept_and_written(summary, out, "features refit on it, ")])
 
 

@@ -209,7 +209,7 @@ def test_a_feature_file_in_the_current_folder_by_path(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     same = get_feature(f"{folder / 'my_features_zz.py'}:negation")
     assert same.fn is get_feature(f"{folder / 'my_features_zz.py'}:negation").fn
-    with pytest.raises(ConfigError, match="no such feature file 'nowhere.py'"):
+    with pytest.raises(ConfigError, match=r"no such feature file 'nowhere\.py'"):
         get_feature("nowhere.py:negation")
 
 
