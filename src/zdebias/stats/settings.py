@@ -213,8 +213,8 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
     def hash_excluded(self) -> set[str]:
         """Settings left out of a recipe stage's hash: the methods' it does not run (and
         ``method`` itself for z), so that adding them left z-filter stages' hashes as they were."""
-        carto = set(CartographySettings.model_fields) - set(Settings.model_fields)
-        aflite = set(AfliteSettings.model_fields) - {"seed"}
+        carto = set(CartographySettings.model_fields) - set(Settings.model_fields) - {"seed"}
+        aflite = set(AfliteSettings.model_fields) - {"seed"}  # seed: every method's
         return {"z": {"method", *carto, *aflite}, "cartography": aflite, "aflite": carto}[
             self.method
         ]

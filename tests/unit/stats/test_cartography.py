@@ -142,3 +142,14 @@ def test_read_dynamics_recomputes_and_locates_bad_lines(tmp_path: Path) -> None:
         read_dynamics(bad)
     with pytest.raises(ConfigError, match=r"no training_dynamics\.jsonl"):
         read_dynamics(tmp_path)
+
+
+def test_the_seed_stays_in_every_filter_stage_hash() -> None:
+    """The cartography settings gained ``seed`` (its ties); it is every method's seed, so no
+    method's stage hash may leave it out (a z-filter stage with another seed is redone)."""
+    from zdebias.stats.settings import FilterSettings
+
+    for method in ("z", "cartography", "aflite"):
+        excluded = FilterSettings(method=method).hash_excluded()
+        assert "seed" not in excluded, method
+    assert {"region", "fraction", "dynamics"} <= FilterSettings(method="z").hash_excluded()
