@@ -177,3 +177,23 @@ def test_filter_matches_repeated_ids_by_position_or_refuses(
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the reader's warning
     assert last.startswith(f"error: {data}: id 'a' is on 2 rows, so rows cannot be matched")
     assert "6 input rows, 6 in" in last
+
+
+def test_rows_seen_in_one_epoch_are_counted_for_ambiguous(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run cut by max_steps leaves some rows with one epoch: their variability 0 is no
+    measurement, so the ambiguous region's summary counts them."""
+    data, model = _files(tmp_path)
+    path = model / "training_dynamics.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["gold_probs"], lines[1]["correct"] = [0.1, None, None], [False, None, None]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    args = ["filter", data, "--method", "cartography", "--dynamics", model, "--json"]
+    assert run_main([*args, "--out", tmp_path / "o", "--region", "ambiguous"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["warnings"] == ["1 row was trained on in one epoch only (variability 0)"]
+    assert _ids(tmp_path / "o" / "kept.jsonl") == ["d", "e"]  # b (variability 0) left out
+    assert run_main([*args, "--out", tmp_path / "e", "--region", "easy"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
