@@ -274,11 +274,12 @@ def cartography_filter(
     (``dynamics``: a classifier folder trained on these rows, or its dynamics file;
     ``region``: ``ambiguous``, ``hard-to-learn`` or ``easy``; ``fraction``) and
     :class:`ReadOptions` fields. Rows are matched by id (a DataFrame needs the ``id`` column
-    the classifier's training records had); a row without dynamics is an error. Returns the
-    rows (same type, length and order; a list of dicts for a list) with ``keep``,
+    the classifier's training records had), or by position when the ids are the training
+    rows' in their order; a row without dynamics, or a repeated id otherwise, is an error.
+    Returns the rows (same type, length and order; a list of dicts for a list) with ``keep``,
     ``confidence``, ``variability`` and ``correctness`` (None for a row not read).
     """
-    from zdebias.stats.cartography_filter import cartography_split
+    from zdebias.stats.cartography_filter import cartography_split, match_dynamics
     from zdebias.stats.dynamics import read_dynamics
     from zdebias.stats.settings import CartographySettings
 
@@ -292,9 +293,9 @@ def cartography_filter(
     columns.update(
         {name: [None] * rows.n_rows for name in ("confidence", "variability", "correctness")}
     )
-    index = dynamics.index()
-    for i, record in enumerate(rows.records):
-        pos, row = rows.positions[i], index[record.id]
+    matched = match_dynamics(rows.records, dynamics, "data")
+    for i in range(len(rows.records)):
+        pos, row = rows.positions[i], int(matched[i])
         columns["keep"][pos] = bool(keep[i])
         columns["confidence"][pos] = float(dynamics.confidence[row])
         columns["variability"][pos] = float(dynamics.variability[row])

@@ -33,6 +33,22 @@ COMMAND_MODULES = {
 }
 #: the modules in the order their commands are listed by ``zdebias -h``
 MODULES = ("data", "stats", "classify", "generate", "counterfactual", "pipeline")
+#: exit status of a command stopped by Ctrl-C (128 + SIGINT)
+INTERRUPTED = 130
+_RESUME = "run the same command again to resume from its last checkpoint"
+#: what a command stopped by Ctrl-C says after ``interrupted; `` (``zdebias run`` says its own)
+INTERRUPTED_HINTS = {
+    **dict.fromkeys(
+        ("train-classifier", "train-generator", "debias-generator", "counterfactual train"),
+        _RESUME,
+    ),
+    "sample": "run the same command again to resume from its last shard",
+    **dict.fromkeys(
+        ("filter", "combine"),
+        "nothing was written (the output folder is published whole at the end); run the "
+        "same command again to start over",
+    ),
+}
 
 
 def _version(value: bool) -> None:
@@ -125,7 +141,16 @@ def main(argv: list[str] | None = None) -> None:
         where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
         fail(" ".join(err.format_message().split()) + where, code=err.exit_code)  # type: ignore[attr-defined]
     if isinstance(code, int) and code:
+        if code == INTERRUPTED:  # typer turns Ctrl-C into exit 130, silently
+            sys.stderr.write(interrupted_line(args) + "\n")
         raise SystemExit(code)
+
+
+def interrupted_line(args: Sequence[str]) -> str:
+    """What a command stopped by Ctrl-C says: how to resume it, where it can be resumed."""
+    words = [a for a in args if not a.startswith("-")][:2]
+    hint = INTERRUPTED_HINTS.get(" ".join(words)) or INTERRUPTED_HINTS.get("".join(words[:1]))
+    return f"interrupted; {hint}" if hint else "interrupted"
 
 
 def _is_usage_error(err: BaseException) -> bool:

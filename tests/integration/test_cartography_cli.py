@@ -122,3 +122,78 @@ def test_data_map_subsamples_large_data_the_same_way() -> None:
     assert one.summary["n_plotted"] == 100 and one.summary["n_examples"] == 500
     assert one.figure.to_json() == two.figure.to_json()
     assert sum(len(t.x) for t in one.figure.data) == 100
+
+
+def test_filter_refuses_ambiguous_on_one_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39.2: one epoch gives variability 0 everywhere; ambiguous kept an id-ordered third
+    with no warning. Now it is refused; the confidence regions still run (seeded ties)."""
+    data, model = _files(tmp_path)
+    lines = [
+        {"id": key, "gold_probs": p[:1], "correct": [bool(c[0])]}
+        for key, (p, c) in DYNAMICS.items()
+    ]
+    (model / "training_dynamics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    base = ["filter", data, "--method", "cartography", "--dynamics", model]
+    capsys.readouterr()
+    assert run_main([*base, "--out", tmp_path / "o", "--region", "ambiguous"]) == 2
+    err = capsys.readouterr().err
+    assert "needs training dynamics of at least 2 epochs; these have 1" in err
+    assert not (tmp_path / "o").exists()
+    out = tmp_path / "easy"
+    assert run_main([*base, "--out", out, "--region", "easy", "--fraction", "0.5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # epoch 1: a .9, e .6, then d and f tie at .3 for the third place
+    kept = _ids(out / "kept.jsonl")
+    assert kept[:2] == ["a", "d"] or kept[:2] == ["a", "e"]
+    assert set(kept) - {"d", "f"} == {"a", "e"} and len(kept) == 3
+    assert summary["ties"] == "in a random order drawn from seed 0" and summary["epochs"] == 1
+
+
+def test_filter_matches_repeated_ids_by_position_or_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40.7: rows were matched by id alone; two rows with one id got the same dynamics."""
+    data, model = _files(tmp_path)
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    rows[1]["id"] = "a"  # the training set had id 'a' twice; its dynamics file too
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = model / "training_dynamics.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["id"] = "a"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    out = tmp_path / "out"
+    args = ["filter", data, "--method", "cartography", "--dynamics", model, "--json"]
+    assert run_main([*args, "--out", out, "--region", "ambiguous", "--fraction", "0.33"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    kept = [json.loads(line) for line in (out / "kept.jsonl").read_text().splitlines()]
+    # by position: the second row ('a' now) has b's dynamics, variability .327
+    assert [(r["id"], r["premise"]) for r in kept] == [("a", "p b"), ("d", "p d")]
+    assert summary["matched_by"] == "position"
+    # another order (or a subset) cannot be matched: refused, naming the repeated id
+    data.write_text("".join(json.dumps(r) + "\n" for r in reversed(rows)))
+    assert run_main([*args, "--out", tmp_path / "o2"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the reader's warning
+    assert last.startswith(f"error: {data}: id 'a' is on 2 rows, so rows cannot be matched")
+    assert "6 input rows, 6 in" in last
+
+
+def test_rows_seen_in_one_epoch_are_counted_for_ambiguous(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run cut by max_steps leaves some rows with one epoch: their variability 0 is no
+    measurement, so the ambiguous region's summary counts them."""
+    data, model = _files(tmp_path)
+    path = model / "training_dynamics.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["gold_probs"], lines[1]["correct"] = [0.1, None, None], [False, None, None]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    args = ["filter", data, "--method", "cartography", "--dynamics", model, "--json"]
+    assert run_main([*args, "--out", tmp_path / "o", "--region", "ambiguous"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["warnings"] == ["1 row was trained on in one epoch only (variability 0)"]
+    assert _ids(tmp_path / "o" / "kept.jsonl") == ["d", "e"]  # b (variability 0) left out
+    assert run_main([*args, "--out", tmp_path / "e", "--region", "easy"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []

@@ -151,7 +151,11 @@ def test_train_predict_evaluate_compare(tiny_model, tmp_path: Path, data_dir: Pa
     cmp = json.loads(cmp_file.read_text())
     assert cmp["baseline"] == "ce" and cmp["test"] == "student"
     tests = cmp["comparisons"][0]["tests"]
-    assert set(tests) == {"snli-dev", "snli-hard"}
+    assert set(tests) == {  # issue 39.5: macro-F1 and balanced accuracy are tested too
+        f"{suite}{metric}"
+        for suite in ("snli-dev", "snli-hard")
+        for metric in ("", " macro-F1", " balanced accuracy")
+    }
     from scipy import stats
 
     x = [r["metrics"]["snli-hard"] for r in docs["ce"]["runs"]]

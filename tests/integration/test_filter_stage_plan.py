@@ -77,8 +77,8 @@ def test_filter_stage_takes_the_plan_of_zdebias_filter(
             assert ours == json.dumps(stage["one"].get(key)), (name, key)
     assert stage["one"]["rows_in"] == {"input": 299}
     assert stage["one"]["notes"] == [
-        f"{data}: skipped 1 rows without a gold label and 0 bad rows",
-        "stage 'one', input 'input': 1 records repeat an id (1 ids used more than once, "
+        f"{data}: skipped 1 row without a gold label and 0 bad rows",  # singular: issue 39.6
+        "stage 'one', input 'input': 1 record repeats an id (1 id used more than once, "
         "e.g. 'r41' 2 times)",
         "stage 'one', input 'input': 37 features still significant after z-filtering "
         "(z > 3.63, batches of 40): a smaller --zfilter-batch-size filters more finely",

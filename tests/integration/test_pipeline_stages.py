@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zdebias.data.readers import read_records
+from zdebias.evaluation.cells import format_cell
 from zdebias.generation.format import GeneratorFormat
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
@@ -125,11 +126,19 @@ def test_paper_and_autocad_stages_on_tiny_models(
     values = rows["PoE"]["cells"]["test"]["values"]
     assert rows["PoE"]["cells"]["test"]["mean"] == sum(values) / 2
     assert results["table"]["columns"] == ["test", "dev"]
-    assert (run / "evaluate" / "table.md").read_text().startswith("| Method | test | dev |")
+    table_md = (run / "evaluate" / "table.md").read_text()
+    assert table_md.startswith("| Method | test | dev |")
+    # issue 39.5: the label metrics, from the documents' own numbers
+    poe = next(d for d in results["documents"] if d["name"] == "PoE")
+    f1 = poe["summary"]["test macro-F1"]
+    acc = poe["summary"]["test"]
+    assert f"| test | {format_cell(acc)} | {format_cell(f1)} |" in table_md
+    assert "PoE per gold label:" in table_md
 
     from zdebias.report.html import build_report
 
     html = build_report(run)
     assert "<h2>Planted artifacts" not in html  # no stats stage in this run
     assert "<h2>Evaluation</h2>" in html and "PoE <span class='muted'>(2 runs)</span>" in html
+    assert "<p>PoE per gold label:</p>" in html
     assert kept > 0 and "<h3>Counterfactuals from <code>cfs</code></h3>" in html

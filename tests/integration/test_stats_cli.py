@@ -282,3 +282,30 @@ def test_legacy_json_argument_is_rewritten_only_for_stats() -> None:
         "--json",
         "s.json",
     ]
+
+
+def test_track_several_features_prints_them_and_refuses_unknown_ones(
+    data: Path, tmp_path: Path
+) -> None:
+    """Issue 39.6: --track printed nothing in text mode, kept only the last of several and
+    stored null for a name that is no feature."""
+    args = ["stats", data, "--features", "ngrams,null", "--top", 1]
+    out = _invoke(*args, "--track", "sleeping@hypothesis", "--track", "<null>,park@hypothesis")
+    report = json.loads(_invoke(*args, "--track", "sleeping@hypothesis", "--json"))
+    assert list(report["tracked"]) == ["sleeping@hypothesis"]
+    many = json.loads(
+        _invoke(
+            *args, "--track", "sleeping@hypothesis", "--track", "<null>,park@hypothesis", "--json"
+        )
+    )
+    assert list(many["tracked"]) == ["sleeping@hypothesis", "<null>", "park@hypothesis"]
+    sleeping = many["tracked"]["sleeping@hypothesis"]["contradiction"]
+    assert "tracked features" in out
+    row = next(line for line in out.splitlines() if "sleeping@hypothesis" in line
+               and "contradiction" in line)  # fmt: skip
+    assert f"{sleeping['z']:.1f}" in row and f"{sleeping['n']:,}" in row
+    result = runner.invoke(app, [str(a) for a in args] + ["--track", "sleeping@hypo"])
+    assert result.exit_code != 0
+    message = str(result.exception)
+    assert "--track 'sleeping@hypo': no such feature in these rows" in message
+    assert "features are named as in the top table, e.g." in message

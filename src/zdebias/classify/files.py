@@ -30,7 +30,7 @@ from zdebias.classify.settings import (
     EvaluateSettings,
     InferenceSettings,
 )
-from zdebias.data.options import ReadOptions, read_logged, warn_repeated_ids
+from zdebias.data.options import ReadOptions, counted, read_logged, warn_repeated_ids
 from zdebias.data.schema import Record
 
 if TYPE_CHECKING:
@@ -181,9 +181,14 @@ class Files:
         else:
             doc = publish_folder(predictions, run, overwrite=self.overwrite)
         for info in doc["suites"]:
-            skipped = (info["path"], info["n_skipped_unlabelled"], info["n_skipped_errors"])
-            if skipped[1] + skipped[2]:
-                log.warning("%s: skipped %d unlabelled and %d bad rows", *skipped)
+            unlabelled, bad = info["n_skipped_unlabelled"], info["n_skipped_errors"]
+            if unlabelled + bad:
+                log.warning(
+                    "%s: skipped %d unlabelled and %s",
+                    info["path"],
+                    unlabelled,
+                    counted(bad, "bad row"),
+                )
         text = render_markdown(doc, average=settings.average)
         write_together({Path(out): doc, markdown_path(out, markdown): text})
         return doc, text

@@ -49,7 +49,7 @@ def convert(
     ] = None,
 ) -> None:
     """Convert any supported input into zdebias records as JSONL, CSV, TSV or parquet (by
-    OUT's suffix), or a HF ``datasets`` folder (written atomically)."""
+    OUT's suffix), or a Hugging Face datasets folder (written atomically)."""
     from zdebias.data.convert import Conversion
 
     conversion = Conversion(out, to)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -65,8 +66,9 @@ def report(
     run_dir: Annotated[
         str,
         typer.Argument(
-            help="A run folder (manifest.json), a filter or combine output folder, or a stats "
-            "JSON file (zdebias stats --out FILE)."
+            help="A run folder (manifest.json), a filter or combine output folder, a stats "
+            "JSON file (zdebias stats --out FILE) or an evaluate results file (zdebias "
+            "evaluate --out FILE)."
         ),
     ],
     cli: CliOptions,
@@ -75,17 +77,20 @@ def report(
         typer.Option(
             "--out",
             "-o",
-            help="HTML file (default DIR/report.html; beside a stats file NAME.html).",
+            help="HTML file (default DIR/report.html; beside a stats or results file "
+            "NAME.html). An existing one is replaced only with --overwrite.",
         ),
     ] = None,
 ) -> None:
-    """Write one self-contained HTML report of a run, a filter / combine result or a stats
-    file, from its saved files."""
-    from zdebias.report.results import write_result_report
+    """Write one self-contained HTML report of a run, a filter / combine result, a stats file
+    or an evaluate results file, from its saved files."""
+    from zdebias.report.results import default_out, result_kind, write_result_report
 
-    if out is not None:  # an explicit file: the usual overwrite rules (the default is derived)
-        check_output(out, cli, file=True)
-    path = write_result_report(run_dir, out)
+    # the usual overwrite rules, for the default file too: an earlier report (one `zdebias
+    # run` wrote included) is replaced only with --overwrite
+    target = Path(out) if out is not None else default_out(run_dir, result_kind(run_dir))
+    check_output(target, cli, file=True)
+    path = write_result_report(run_dir, target)
     emit({"report": str(path)}, cli, str(path))
 
 

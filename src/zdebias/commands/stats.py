@@ -14,6 +14,7 @@ import typer
 
 from zdebias.commands._cli import check_output, emit, require
 from zdebias.data.options import OutputOptions, ReadOptions
+from zdebias.errors import ConfigError
 from zdebias.report.text import cells_text, combine_text, filter_text, stats_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings
@@ -58,6 +59,18 @@ def stats(
     m, report = measure_file(
         FileInput(path, read), settings, hypo_only=apply_hypo_only_model, progress=cli.progress
     )
+    unknown = [name for name, cells in report["tracked"].items() if cells is None]
+    if unknown:  # a typo would print nothing and store null
+        example = next((rows[0]["feature"] for rows in report["top"].values() if rows), None)
+        raise ConfigError(
+            f"{path}: --track {unknown[0]!r}: no such feature in these rows"
+            + (
+                f" ({len(unknown)} of {len(report['tracked'])} tracked names are not)"
+                if len(unknown) > 1
+                else ""
+            )
+            + (f"; features are named as in the top table, e.g. {example!r}" if example else "")
+        )
     if plot:
         z_c, title = report["z_critical"], Path(path).name
         report["plot"] = gardner_files(m, plot, z_c=z_c, min_n=settings.min_n, title=title)

@@ -201,9 +201,10 @@ def repeated_ids_line(ids_of: Iterable[str], path: str) -> str | None:
         return None
     top, n_top = max(repeated.items(), key=lambda kv: kv[1])
     extra = sum(repeated.values()) - len(repeated)
+    verb = "repeats" if extra == 1 else "repeat"
     return (
-        f"{path}: {extra:,} records repeat an id ({len(repeated):,} ids used more than "
-        f"once, e.g. {top!r} {n_top} times)"
+        f"{path}: {counted(extra, 'record')} {verb} an id ({counted(len(repeated), 'id')} "
+        f"used more than once, e.g. {top!r} {n_top} times)"
     )
 
 
@@ -215,16 +216,27 @@ def warn_repeated_ids(records: Iterable[Record], path: str) -> None:
         log.warning("%s", line)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1: ``1 bad row``, ``2 bad rows``, ``1,000 rows``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def skip_message(report: ReadReport) -> list[str]:
     """What a read skipped, and the records it named ``FILE:LINE`` where others have an id
     of their own, as lines for the user (empty when there is nothing to tell)."""
     lines = []
     if report.n_unlabelled:
-        lines.append(f"{report.path}: skipped {report.n_unlabelled} rows without a gold label")
+        lines.append(
+            f"{report.path}: skipped {counted(report.n_unlabelled, 'row')} without a gold label"
+        )
     if report.n_errors:
-        at = ", ".join(str(e.line) for e in report.errors[:10] if e.line is not None)
+        at = [str(e.line) for e in report.errors[:10] if e.line is not None]
         more = " ..." if report.n_errors > 10 else ""
-        lines.append(f"{report.path}: skipped {report.n_errors} bad rows (lines {at}{more})")
+        where = ""
+        if at:
+            word = "line" if len(at) == 1 and not more else "lines"
+            where = f" ({word} {', '.join(at)}{more})"
+        lines.append(f"{report.path}: skipped {counted(report.n_errors, 'bad row')}{where}")
         lines.extend(f"  {err}" for err in report.errors[:3])
     derived = report.derived_ids_line()
     if derived is not None:
@@ -252,6 +264,7 @@ def read_logged(
 __all__ = [
     "OutputOptions",
     "ReadOptions",
+    "counted",
     "dataset_warnings",
     "label_and_id_warnings",
     "log_skips",

@@ -69,10 +69,13 @@ def compare_results(
 ) -> dict[str, Any]:
     """Test every document against the first (the baseline), suite by suite.
 
-    ``keys``: metric names to test (default: the suites, plus ``Avg.`` with ``average``).
+    ``keys``: metric names to test (default: the suites, each suite's macro-F1 and balanced
+    accuracy where the baseline's runs have them, plus ``Avg.`` of the suites with
+    ``average``).
     Returns ``{"baseline": name, "comparisons": [{"name", "tests": {key: {...}}}]}`` where each
     test holds both sides' mean/std/runs, the difference of means and the t-test.
     """
+    from zdebias.evaluation.metrics import tested_keys
     from zdebias.evaluation.tables import suite_names
 
     if len(docs) < 2:
@@ -92,7 +95,9 @@ def compare_results(
         vals = [run["metrics"].get(key) for run in runs]
         return None if not vals or any(v is None for v in vals) else [float(v) for v in vals]
 
-    tested = [*names, "Avg."] if average and "Avg." not in names else names
+    tested = [*names, *(tested_keys(docs[0], names) if keys is None else [])]
+    if average and "Avg." not in names:
+        tested.append("Avg.")
     base = docs[0]
     comparisons = []
     for doc in docs[1:]:
@@ -138,7 +143,8 @@ def compare_files(
     )
     note = (
         f"* p < {cfg.alpha} (two-tailed {comparison['test']} t-test against "
-        f"{comparison['baseline']}); accuracy in %, mean±std over runs."
+        f"{comparison['baseline']}); accuracy in %, mean±std over runs. The t-tests below "
+        "also test each suite's macro-F1 and balanced accuracy."
     )
     text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
     return {"table": table, **comparison}, text

@@ -31,6 +31,8 @@ from zdebias.classify.settings import InferenceSettings
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.evaluation.metrics import flat_label_metrics, label_metrics
+from zdebias.evaluation.metrics import summarize as summarize  # re-exported, as before
 
 FORMAT_NAME = "zdebias-evaluation"
 FORMAT_VERSION = 1
@@ -128,7 +130,9 @@ def score_predictions(
     """Accuracy of probabilities ``[N, L]`` on ``records``, with breakdowns.
 
     Returns ``accuracy``, ``n``, ``n_correct``, ``mapping``, ``per_label`` (accuracy per gold
-    label), ``confusion`` (gold → predicted → count) and, when records carry
+    label), ``confusion`` (gold → predicted → count), ``macro_f1``, ``balanced_accuracy`` and
+    ``per_label_f1`` (:func:`~zdebias.evaluation.metrics.label_metrics`, on the gold labels)
+    and, when records carry
     ``meta["heuristic"]``, ``groups`` (heuristic → gold label → cell, plus ``all``) and
     ``subgroups`` (subcase → cell).
     """
@@ -156,6 +160,7 @@ def score_predictions(
         "mapping": mapping,
         "per_label": per_label,
         "confusion": confusion,
+        **label_metrics(gold, preds, labels_seen),
     }
     if any(GROUP_KEY in r.meta for r in records):
         groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -209,18 +214,6 @@ def flat_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
             name = f"{suite}/{heuristic}" if key == "all" else f"{suite}/{heuristic}/{key}"
             out[name] = float(cell["accuracy"])
     return out
-
-
-def summarize(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and sample standard deviation (ddof 1; 0 for a single run) of per-run values."""
-    arr = np.asarray(values, dtype=np.float64)
-    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-    return {
-        "mean": float(arr.mean()),
-        "std": std,
-        "n_runs": len(arr),
-        "values": [float(v) for v in arr],
-    }
 
 
 def _run_info(model: str) -> dict[str, Any]:
@@ -322,7 +315,9 @@ def evaluate_models(
     keyword (``batch_size=256``).
 
     Document: ``name``, ``suites`` (descriptions), ``runs`` (per model: ``model``, ``seed``...,
-    ``results`` per suite, ``metrics`` flat), ``summary`` (flat metric → mean ± std over runs).
+    ``results`` per suite, ``metrics`` flat: accuracies, and macro-F1, balanced accuracy and
+    per-label accuracy and F1 under :func:`~zdebias.evaluation.metrics.metric_key`),
+    ``summary`` (flat metric → mean ± std over runs).
     With ``predictions_dir``, each run's records are also written there with their
     predictions (``run{i}-{suite}.jsonl``; meta ``pred`` as scored, ``probs`` per model label).
     With ``cache_dir``, a local model's probabilities on a suite are kept there and read back
@@ -369,6 +364,7 @@ def evaluate_models(
                 )
                 write_records(rows, Path(predictions_dir) / f"run{run_index}-{suite.name}.jsonl")
             metrics.update(flat_metrics(suite.name, results[suite.name]))
+            metrics.update(flat_label_metrics(suite.name, results[suite.name]))
         runs.append(
             {
                 "model": str(model),

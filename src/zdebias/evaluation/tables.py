@@ -16,6 +16,7 @@ from typing import Any
 
 from zdebias.evaluation.cells import SIGNIFICANT as SIGNIFICANT  # re-exported, as before
 from zdebias.evaluation.cells import format_cell, format_percent
+from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
 from zdebias.evaluation.suites import summarize
 
 
@@ -185,13 +186,18 @@ def runs_markdown(doc: dict[str, Any]) -> str:
 
 
 def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
-    """The Markdown report of one results document: summary, heuristic tables, runs."""
+    """The Markdown report of one results document: summary, macro-F1 / balanced accuracy
+    and per-label tables, heuristic tables, runs."""
     parts = [
         f"## {doc.get('name', 'results')}",
         "",
         table_markdown(summary_table([doc], average=average)),
         "",
     ]
+    labels = label_table(doc)
+    if labels is not None:  # imbalanced sets: accuracy alone hides a label the model misses
+        parts += ["### macro-F1 and balanced accuracy", "", overall_markdown(labels), ""]
+        parts += ["### per gold label", "", per_label_markdown(labels), ""]
     for suite in suite_names([doc]):
         table = group_table(doc, suite)
         if table is not None:
@@ -207,4 +213,9 @@ def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
             "",
         ]
     parts.append("Accuracy in %; mean±std (sample std) over runs.")
+    if labels is not None:
+        parts[-1] += (
+            " F1 and precision in % too. Per-label accuracy is the label's recall; balanced "
+            "accuracy their mean; macro-F1 the mean F1 over the set's gold labels."
+        )
     return "\n".join(parts) + "\n"

@@ -22,7 +22,8 @@ class FeatureSettings(Settings):
     )
     seed: int = setting(
         DEFAULT_SEED,
-        "Random seed (z-filter order, hypothesis-only folds, AFLite's train subsets).",
+        "Random seed (z-filter order, hypothesis-only folds, AFLite's train subsets, "
+        "cartography's ties).",
         deprecated=("--shuffle-seed",),
     )
     token_pattern: str | None = setting(
@@ -46,7 +47,7 @@ class FeatureSettings(Settings):
         None, "Default hypo-only model: nb (fast) or logreg."
     )
     hypo_only_folds: int | None = setting(
-        None, "Cross-fitting folds (default: DEFAULT_FOLDS, 5).", ge=2
+        None, "Cross-fitting folds of the hypothesis-only model (default: 5).", ge=2
     )
     num_proc: int | None = setting(
         None,

@@ -45,20 +45,59 @@ def word_spans(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
 
 
+def _module_from_file(file: str) -> Any:
+    """The module of a Python file (``my_features.py``), loaded once per absolute path under a
+    name of its own, so that a file in the current folder needs no ``PYTHONPATH``."""
+    import hashlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise ConfigError(f"no such feature file {file!r}")
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    name = f"zdebias_user.{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load feature file {file!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ConfigError(f"cannot load feature file {file!r}: {err}") from None
+    return module
+
+
 def load_function(path: str) -> Callable[..., Any]:
-    """The function at ``pkg.module:function`` (or ``pkg.module.function``); ConfigError if not."""
+    """The function at ``pkg.module:function`` (or ``pkg.module.function``), or in a file,
+    ``path/to/my_features.py:function``; ConfigError if not."""
     import importlib
+    from pathlib import Path
 
     if ":" in path:
-        module_name, _, attr = path.partition(":")
+        module_name, _, attr = path.rpartition(":")
     else:
         module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
         raise ConfigError(f"bad feature path {path!r}; expected pkg.module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(f"cannot import feature module {module_name!r}: {err}") from None
+    if module_name.endswith(".py"):
+        module = _module_from_file(module_name)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            hint = ""
+            local = Path(*module_name.split(".")).with_suffix(".py")
+            if local.is_file():  # `zdebias` does not import from the current folder
+                hint = f"; to use the file {local} here, name it by path: {local}:{attr}"
+            raise ConfigError(
+                f"cannot import feature module {module_name!r}: {err}{hint}"
+            ) from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from zdebias.data.labels import Task
 from zdebias.data.mapping import ReadReport
-from zdebias.data.options import dataset_warnings
+from zdebias.data.options import counted, dataset_warnings
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import DataSpec, StageConfig
@@ -112,8 +112,8 @@ def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
     named FILE:LINE where others have an id."""
     if report.n_unlabelled or report.n_errors:
         ctx.note(
-            f"{path}: skipped {report.n_unlabelled} rows without a gold label and "
-            f"{report.n_errors} bad rows"
+            f"{path}: skipped {counted(report.n_unlabelled, 'row')} without a gold label and "
+            f"{counted(report.n_errors, 'bad row')}"
         )
     if report.mapping_line() is not None:
         ctx.note(report.mapping_line())

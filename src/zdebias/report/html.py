@@ -481,47 +481,90 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
-    """Per evaluate stage: the summary table, its bar chart and the heuristic (group)
-    tables."""
-    from zdebias.report.plots import evaluation_bars
-
+    """Per evaluate stage: the summary table, its bar chart, the macro-F1 / per-label tables
+    and the heuristic (group) tables."""
     stages = []
     for stage in run.of_kind("evaluate"):
         results = run.json_output(stage, "results")
         if not results:
             continue
-        table = results["table"]
-        columns = list(table["columns"]) + (["Avg."] if table.get("average") else [])
-        rows = []
-        for row in table["rows"]:
-            cells = [_cell(row["cells"].get(c)) for c in table["columns"]]
-            if table.get("average"):
-                cells.append(_cell(row.get("average")))
-            rows.append({"name": row["name"], "n_runs": row.get("n_runs", 1), "cells": cells})
-        groups = [
+        stages.append(evaluation_tables(stage["name"], results))
+    return stages
+
+
+def _label_tables(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per results document with label metrics: accuracy, macro-F1 and balanced accuracy per
+    suite, and per gold label its accuracy (recall), precision and F1 (formatted cells)."""
+    from zdebias.evaluation.metrics import KEYS, label_table
+
+    out = []
+    for doc in docs:
+        table = label_table(doc)
+        if table is None:
+            continue
+        out.append(
             {
-                "method": g["method"],
-                "suite": g["suite"],
-                "columns": g["columns"],
-                "rows": [
-                    {"name": r["name"], "cells": [_cell(r["cells"].get(c)) for c in g["columns"]]}
-                    for r in g["rows"]
+                "method": table["method"],
+                "overall": [
+                    {
+                        "suite": s["suite"],
+                        "cells": [
+                            _cell(s[k]) for k in ("accuracy", "macro_f1", "balanced_accuracy")
+                        ],
+                    }
+                    for s in table["suites"]
+                ],
+                "labels": [
+                    {
+                        "suite": s["suite"],
+                        "label": lab["label"],
+                        "n": format_number(lab["n"]),
+                        "cells": [_cell(lab[k]) for k in KEYS],
+                    }
+                    for s in table["suites"]
+                    for lab in s["labels"]
                 ],
             }
-            for g in results.get("groups", [])
-        ]
-        png = evaluation_bars(table, title=stage["name"]) if table["rows"] else None
-        stages.append(
-            {
-                "name": stage["name"],
-                "columns": columns,
-                "rows": rows,
-                "unlearned": unlearned_lines(table),
-                "groups": groups,
-                "png": base64.b64encode(png).decode("ascii") if png else None,
-            }
         )
-    return stages
+    return out
+
+
+def evaluation_tables(name: str, results: dict[str, Any]) -> dict[str, Any]:
+    """What the report shows of one evaluation (an evaluate stage's ``results.json``: its
+    ``table``, ``groups`` and ``documents``): the summary table, its bar chart, the label
+    metrics of each document and the heuristic tables."""
+    from zdebias.report.plots import evaluation_bars
+
+    table = results["table"]
+    columns = list(table["columns"]) + (["Avg."] if table.get("average") else [])
+    rows = []
+    for row in table["rows"]:
+        cells = [_cell(row["cells"].get(c)) for c in table["columns"]]
+        if table.get("average"):
+            cells.append(_cell(row.get("average")))
+        rows.append({"name": row["name"], "n_runs": row.get("n_runs", 1), "cells": cells})
+    groups = [
+        {
+            "method": g["method"],
+            "suite": g["suite"],
+            "columns": g["columns"],
+            "rows": [
+                {"name": r["name"], "cells": [_cell(r["cells"].get(c)) for c in g["columns"]]}
+                for r in g["rows"]
+            ],
+        }
+        for g in results.get("groups", [])
+    ]
+    png = evaluation_bars(table, title=name) if table["rows"] else None
+    return {
+        "name": name,
+        "columns": columns,
+        "rows": rows,
+        "unlearned": unlearned_lines(table),
+        "labels": _label_tables(list(results.get("documents") or [])),
+        "groups": groups,
+        "png": base64.b64encode(png).decode("ascii") if png else None,
+    }
 
 
 def _pair_text(row: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
-"""Reports for every result, not only runs: ``zdebias report PATH`` on a ``stats`` JSON file, a
-``filter`` or ``combine`` output folder, or a run folder.
+"""Reports for every result, not only runs: ``zdebias report PATH`` on a ``stats`` JSON file, an
+``evaluate`` results file, a ``filter`` or ``combine`` output folder, or a run folder.
 
 One self-contained HTML page (CSS inline, figures as ``data:`` PNGs), laid out by the
 template ``zdebias/resources/results.html.j2``; a run folder gets the run report
@@ -31,6 +31,9 @@ from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
 from zdebias.pipeline.run_folder import MANIFEST
 
+#: the ``kind`` of a ``zdebias evaluate`` results document
+EVALUATION_KIND = "zdebias-evaluation"
+
 REPORT = "report.html"
 TEMPLATE = "results.html.j2"
 #: how many top features per label, rejection reasons and example rows the page shows
@@ -50,7 +53,7 @@ SETTINGS_SHOWN = (
 #: the names a summary of zdebias 0.2 gave them
 OLD_SUMMARY_KEYS = {"top_k": "biased_k", "batch_size": "zfilter_batch_size", "shuffle_seed": "seed"}
 
-Kind = Literal["run", "filter", "combine", "stats"]
+Kind = Literal["run", "filter", "combine", "stats", "evaluation"]
 #: the files that make a folder a filter / combine output (``zdebias filter`` / ``combine``)
 _FOLDERS: dict[str, tuple[str, ...]] = {
     "filter": ("kept.jsonl", "rejected.jsonl", "summary.json"),
@@ -72,19 +75,25 @@ def result_kind(path: str | Path) -> Kind:
         doc = read_document(p, missing=f"{p}: no such file")
         if isinstance(doc, dict) and "top" in doc and "z_critical" in doc and "labels" in doc:
             return "stats"
-        raise ConfigError(f"{p}: not a zdebias stats JSON (no top / z_critical / labels)")
+        if isinstance(doc, dict) and doc.get("kind") == EVALUATION_KIND:
+            return "evaluation"
+        raise ConfigError(
+            f"{p}: not a zdebias stats JSON (no top / z_critical / labels) nor a zdebias "
+            "evaluate results file (kind zdebias-evaluation)"
+        )
     raise ConfigError(
         f"{p}: not a report input; expected a run folder (manifest.json), a filter or combine "
-        "output folder (summary.json, kept.jsonl or combined.jsonl, rejected.jsonl), or a "
-        "stats JSON file (zdebias stats --out FILE)"
+        "output folder (summary.json, kept.jsonl or combined.jsonl, rejected.jsonl), a "
+        "stats JSON file (zdebias stats --out FILE) or an evaluate results file (zdebias "
+        "evaluate --out FILE)"
     )
 
 
 def default_out(path: str | Path, kind: Kind) -> Path:
-    """Where the report goes by default: ``DIR/report.html``; beside a stats file,
-    ``NAME.html``."""
+    """Where the report goes by default: ``DIR/report.html``; beside a stats or evaluate
+    results file, ``NAME.html``."""
     p = Path(path)
-    return p.with_suffix(".html") if kind == "stats" else p / REPORT
+    return p.with_suffix(".html") if kind in ("stats", "evaluation") else p / REPORT
 
 
 # --------------------------------------------------------------------------- numbers
@@ -422,16 +431,59 @@ def stats_context(path: str | Path) -> dict[str, Any]:
     }
 
 
+def evaluation_context(path: str | Path) -> dict[str, Any]:
+    """What the run report's page shows for a ``zdebias evaluate --out FILE`` results file:
+    its evaluation section only (summary table and bar chart, macro-F1 and per-label tables,
+    heuristic tables)."""
+    from zdebias.evaluation.suites import read_results
+    from zdebias.evaluation.tables import group_table, suite_names, summary_table
+    from zdebias.report.html import evaluation_tables
+
+    path = Path(path)
+    doc = read_results(path)
+    name = str(doc.get("name", path.stem))
+    suites = suite_names([doc])
+    groups = [
+        {"method": name, **table}
+        for suite in suites
+        if (table := group_table(doc, suite)) is not None
+    ]
+    results = {"table": summary_table([doc]), "groups": groups, "documents": [doc]}
+    n_runs = len(doc.get("runs", []))
+    return {
+        "header": {
+            "title": f"zdebias evaluate: {name}",
+            "description": None,
+            "results": f"{path.name}: {n_runs} run{'' if n_runs == 1 else 's'} on "
+            f"{', '.join(suites)}",
+        },
+        "artifacts": None,
+        "tracked": None,
+        "gardner": [],
+        "top": None,
+        "sizes": [],
+        "significance": [],
+        "data_maps": [],
+        "cells": [],
+        "evaluation": [evaluation_tables(name, results)],
+        "examples": None,
+        "stages": [],
+    }
+
+
 # --------------------------------------------------------------------------- rendering
 
 
 def build_result_report(path: str | Path) -> str:
-    """The report of a stats file or a filter / combine folder, as one HTML string."""
+    """The report of a stats file, an evaluate results file or a filter / combine folder,
+    as one HTML string."""
     from zdebias.report.html import build_report, load_template
 
     kind = result_kind(path)
     if kind == "run":
         return build_report(path)
+    if kind == "evaluation":  # the run report's page, with its evaluation section only
+        return load_template().render(evaluation_context(path))
     context = stats_context(path) if kind == "stats" else folder_context(path, kind)
     return load_template(TEMPLATE).render(context)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zdebias.data.options import counted
+
 
 def inspect_text(info: dict[str, Any]) -> str:
     from io import StringIO
@@ -27,7 +29,7 @@ def inspect_text(info: dict[str, Any]) -> str:
     console.print(table)
     console.print(
         f"skipped: {info['n_skipped_unlabelled']:,} without gold label, "
-        f"{info['n_skipped_errors']:,} bad rows"
+        f"{counted(info['n_skipped_errors'], 'bad row')}"
     )
     for line in info["skipped_errors"][:5]:
         console.print(f"  {line}", markup=False)
@@ -55,6 +57,16 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
         for row in rows:
             table.add_row(row["feature"], f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
+        console.print(table)
+    tracked = {k: v for k, v in (report.get("tracked") or {}).items() if v}
+    if tracked:
+        table = Table("feature", "label", "z", "n", "p̂", "rank", title="tracked features")
+        table.title_justify = "left"
+        for feature, cells in tracked.items():
+            for label, c in cells.items():
+                table.add_row(
+                    feature, label, f"{c['z']:.1f}", f"{c['n']:,}", f"{c['p']:.3f}", str(c["rank"])
+                )
         console.print(table)
     if "plot" in report:
         p = report["plot"]
@@ -145,6 +157,11 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"{summary['n_significant_after']:,} (features as filtered, z_c "
             f"{summary['z_critical']:.2f})"
         )
+    if summary.get("shuffle") and "seed" in summary:  # users compare counts across seeds
+        lines.append(
+            f"  rows visited in a seeded random order (--seed {summary['seed']}): another "
+            "seed keeps another number of rows"
+        )
     return "\n".join([*lines, *_kept_and_written(summary, out, "features refit on it, ")])
 
 
@@ -153,6 +170,11 @@ def _wrote(summary: dict[str, Any], out: Path, main: str) -> str:
     unless the summary lists its ``output_files``), and ``summary.json``."""
     names = [*summary.get("output_files", [main, "rejected.jsonl"]), "summary.json"]
     return f"wrote {', '.join(str(out / name) for name in names)}"
+
+
+def _kept_file(summary: dict[str, Any]) -> str:
+    """The kept rows' file: ``kept.jsonl``, or in the input's schema ``kept.tsv`` etc."""
+    return str(summary.get("output_files", ["kept.jsonl"])[0])
 
 
 def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str]:
@@ -164,7 +186,7 @@ def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str
             f"{r['feature']} z={r['z']:.1f}" if r else "-" for r in kept["top_z"].values()
         )
         lines.append(
-            f"  `zdebias stats` of kept.jsonl ({note}z_c "
+            f"  `zdebias stats` of {_kept_file(summary)} ({note}z_c "
             f"{kept['z_critical']:.2f}): {kept['n_significant']:,} significant; top z {tops}"
         )
     lines.append(_wrote(summary, out, "kept.jsonl"))
@@ -220,7 +242,7 @@ def cartography_text(summary: dict[str, Any], out: Path) -> str:
     kept = summary.get("stats_of_kept")
     if kept:
         lines.append(
-            f"  `zdebias stats` of kept.jsonl (z_c {kept['z_critical']:.2f}): "
+            f"  `zdebias stats` of {_kept_file(summary)} (z_c {kept['z_critical']:.2f}): "
             f"{kept['n_significant']:,} significant features"
         )
     lines.append(_wrote(summary, out, "kept.jsonl"))

@@ -13,8 +13,11 @@ Regions, each the ``fraction`` of the examples (n·fraction rounded half up) fir
 - ``hard-to-learn``: lowest confidence first;
 - ``easy``: highest confidence first.
 
-Ties are broken by id (string order), then by position, so a selection is deterministic.
-No I/O here (the file format is :mod:`zdebias.stats.dynamics`); numpy only.
+Ties are broken in a seeded random order of the examples (never by id: ids in string order
+would keep '1', '100', '1000', ... of a tied region), so a selection is the same for the same
+seed. ``ambiguous`` needs at least two epochs: with one, every variability is 0 and the region
+would be nothing but ties (:func:`check_epochs`). No I/O here (the file format is
+:mod:`zdebias.stats.dynamics`); numpy only.
 
 >>> conf, var, corr = cartography_statistics(np.array([[0.2, 0.4]]), np.array([[0, 1]]))
 >>> float(conf[0]), round(float(var[0]), 6), float(corr[0])
@@ -23,12 +26,12 @@ No I/O here (the file format is :mod:`zdebias.stats.dynamics`); numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.settings import DEFAULT_SEED
 
 Region = Literal["ambiguous", "hard-to-learn", "easy"]
 REGIONS: tuple[str, ...] = ("ambiguous", "hard-to-learn", "easy")
@@ -80,45 +83,62 @@ def region_size(n: int, fraction: float) -> int:
     return min(n, int(np.floor(n * fraction + 0.5)))
 
 
+#: the regions ordered by variability, which one epoch cannot give
+NEEDS_VARIABILITY = ("ambiguous",)
+
+
+def check_epochs(region: str, n_epochs: int, source: str) -> None:
+    """Refuse a region ordered by variability on dynamics of fewer than two epochs (every
+    variability is 0 there, so the region would be an arbitrary pick among ties)."""
+    if region in NEEDS_VARIABILITY and n_epochs < 2:
+        raise ConfigError(
+            f"{source}: --region {region} orders rows by variability, which needs training "
+            f"dynamics of at least 2 epochs; these have {n_epochs} (train the classifier for "
+            "2 or more epochs, or choose --region easy or hard-to-learn)"
+        )
+
+
 def region_order(
-    confidence: np.ndarray, variability: np.ndarray, ids: Sequence[str], region: str
+    confidence: np.ndarray, variability: np.ndarray, region: str, *, seed: int = DEFAULT_SEED
 ) -> np.ndarray:
-    """Indices of the examples in ``region``'s order (module doc), ties by id then position."""
+    """Indices of the examples in ``region``'s order (module doc), ties in a random order
+    drawn from ``seed``."""
     if region not in REGIONS:
         raise ConfigError(f"unknown region {region!r}; expected one of {', '.join(REGIONS)}")
     conf = np.asarray(confidence, dtype=np.float64)
     var = np.asarray(variability, dtype=np.float64)
     key = {"ambiguous": -var, "hard-to-learn": conf, "easy": -conf}[region]
-    id_rank = np.unique(np.asarray(list(ids), dtype=object).astype(str), return_inverse=True)[1]
-    position = np.arange(len(key))
-    return np.lexsort((position, id_rank, key))
+    tiebreak = np.random.default_rng(seed).permutation(len(key))
+    return np.lexsort((tiebreak, key))
 
 
 def select_region(
     confidence: np.ndarray,
     variability: np.ndarray,
-    ids: Sequence[str],
     *,
     region: str,
     fraction: float,
+    seed: int = DEFAULT_SEED,
 ) -> np.ndarray:
     """Boolean ``[N]`` mask of the examples in ``region`` at ``fraction`` (module doc).
 
-    >>> select_region(np.array([.9, .5, .1]), np.array([.1, .3, .2]), ["a", "b", "c"],
+    >>> select_region(np.array([.9, .5, .1]), np.array([.1, .3, .2]),
     ...               region="ambiguous", fraction=1 / 3).tolist()
     [False, True, False]
     """
-    order = region_order(confidence, variability, ids, region)
+    order = region_order(confidence, variability, region, seed=seed)
     keep = np.zeros(len(order), dtype=bool)
     keep[order[: region_size(len(order), fraction)]] = True
     return keep
 
 
 __all__ = [
+    "NEEDS_VARIABILITY",
     "REGIONS",
     "REGION_ORDER",
     "Region",
     "cartography_statistics",
+    "check_epochs",
     "region_order",
     "region_size",
     "select_region",

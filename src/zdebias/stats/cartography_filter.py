@@ -2,9 +2,11 @@
 classifier's data map (:mod:`zdebias.stats.cartography`), as ``zdebias filter --method
 cartography`` and the ``filter`` stage run it through :func:`zdebias.stats.operations.run_filter`.
 
-Rows are matched to the training dynamics by id; an input row without dynamics is an error
-(never kept or dropped silently). Every output row carries ``meta.cartography`` (its
-confidence, variability and correctness); a rejected row also ``meta.rejected_by`` (why).
+Rows are matched to the training dynamics by id, or by position when the input's ids are the
+dynamics' ids in the same order (the classifier's own training rows: the one way repeated ids
+can be matched); repeated ids otherwise, and an input row without dynamics, are errors (never
+kept, dropped or matched to another row silently). Every output row carries ``meta.cartography``
+(its confidence, variability and correctness); a rejected row also ``meta.rejected_by`` (why).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.stats.cartography import REGION_ORDER, region_size, select_region
+from zdebias.stats.cartography import REGION_ORDER, check_epochs, region_size, select_region
 from zdebias.stats.dynamics import Dynamics, read_dynamics
 from zdebias.stats.plan import Filtered
 from zdebias.stats.settings import CartographySettings, FilterSettings
@@ -31,8 +33,27 @@ def region_reason(region: str, fraction: float) -> str:
     return f"not in the {fraction:.0%} {region} ({REGION_ORDER[region]})"
 
 
+def _first_repeat(ids: list[str]) -> tuple[str, int] | None:
+    counts = Counter(ids)
+    return next(((key, n) for key, n in counts.items() if n > 1), None)
+
+
 def match_dynamics(records: list[Record], dynamics: Dynamics, source: str) -> np.ndarray:
-    """The dynamics row of each record (by id); missing ones fail with the first and the count."""
+    """The dynamics row of each record: by position when the ids are the dynamics' ids in
+    their order, else by id. Missing ids fail with the first and the count; a repeated id
+    (which id matching cannot place) fails too."""
+    ids = [r.id for r in records]
+    if ids == dynamics.ids:
+        return np.arange(len(ids), dtype=np.int64)
+    for where, keys in ((source, ids), (dynamics.path, dynamics.ids)):
+        repeat = _first_repeat(keys)
+        if repeat is not None:
+            raise ConfigError(
+                f"{where}: id {repeat[0]!r} is on {repeat[1]} rows, so rows cannot be matched "
+                f"to training dynamics by id; rows with repeated ids are matched by position, "
+                f"which needs the input to be the classifier's training rows in their order "
+                f"({len(ids):,} input rows, {len(dynamics.ids):,} in {dynamics.path})"
+            )
     index = dynamics.index()
     rows = np.array([index.get(r.id, -1) for r in records], dtype=np.int64)
     missing = np.flatnonzero(rows < 0)
@@ -51,12 +72,21 @@ def cartography_split(
 ) -> tuple[list[Record], list[Record], dict[str, Any], np.ndarray]:
     """``(kept, rejected, summary, keep)`` of ``records`` for the region: kept and rejected in
     input order, ``keep`` the boolean mask over ``records``."""
+    check_epochs(settings.region, dynamics.n_epochs, dynamics.path)
     rows = match_dynamics(records, dynamics, source)
     conf = dynamics.confidence[rows]
     var = dynamics.variability[rows]
     corr = dynamics.correctness[rows]
-    ids = [r.id for r in records]
-    keep = select_region(conf, var, ids, region=settings.region, fraction=settings.fraction)
+    keep = select_region(
+        conf, var, region=settings.region, fraction=settings.fraction, seed=settings.seed
+    )
+    warnings = []
+    one_epoch = int((np.sum(~np.isnan(dynamics.gold_probs[rows]), axis=1) < 2).sum())
+    if one_epoch and settings.region == "ambiguous":
+        warnings.append(
+            f"{one_epoch:,} {'row was' if one_epoch == 1 else 'rows were'} trained on in one "
+            "epoch only (variability 0)"
+        )
     reason = region_reason(settings.region, settings.fraction)
     kept: list[Record] = []
     rejected: list[Record] = []
@@ -85,7 +115,9 @@ def cartography_split(
         "n_rejected": len(rejected),
         "kept_share_of_input": round(len(kept) / n, 6) if n else 0.0,
         "region_size_rule": "round_half_up(n_input * fraction)",
-        "ties": "by id, then by input position",
+        "ties": f"in a random order drawn from seed {settings.seed}",
+        "seed": settings.seed,
+        "matched_by": "position" if [r.id for r in records] == dynamics.ids else "id",
         "epochs": dynamics.n_epochs,
         "n_dynamics": len(dynamics.ids),
         "n_dynamics_not_in_input": len(dynamics.ids) - len(set(rows.tolist())),
@@ -95,7 +127,7 @@ def cartography_split(
         "input_means": _means(conf, var, corr),
         "kept_means": _means(conf[keep], var[keep], corr[keep]),
         "rejections_by_feature": {reason: len(rejected)} if rejected else {},
-        "warnings": [],
+        "warnings": warnings,
     }
     assert region_size(n, settings.fraction) == len(kept)
     return kept, rejected, summary, keep

@@ -49,7 +49,7 @@ class Dynamics:
         return int(self.gold_probs.shape[1])
 
     def index(self) -> dict[str, int]:
-        """id → row."""
+        """id → row (the last row of a repeated id: match those by position)."""
         return {key: i for i, key in enumerate(self.ids)}
 
 
@@ -98,14 +98,14 @@ def dynamics_rows(
 
 
 def read_dynamics(ref: str | Path) -> Dynamics:
-    """The dynamics of a classifier folder or file (:func:`dynamics_path`); a bad line, a
-    repeated id or an example without any epoch fails with ``FILE:LINE``."""
+    """The dynamics of a classifier folder or file (:func:`dynamics_path`); a bad line or an
+    example without any epoch fails with ``FILE:LINE``. Ids may repeat (a training set with
+    repeated ids): the cartography filter then matches rows by position."""
     path = dynamics_path(ref)
     ids: list[str] = []
     labels: list[str | None] = []
     probs: list[list[float]] = []
     rights: list[list[float]] = []
-    first_line: dict[str, int] = {}
     with path.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, start=1):
             if not line.strip():
@@ -118,13 +118,6 @@ def read_dynamics(ref: str | Path) -> Dynamics:
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise DataError("expected an object with a string id", field="id", **where)
             key = row["id"]
-            if key in first_line:
-                raise DataError(
-                    f"id {key!r} repeats line {first_line[key]}; rows are matched by id",
-                    field="id",
-                    **where,
-                )
-            first_line[key] = line_no
             p, c = row.get("gold_probs"), row.get("correct")
             if not isinstance(p, list) or not isinstance(c, list) or len(p) != len(c):
                 raise DataError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
@@ -32,8 +32,22 @@ class StatsSettings(FeatureSettings):
     alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
     min_n: int = setting(20, "Gardner plot: features seen more often than this.", ge=0)
     track: list[str] = setting(
-        default_factory=list, help="Features whose z, n, p̂ and rank are always reported."
+        default_factory=list,
+        help="Features whose z, n, p̂ and rank are always reported: repeat the option or "
+        "separate them by commas.",
+        repeat=True,
     )
+
+    @field_validator("track", mode="before")
+    @classmethod
+    def _comma_lists(cls, value: Any) -> Any:
+        """``--track a --track b,c`` → ``[a, b, c]`` (a recipe's list or string alike)."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple):
+            parts = [p.strip() for v in value for p in str(v).split(",")]
+            return list(dict.fromkeys(p for p in parts if p))
+        return value
 
 
 class ZFilterSettings(FeatureSettings):
@@ -106,7 +120,8 @@ class CartographySettings(Settings):
     dynamics: str | None = setting(
         None,
         "Training dynamics for --method cartography: a classifier folder trained by zdebias "
-        "(its training_dynamics.jsonl) or that file; rows are matched by id.",
+        "(its training_dynamics.jsonl) or that file; rows are matched by id (by position "
+        "when the input is the training rows in their order, as repeated ids need).",
     )
     region: Literal["ambiguous", "hard-to-learn", "easy"] = setting(
         "ambiguous",
@@ -116,6 +131,7 @@ class CartographySettings(Settings):
     fraction: float = setting(
         0.33, "Share of the input the cartography region keeps (rounded half up).", gt=0, le=1
     )
+    seed: int = setting(DEFAULT_SEED, "Random seed (the order of rows tied in the region).")
 
 
 #: AFLite's published defaults (Le Bras et al. 2020; m from a public reimplementation)
@@ -197,8 +213,8 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
     def hash_excluded(self) -> set[str]:
         """Settings left out of a recipe stage's hash: the methods' it does not run (and
         ``method`` itself for z), so that adding them left z-filter stages' hashes as they were."""
-        carto = set(CartographySettings.model_fields) - set(Settings.model_fields)
-        aflite = set(AfliteSettings.model_fields) - {"seed"}
+        carto = set(CartographySettings.model_fields) - set(Settings.model_fields) - {"seed"}
+        aflite = set(AfliteSettings.model_fields) - {"seed"}  # seed: every method's
         return {"z": {"method", *carto, *aflite}, "cartography": aflite, "aflite": carto}[
             self.method
         ]

@@ -459,9 +459,22 @@ def summarize_filter(
             fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
         },
     }
+    summary["visiting_order"] = visiting_order(settings)
     note = still_significant(n_significant_after, z_c, arrays.batch_size, seeded=n_seed > 0)
     summary["warnings"] = [note] if note else []
     return summary
+
+
+def visiting_order(settings: dict[str, Any]) -> str:
+    """How the rows were visited, and what that means for the count kept: Algorithm 1 judges
+    each batch by the rows kept before it, so the order (the seed) changes how many rows it
+    keeps, not only which (snli_20k dev: 1,374, 1,319 and 1,337 rows under seeds 0, 1, 2)."""
+    if settings.get("shuffle") is False:
+        return "file order (--no-shuffle): the same file in another order keeps other rows"
+    return (
+        f"seeded random order (--seed {settings.get('seed')}): each batch is judged by the "
+        "rows kept before it, so another seed keeps another number of rows"
+    )
 
 
 def still_significant(n: int, z_c: float, batch_size: int, *, seeded: bool = False) -> str | None:

@@ -83,6 +83,10 @@ def test_filter_writes_kept_and_rejected_in_the_csv_schema(
     assert {r[2] for r in kept + rejected} == {"0", "1", "2"}  # raw labels
     assert summary["output_schema"] == "input"
     assert summary["output_files"] == ["kept.csv", "rejected.csv"]
+    from zdebias.report.text import filter_text
+
+    text = filter_text(summary, out)  # issue 39.6: the hint named kept.jsonl, not written here
+    assert "`zdebias stats` of kept.csv (" in text and "kept.jsonl" not in text
     # the same partition as the default schema's
     default = tmp_path / "d"
     assert (

@@ -184,6 +184,35 @@ def test_registry_unknown_name_and_user_functions(tmp_path: Path, monkeypatch) -
     ]
 
 
+def test_a_feature_file_in_the_current_folder_by_path(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39.6: the docs' `my_features:negation` failed with "No module named
+    'my_features'" from the folder holding the file (the zdebias script does not import from
+    it). A file path works from anywhere, and the dotted name's error says so."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "my_features_zz.py").write_text(
+        textwrap.dedent("""
+        def negation(record, words=("no", "not", "nobody", "never")):
+            hyp = record.hypothesis.lower().split()
+            return [f"negation={w}" for w in words if w in hyp]
+    """)
+    )
+    monkeypatch.chdir(folder)
+    with pytest.raises(ConfigError) as err:
+        get_feature("my_features_zz:negation")
+    assert "No module named 'my_features_zz'" in str(err.value)
+    assert "name it by path: my_features_zz.py:negation" in str(err.value)
+    fm = extract_features(PAIRS, ["my_features_zz.py:negation", "null"])
+    assert fm.names == ["negation=nobody", "<null>"]
+    assert fm.column("negation=nobody").tolist() == [False, False, True, False]
+    # the same file by absolute path, from another folder: the same function, loaded once
+    monkeypatch.chdir(tmp_path)
+    same = get_feature(f"{folder / 'my_features_zz.py'}:negation")
+    assert same.fn is get_feature(f"{folder / 'my_features_zz.py'}:negation").fn
+    with pytest.raises(ConfigError, match=r"no such feature file 'nowhere\.py'"):
+        get_feature("nowhere.py:negation")
+
+
 def test_duplicate_names_from_two_groups_are_merged() -> None:
     fm = extract_features(PAIRS, ["unigrams", "ngrams"])
     assert len(fm.names) == len(set(fm.names))

@@ -54,7 +54,7 @@ def test_single_label_and_repeated_ids_are_noted(tmp_path: Path) -> None:
     assert notes["count"] == [
         f"{where}: all 5 records have the label 'neutral': z-statistics and filtering measure "
         "only the label imbalance",
-        f"{where}: 2 records repeat an id (1 ids used more than once, e.g. 'a' 3 times)",
+        f"{where}: 2 records repeat an id (1 id used more than once, e.g. 'a' 3 times)",
     ]
     assert json.loads((tmp_path / "run" / "count" / "n.json").read_text()) == {"n": 5}
 

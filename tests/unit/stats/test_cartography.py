@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from zdebias.errors import ConfigError, DataError
-from zdebias.stats.cartography import cartography_statistics, region_size, select_region
+from zdebias.stats.cartography import (
+    cartography_statistics,
+    check_epochs,
+    region_size,
+    select_region,
+)
 from zdebias.stats.dynamics import read_dynamics
 
 # 3 examples x 3 epochs: p(gold) and whether the argmax was gold
@@ -43,21 +48,70 @@ VAR = np.array([0.05, 0.3, 0.2, 0.1, 0.05, 0.2])
 @pytest.mark.parametrize(
     ("region", "fraction", "kept"),
     [
-        ("ambiguous", 1 / 3, ["b", "c"]),  # c and f tie at 0.2: c by id
-        ("hard-to-learn", 1 / 3, ["b", "d"]),  # d and f tie at 0.3: d by id
-        ("easy", 1 / 3, ["a", "e"]),
-        ("easy", 1 / 6, ["a"]),  # a and e tie at 0.9: a by id
+        ("ambiguous", 1 / 6, ["b"]),
+        ("hard-to-learn", 1 / 6, ["b"]),
+        ("easy", 1 / 3, ["a", "e"]),  # a and e tie at 0.9, both kept
         ("ambiguous", 1.0, IDS),
     ],
 )
 def test_regions_keep_exactly_these_ids(region: str, fraction: float, kept: list[str]) -> None:
-    keep = select_region(CONF, VAR, IDS, region=region, fraction=fraction)
+    keep = select_region(CONF, VAR, region=region, fraction=fraction)
     assert [i for i, k in zip(IDS, keep, strict=True) if k] == kept
-    # the input's order does not change the choice
+    # without ties inside the cut, the input's order does not change the choice
     order = np.array([5, 3, 1, 0, 4, 2])
-    shuffled = select_region(CONF[order], VAR[order], [IDS[i] for i in order], region=region,
-                             fraction=fraction)  # fmt: skip
+    shuffled = select_region(CONF[order], VAR[order], region=region, fraction=fraction)
     assert sorted(IDS[i] for i, k in zip(order, shuffled, strict=True) if k) == kept
+
+
+@pytest.mark.parametrize(
+    ("region", "fraction", "sure", "tied"),
+    [
+        ("ambiguous", 1 / 3, "b", ("c", "f")),  # c and f tie at variability 0.2
+        ("hard-to-learn", 1 / 3, "b", ("d", "f")),  # d and f tie at confidence 0.3
+        ("easy", 1 / 6, None, ("a", "e")),  # a and e tie at confidence 0.9
+    ],
+)
+def test_ties_follow_the_seed_not_the_ids(
+    region: str, fraction: float, sure: str | None, tied: tuple[str, str]
+) -> None:
+    """Issue 39.2: ties went by id string order; now a seeded order decides them."""
+    picks = []
+    for seed in range(12):
+        keep = select_region(CONF, VAR, region=region, fraction=fraction, seed=seed)
+        again = select_region(CONF, VAR, region=region, fraction=fraction, seed=seed)
+        assert keep.tolist() == again.tolist()
+        kept = [i for i, k in zip(IDS, keep, strict=True) if k]
+        assert kept == sorted([*([sure] if sure else []), *(set(kept) & set(tied))])
+        assert len(set(kept) & set(tied)) == 1
+        picks.append(next(k for k in kept if k in tied))
+    assert set(picks) == set(tied)  # both sides of the tie are taken, by some seed
+
+
+def test_one_epoch_ties_are_not_taken_in_id_order() -> None:
+    """Issue 39.2: 1,000 rows of one epoch all tie; the first ids in string order ('1', '10',
+    '100', ...) were kept. A seeded draw keeps rows from all over the file instead."""
+    ids = [str(i) for i in range(1, 1001)]
+    conf = np.full(1000, 0.5)
+    keep = select_region(conf, np.zeros(1000), region="easy", fraction=0.33, seed=0)
+    assert int(keep.sum()) == 330
+    by_string = sorted(range(1000), key=lambda i: ids[i])[:330]
+    assert set(np.flatnonzero(keep).tolist()) != set(by_string)
+    positions = np.flatnonzero(keep)
+    assert positions.min() < 100 and positions.max() > 900  # spread, not one block
+    other = select_region(conf, np.zeros(1000), region="easy", fraction=0.33, seed=1)
+    assert keep.tolist() != other.tolist()
+
+
+def test_ambiguous_needs_two_epochs() -> None:
+    check_epochs("ambiguous", 2, "d.jsonl")
+    check_epochs("easy", 1, "d.jsonl")
+    check_epochs("hard-to-learn", 1, "d.jsonl")
+    with pytest.raises(
+        ConfigError,
+        match=r"d\.jsonl: --region ambiguous orders rows by variability, which needs training "
+        r"dynamics of at least 2 epochs; these have 1 \(train the classifier",
+    ):
+        check_epochs("ambiguous", 1, "d.jsonl")
 
 
 def test_region_size_and_bad_choices() -> None:
@@ -65,7 +119,7 @@ def test_region_size_and_bad_choices() -> None:
     with pytest.raises(ConfigError, match=r"fraction must be in \(0, 1\]"):
         region_size(3, 0.0)
     with pytest.raises(ConfigError, match="unknown region 'odd'; expected one of ambiguous"):
-        select_region(CONF, VAR, IDS, region="odd", fraction=0.5)
+        select_region(CONF, VAR, region="odd", fraction=0.5)
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -81,11 +135,21 @@ def test_read_dynamics_recomputes_and_locates_bad_lines(tmp_path: Path) -> None:
     dyn = read_dynamics(_write(tmp_path / "d.jsonl", rows))
     assert dyn.ids == ["0", "1", "2"] and dyn.n_epochs == 3
     assert dyn.confidence.tolist() == pytest.approx([0.5, 0.9, 0.2])
-    bad = _write(tmp_path / "bad.jsonl", [rows[0], rows[0]])
-    with pytest.raises(DataError, match=r"bad.jsonl:2: field 'id': id '0' repeats line 1"):
-        read_dynamics(bad)
+    twice = read_dynamics(_write(tmp_path / "twice.jsonl", [rows[0], rows[0]]))
+    assert twice.ids == ["0", "0"]  # repeated ids are read; the filter matches them by position
     bad = _write(tmp_path / "bad2.jsonl", [rows[0], "{oops"])
     with pytest.raises(DataError, match=r"bad2.jsonl:2: not JSON"):
         read_dynamics(bad)
     with pytest.raises(ConfigError, match=r"no training_dynamics\.jsonl"):
         read_dynamics(tmp_path)
+
+
+def test_the_seed_stays_in_every_filter_stage_hash() -> None:
+    """The cartography settings gained ``seed`` (its ties); it is every method's seed, so no
+    method's stage hash may leave it out (a z-filter stage with another seed is redone)."""
+    from zdebias.stats.settings import FilterSettings
+
+    for method in ("z", "cartography", "aflite"):
+        excluded = FilterSettings(method=method).hash_excluded()
+        assert "seed" not in excluded, method
+    assert {"region", "fraction", "dynamics"} <= FilterSettings(method="z").hash_excluded()

@@ -312,3 +312,29 @@ def test_the_still_significant_warning_says_what_filters_more() -> None:
         "3 features still significant after z-filtering (z > 4.00, seed data included, "
         "batches of 1): a larger --biased-k filters more"
     )
+
+
+def test_the_summary_says_the_seed_changes_how_many_rows_are_kept(tmp_path) -> None:
+    """Issue 39.6: 543 vs 608 kept on the same data under two seeds surprised users; the
+    summary (JSON and text) says the order is seeded and changes the count."""
+    from zdebias.report.text import filter_text
+
+    rng = np.random.default_rng(1)
+    recs = _records(rng, 400, plant="zzplant", rate=0.7)
+    kept = {}
+    for seed in (0, 1):
+        res = z_filter(recs, batch_size=50, features=["unigrams", "null"], seed=seed)
+        kept[seed] = res.summary["n_kept"]
+        assert res.summary["visiting_order"] == (
+            f"seeded random order (--seed {seed}): each batch is judged by the rows kept "
+            "before it, so another seed keeps another number of rows"
+        )
+        text = filter_text({**res.summary, "read": {}}, tmp_path).splitlines()
+        assert (
+            f"  rows visited in a seeded random order (--seed {seed}): another seed keeps "
+            "another number of rows"
+        ) in text
+    assert kept[0] != kept[1]  # what the note is about
+    plain = z_filter(recs, batch_size=50, features=["unigrams", "null"], shuffle=False).summary
+    assert plain["visiting_order"].startswith("file order (--no-shuffle)")
+    assert "seeded random order" not in filter_text(plain, tmp_path)

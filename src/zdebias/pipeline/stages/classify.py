@@ -198,6 +198,7 @@ PREDICTIONS_CACHE = ".zdebias-predictions"
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
     from zdebias.classify.learned import said_by_caller
+    from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
     from zdebias.evaluation.significance import comparison_markdown
     from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
@@ -247,6 +248,12 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         ]
     for g in groups:
         markdown += ["", f"{g['method']} on {g['suite']}:", "", group_markdown(g)]
+    for doc in docs:  # imbalanced sets: macro-F1, balanced accuracy, per gold label
+        labels = label_table(doc)
+        if labels is not None:
+            markdown += ["", f"{doc['name']}: macro-F1 and balanced accuracy:", ""]
+            markdown += [overall_markdown(labels), "", f"{doc['name']} per gold label:", ""]
+            markdown.append(per_label_markdown(labels))
     results = {
         "table": table,
         "groups": groups,
