@@ -36,6 +36,24 @@ class StatsSettings(FeatureSettings):
     )
 
 
+class ShortcutSplitSettings(FeatureSettings):
+    """A shortcut split of a test set (SPEC §13): the training set's significant features
+    (the stats' feature settings, α and Bonferroni) or its hypothesis-only model give each
+    test row a verdict; aligned, conflicting or free."""
+
+    help_panel: ClassVar[str] = "Shortcut split"
+
+    by: Literal["features", "hypothesis-only", "both"] = setting(
+        "features",
+        "What gives a test row its verdict: features (the training set's significant "
+        "features, z summed per label), hypothesis-only (the fast hypothesis-only model "
+        "trained on the training set; pairs only) or both (conflicting when either points "
+        "to another label than the gold one).",
+    )
+    alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
+    top: int = setting(20, "Deciding features listed in summary.json.", ge=1)
+
+
 class ZFilterSettings(FeatureSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""
 
@@ -222,6 +240,7 @@ __all__ = [
     "CartographySettings",
     "CombineSettings",
     "FilterSettings",
+    "ShortcutSplitSettings",
     "StatsSettings",
     "ZFilterSettings",
     "scaled_aflite",
