@@ -92,7 +92,10 @@ def compare_results(
         vals = [run["metrics"].get(key) for run in runs]
         return None if not vals or any(v is None for v in vals) else [float(v) for v in vals]
 
-    tested = [*names, "Avg."] if average and "Avg." not in names else names
+    tested = [*names, "Avg."] if average and "Avg." not in names else list(names)
+    gap = "reliance-gap"  # zdebias.evaluation.reliance.GAP: tested, never averaged
+    if keys is None and gap in docs[0].get("summary", {}) and gap not in tested:
+        tested.append(gap)
     base = docs[0]
     comparisons = []
     for doc in docs[1:]:
@@ -140,8 +143,13 @@ def compare_files(
         f"* p < {cfg.alpha} (two-tailed {comparison['test']} t-test against "
         f"{comparison['baseline']}); accuracy in %, mean±std over runs."
     )
-    text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
-    return {"table": table, **comparison}, text
+    parts = [table_markdown(table), "", note, "", comparison_markdown(comparison), ""]
+    from zdebias.evaluation.reliance import reliance_markdown
+
+    reliance = reliance_markdown(docs, comparison)
+    if reliance:
+        parts += [reliance, ""]
+    return {"table": table, **comparison}, "\n".join(parts)
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:

@@ -173,6 +173,13 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         "heuristic × gold label)",
         exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
     )
+    shortcut_split: Annotated[str | None, Ref("json")] = Field(
+        None,
+        description="a shortcut-split stage's summary (or a shortcut-split folder's "
+        "summary.json): accuracy on its aligned, conflicting and free rows, the reliance gap "
+        "aligned − conflicting, and its t-tests between methods",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
 
     @model_validator(mode="after")
     def _known_baselines(self) -> EvaluateConfig:
@@ -198,8 +205,8 @@ PREDICTIONS_CACHE = ".zdebias-predictions"
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
     from zdebias.classify.learned import said_by_caller
+    from zdebias.evaluation.reliance import evaluate_with_split, reliance_markdown, reliance_table
     from zdebias.evaluation.significance import comparison_markdown
-    from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
         group_markdown,
         group_table,
@@ -214,9 +221,10 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     docs = []
     for method, value in inputs.get("classifiers").items():
         with said_by_caller():  # runs that did not learn: said below, in the stage's notes
-            doc = evaluate_models(
+            doc = evaluate_with_split(
                 classifier_runs(value),
                 suites,
+                inputs.path("shortcut_split"),
                 settings_for(EvaluateSettings, cfg, ctx),
                 name=method,
                 progress=ctx.progress,
@@ -247,6 +255,9 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         ]
     for g in groups:
         markdown += ["", f"{g['method']} on {g['suite']}:", "", group_markdown(g)]
+    reliance = reliance_markdown(docs, comparison)
+    if reliance:
+        markdown += ["", reliance]
     results = {
         "table": table,
         "groups": groups,
@@ -254,6 +265,8 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         "comparisons": comparisons,
         "documents": docs,
     }
+    if reliance:
+        results["reliance"] = reliance_table(docs, comparison)
     write_json(results, ctx.out_dir / "results.json")
     (ctx.out_dir / "table.md").write_text("\n".join(markdown) + "\n", encoding="utf-8")
     flat = {
