@@ -196,6 +196,12 @@ def test_demo_split_recovers_the_planted_hard_and_easy_rows() -> None:
     assert 146 / 150 >= 0.95
     assert split.summary["counts"] == {"aligned": 222, "conflicting": 378, "free": 0}
     assert len(where) == len(corpus["test"]) == 600
+    # the same features, Bonferroni count and critical value as zdebias stats on train
+    from zdebias.stats.measure import measure
+
+    report = measure(corpus["train"], labels=LABELS).report
+    assert split.summary["n_features"] == report["n_features"]
+    assert split.summary["z_critical"] == report["z_critical"]
 
 
 def test_shortcut_split_cli(tmp_path: Path) -> None:
