@@ -36,7 +36,7 @@ from zdebias.data.labels import label_ids
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import ShortcutSplitSettings
-from zdebias.stats.zstats import z_critical, z_statistics
+from zdebias.stats.zstats import z_critical, z_from_counts, z_statistics
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -66,6 +66,25 @@ def z_table(matrix: sp.spmatrix, y: np.ndarray, num_labels: int) -> tuple[np.nda
     """``(z [F, L], n [F])`` of the training rows: the one place the split takes its z from."""
     z, n, _p = z_statistics(matrix, y, num_labels)
     return z, n
+
+
+def imbalance_warning(
+    y: np.ndarray, labels: Sequence[str], z_c: float, n_features: int
+) -> str | None:
+    """The warning for training labels so imbalanced that ``<null>`` (on every row: its z is
+    the label imbalance) is significant: frequent features then lean to the majority label
+    under the uniform prior of SPEC §3, and so do the verdicts."""
+    counts = np.bincount(np.asarray(y), minlength=len(labels))[None, :]
+    z, _n, p_hat = z_from_counts(counts)
+    top = int(z[0].argmax())
+    if z[0, top] <= z_c:
+        return None
+    return (
+        f"the training labels are imbalanced ({labels[top]} {100 * p_hat[0, top]:.1f}%: "
+        f"<null> z = {z[0, top]:.1f} > z_critical {z_c:.2f} over {n_features:,} features): "
+        f"frequent features lean to {labels[top]} against the uniform prior, so many "
+        f"verdicts say {labels[top]}; read per_label before the gap"
+    )
 
 
 def feature_verdicts(
@@ -228,6 +247,9 @@ def split_records(
     codes = slices(list(verdicts.values()), y_test)
     out = _annotated(test, codes, verdicts, tied, test_matrix, z, voting, names, labels, cfg.by)
     summary = _summary(out, codes, y_test, verdicts, tied, labels, cfg, len(train))
+    skew = imbalance_warning(y_train, labels, z_c, n_features) if "features" in verdicts else None
+    if skew:
+        summary["warnings"].append(skew)
     summary.update(
         n_features=n_features,
         z_critical=z_c,
@@ -394,6 +416,7 @@ __all__ = [
     "SLICES",
     "ShortcutSplit",
     "feature_verdicts",
+    "imbalance_warning",
     "reliable_gap_warning",
     "slices",
     "split_records",

@@ -135,6 +135,12 @@ def test_null_feature_never_votes() -> None:
     test = [_text(200, "film", "negative")]
     split = split_records(train, test, features=["unigrams", "null"], labels=SENTIMENT)
     assert split.summary["counts"]["free"] == 1
+    # 80 of 120 positive: z = (2/3 - 1/2) / √(0.25 / 120) = 3.65 > z_c 2.71 (3 features)
+    assert split.summary["warnings"][1] == (
+        "the training labels are imbalanced (positive 66.7%: <null> z = 3.7 > z_critical 2.71 "
+        "over 3 features): frequent features lean to positive against the uniform prior, so "
+        "many verdicts say positive; read per_label before the gap"
+    )
 
 
 def test_pair_rows_by_hypothesis_only_and_both() -> None:
