@@ -189,6 +189,13 @@ def test_recipe_split_then_evaluate_stage(tmp_path: Path, monkeypatch: pytest.Mo
     assert rows["A"]["gap"]["mean"] == 0.75 and rows["B"]["gap"]["mean"] == -0.25
     table = (tmp_path / "run" / "eval" / "table.md").read_text()
     assert MEANING in table and "| B | 75.00 | 100.00 | – | -25.00 |" in table
+    from html import escape as html_escape
+
+    from zdebias.report.html import build_report
+
+    html = build_report(tmp_path / "run")
+    assert html_escape(MEANING) in html and "gap (aligned − conflicting)" in html
+    assert '<td>B</td><td class="num">75.00</td>' in html
 
 
 def test_evaluate_cli_with_a_shortcut_split(
