@@ -482,10 +482,11 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
 
 def _reliance(results: dict[str, Any]) -> dict[str, Any]:
     """The reliance table of an evaluate stage with a shortcut split (empty when none): per
-    method, accuracy on aligned, conflicting and free rows and the gap, and what it means."""
+    method, accuracy on aligned, conflicting and free rows and the gap, and what it means;
+    the same keys, empty, for a stage without one."""
     table = results.get("reliance")
     if not table:
-        return {}
+        return {"reliance": [], "reliance_meaning": "", "reliance_warnings": []}
     split = next(
         (d["shortcut_split"] for d in results.get("documents", []) if "shortcut_split" in d), {}
     )
