@@ -530,11 +530,11 @@ def shortcut_split(
     from zdebias.stats.shortcut_split import split_records
 
     cfg, options = _options(ShortcutSplitSettings, settings, read, dict(keywords))
-    train_rows = _with_hypo_only(_read(train, options), cfg, progress)
+    train_rows = _with_hypo_only(_read(train, options), cfg.with_hypo_only(), progress)
     test_options = options.model_copy(update={"split": None, "limit": None})
     if options.task is None and train_rows.report.task != "?":
         test_options = test_options.model_copy(update={"task": train_rows.report.task})
-    test_rows = _with_hypo_only(_read(test, test_options), cfg, progress)
+    test_rows = _with_hypo_only(_read(test, test_options), cfg.with_hypo_only(), progress)
     labels = train_rows.report.labels or ()
     result = split_records(
         train_rows.records, test_rows.records, cfg, labels=labels, progress=progress

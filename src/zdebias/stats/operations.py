@@ -360,12 +360,11 @@ def shortcut_split_file(
     from zdebias.data.writers import publish_folder, write_files
     from zdebias.stats.shortcut_split import split_records
 
-    train_records, train_report = read_source(
-        train, settings, hypo_only=hypo_only, progress=progress
-    )
+    model = settings.with_hypo_only()  # the hypothesis-only model predicts for --by
+    train_records, train_report = read_source(train, model, hypo_only=hypo_only, progress=progress)
     if test.task is None:
         test = dataclasses.replace(test, task=train_report.task)
-    test_records, test_report = read_source(test, settings, hypo_only=hypo_only, progress=progress)
+    test_records, test_report = read_source(test, model, hypo_only=hypo_only, progress=progress)
     split = split_records(
         train_records, test_records, settings, labels=train_report.labels, progress=progress
     )

@@ -53,6 +53,14 @@ class ShortcutSplitSettings(FeatureSettings):
     alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
     top: int = setting(20, "Deciding features listed in summary.json.", ge=1)
 
+    def with_hypo_only(self) -> ShortcutSplitSettings:
+        """These settings with the ``hypo-only`` feature listed when ``by`` needs the model
+        and ``features`` leaves it out: what the callable that applies a trained
+        hypothesis-only model (``hypo_only_model``) is given, so it predicts."""
+        if self.by == "features" or self.features is None or "hypo-only" in self.features:
+            return self
+        return self.model_copy(update={"features": [*self.features, "hypo-only"]})
+
 
 class ZFilterSettings(FeatureSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""

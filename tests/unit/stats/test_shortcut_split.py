@@ -159,6 +159,9 @@ def test_pair_rows_by_hypothesis_only_and_both() -> None:
     assert [r.id for r in by_h.aligned] == ["a"] and [r.id for r in by_h.conflicting] == ["b"]
     assert by_h.rows[1].meta["shortcut"]["hypothesis_only"] == "contradiction"
     assert by_h.summary["hypothesis_only_accuracy"] == 0.5
+    # features without hypo-only: the model is fitted on its own, with the same verdicts
+    alone = split_records(train, test, by="hypothesis-only", features=["unigrams"], labels=labels)
+    assert [r.meta["shortcut"] for r in alone.rows] == [r.meta["shortcut"] for r in by_h.rows]
     both = split_records(train, test, by="both", labels=labels)
     assert [r.id for r in both.conflicting] == ["b"]
     assert both.rows[1].meta["shortcut"]["label"] == "contradiction"
@@ -243,3 +246,12 @@ def test_shortcut_split_cli(tmp_path: Path) -> None:
     assert isinstance(result.exception, DataError)
     assert "other.jsonl:1: field 'label'" in str(result.exception)
     assert "entailment" in str(result.exception)
+
+
+def test_a_trained_hypothesis_only_model_predicts_whenever_by_needs_it() -> None:
+    from zdebias.stats.settings import ShortcutSplitSettings
+
+    cfg = ShortcutSplitSettings(features=["ngrams"], by="hypothesis-only")
+    assert cfg.with_hypo_only().features == ["ngrams", "hypo-only"]
+    assert ShortcutSplitSettings(features=["ngrams"]).with_hypo_only().features == ["ngrams"]
+    assert ShortcutSplitSettings(by="both").with_hypo_only().features is None  # the defaults

@@ -278,8 +278,9 @@ def shortcut_split_stage(
     from zdebias.stats.shortcut_split import split_records
 
     settings = feature_settings(ShortcutSplitSettings, cfg, inputs, ctx)
-    train = with_model_predictions(inputs.records("train"), settings, ctx)
-    test = with_model_predictions(inputs.records("test"), settings, ctx)
+    model = settings.with_hypo_only()  # the hypothesis-only model predicts for `by`
+    train = with_model_predictions(inputs.records("train"), model, ctx)
+    test = with_model_predictions(inputs.records("test"), model, ctx)
     split = split_records(train, test, settings, labels=task_labels(ctx), progress=ctx.progress)
     for line in split.summary["warnings"]:
         ctx.note(line)
