@@ -540,6 +540,8 @@ def shortcut_split(
         train_rows.records, test_rows.records, cfg, labels=labels, progress=progress
     )
     summary = {**result.summary, "n_rows": test_rows.n_rows, "read": test_rows.report.summary()}
+    for line in summary["warnings"]:  # as `zdebias shortcut-split` tells them, on stderr
+        logging.getLogger("zdebias").warning("%s", line)
     if test_rows.kind == "records":
         result.summary = summary
         return result

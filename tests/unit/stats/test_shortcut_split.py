@@ -255,3 +255,19 @@ def test_a_trained_hypothesis_only_model_predicts_whenever_by_needs_it() -> None
     assert cfg.with_hypo_only().features == ["ngrams", "hypo-only"]
     assert ShortcutSplitSettings(features=["ngrams"]).with_hypo_only().features == ["ngrams"]
     assert ShortcutSplitSettings(by="both").with_hypo_only().features is None  # the defaults
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["good", "bad", "film", "good bad", "plot"]), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_split_records_partitions_any_test_set(rows: list[tuple[str, bool]]) -> None:
+    test = [_text(1000 + i, t, SENTIMENT[pos]) for i, (t, pos) in enumerate(rows)]
+    split = split_records(_sentiment_train(), test, features=["unigrams"], labels=SENTIMENT)
+    ids = [r.id for part in split.parts().values() for r in part]
+    assert sorted(ids) == sorted(r.id for r in test) and len(ids) == len(set(ids))
+    assert sum(split.summary["counts"].values()) == len(test)
