@@ -154,14 +154,13 @@ class Files:
         name: str | None = None,
         markdown: str | Path | None = None,
         predictions: str | Path | None = None,
-        shortcut_split: str | Path | None = None,
     ) -> tuple[dict[str, Any], str]:
         """Evaluate ``models`` (one per run) on ``suites`` (``NAME=PATH``, read with the
         reader settings' format, task, split and bad-row policy); the results document goes
         to ``out`` and its Markdown tables to :func:`markdown_path`, written together; with
         ``predictions``, each run's predictions per suite into that folder, published whole;
-        with ``shortcut_split`` (a ``zdebias shortcut-split`` folder), accuracy per slice and
-        the reliance gap. Returns the document and the Markdown."""
+        with ``settings.shortcut_split`` (a ``zdebias shortcut-split`` folder), accuracy per
+        slice and the reliance gap. Returns the document and the Markdown."""
         from zdebias.data.writers import publish_folder, write_together
         from zdebias.evaluation.reliance import evaluate_with_split
         from zdebias.evaluation.suites import parse_suite
@@ -175,7 +174,7 @@ class Files:
             return evaluate_with_split(
                 models,
                 parsed,
-                shortcut_split,
+                settings.shortcut_split,
                 settings,
                 name=name,
                 progress=self.progress,

@@ -126,14 +126,6 @@ def evaluate_cmd(
         Path | None,
         typer.Option("--predictions", help="Also write each run's predictions per suite here."),
     ] = None,
-    shortcut_split: Annotated[
-        Path | None,
-        typer.Option(
-            "--shortcut-split",
-            help="A zdebias shortcut-split folder: also accuracy on its aligned, conflicting "
-            "and free rows and the reliance gap aligned − conflicting.",
-        ),
-    ] = None,
 ) -> None:
     """Accuracy of one or more runs on evaluation suites; mean ± std over runs."""
     md_path = markdown_path(out, markdown)
@@ -149,7 +141,6 @@ def evaluate_cmd(
         name=name,
         markdown=md_path,
         predictions=predictions,
-        shortcut_split=shortcut_split,
     )
     emit(doc, cli, f"{text}\nwrote {out} and {md_path}")
 

@@ -218,14 +218,16 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     suites = []
     for name, value in inputs.get("suites").items():
         suites.append(_suite(name, value, inputs, ctx))
+    split = inputs.path("shortcut_split")  # the stage's reference, resolved
+    settings = settings_for(EvaluateSettings, cfg, ctx).model_copy(update={"shortcut_split": split})
     docs = []
     for method, value in inputs.get("classifiers").items():
         with said_by_caller():  # runs that did not learn: said below, in the stage's notes
             doc = evaluate_with_split(
                 classifier_runs(value),
                 suites,
-                inputs.path("shortcut_split"),
-                settings_for(EvaluateSettings, cfg, ctx),
+                split,
+                settings,
                 name=method,
                 progress=ctx.progress,
                 cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
