@@ -181,6 +181,12 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
     )
 
+    def hash_excluded(self) -> set[str]:
+        """``shortcut_split`` while unset: evaluate stages hash as before the setting."""
+        return super().hash_excluded() | (
+            {"shortcut_split"} if self.shortcut_split is None else set()
+        )
+
     @model_validator(mode="after")
     def _known_baselines(self) -> EvaluateConfig:
         unknown = [b for b in self.baselines or [] if b not in self.classifiers]
