@@ -21,6 +21,7 @@ __all__ = [
     "cartography_filter",
     "confidence_filter",
     "find_shortcuts",
+    "shortcut_split",
     "z_filter",
 ]
 

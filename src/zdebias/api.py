@@ -14,6 +14,8 @@
 - :func:`aflite_filter`: AFLite (``zdebias filter --method aflite``); the rows with ``keep``,
   ``rejected_by`` (``["aflite"]`` or ``[]``), ``aflite_round`` (the round that removed the
   row) and ``aflite_score`` (its predictability), on given ``embeddings=`` or the encoder's.
+- :func:`shortcut_split`: ``zdebias shortcut-split``; the test rows with ``shortcut_slice``
+  (aligned, conflicting or free), ``shortcut_label`` (the verdict) and ``shortcut_features``.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
 ``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
@@ -39,7 +41,12 @@ import numpy as np
 from zdebias.data.memory import MemoryRows, read_rows
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError
-from zdebias.stats.settings import AfliteSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import (
+    AfliteSettings,
+    ShortcutSplitSettings,
+    StatsSettings,
+    ZFilterSettings,
+)
 
 if TYPE_CHECKING:
     from zdebias.stats.measure import Measurement
@@ -50,6 +57,8 @@ FILTER_COLUMNS = ("keep", "rejected_by", "rejected_by_z")
 AFLITE_COLUMNS = ("keep", "rejected_by", "aflite_round", "aflite_score")
 #: Columns :func:`find_shortcuts` adds to (a copy of) the input.
 SHORTCUT_COLUMNS = ("shortcuts", "shortcut_z")
+#: Columns :func:`shortcut_split` adds to (a copy of) the test set.
+SPLIT_COLUMNS = ("shortcut_slice", "shortcut_label", "shortcut_features")
 
 
 def _options(
@@ -111,6 +120,9 @@ def _aligned(rows: MemoryRows, columns: dict[str, list[Any]]) -> Any:
             "correctness": datasets.Value("float64"),
             "aflite_round": datasets.Value("int64"),
             "aflite_score": datasets.Value("float64"),
+            "shortcut_slice": datasets.Value("string"),
+            "shortcut_label": datasets.Value("string"),
+            "shortcut_features": datasets.List(datasets.Value("string")),
         }
         out = data.remove_columns([c for c in columns if c in data.column_names])
         for name, values in columns.items():
@@ -490,15 +502,72 @@ def find_shortcuts(
     return Shortcuts(table=table, rows=aligned, summary=summary, measurement=m)
 
 
+def shortcut_split(
+    train: Any,
+    test: Any,
+    settings: ShortcutSplitSettings | None = None,
+    *,
+    read: ReadOptions | None = None,
+    return_summary: bool = False,
+    progress: bool = False,
+    **keywords: Any,
+) -> Any:
+    """Split ``test`` by the shortcuts of ``train`` (SPEC §13, ``zdebias shortcut-split``).
+
+    ``train`` / ``test`` as ``data`` of :func:`z_filter` (the test set is read with the
+    training set's label set). Returns a copy of ``test`` (same type, length and order) with
+    ``shortcut_slice`` (``aligned``, ``conflicting`` or ``free``; None for a row not read,
+    e.g. without a gold label), ``shortcut_label`` (the verdict, None when there is none) and
+    ``shortcut_features`` (the deciding features, strongest first). A list of
+    :class:`Record` returns the :class:`~zdebias.stats.shortcut_split.ShortcutSplit`.
+    ``settings`` / keywords: :class:`ShortcutSplitSettings` fields (``by``, ``alpha``,
+    ``features``, ...) and :class:`ReadOptions` fields. ``return_summary``: ``(rows,
+    summary)``, the summary ``zdebias shortcut-split`` writes, plus ``read``.
+
+    >>> out = zdebias.shortcut_split(train_df, test_df, task="nli")   # doctest: +SKIP
+    >>> out["shortcut_slice"].value_counts()["conflicting"]           # doctest: +SKIP
+    1801
+    """
+    from zdebias.stats.shortcut_split import split_records
+
+    cfg, options = _options(ShortcutSplitSettings, settings, read, dict(keywords))
+    train_rows = _with_hypo_only(_read(train, options), cfg.with_hypo_only(), progress)
+    test_options = options.model_copy(update={"split": None, "limit": None})
+    if options.task is None and train_rows.report.task != "?":
+        test_options = test_options.model_copy(update={"task": train_rows.report.task})
+    test_rows = _with_hypo_only(_read(test, test_options), cfg.with_hypo_only(), progress)
+    labels = train_rows.report.labels or ()
+    result = split_records(
+        train_rows.records, test_rows.records, cfg, labels=labels, progress=progress
+    )
+    summary = {**result.summary, "n_rows": test_rows.n_rows, "read": test_rows.report.summary()}
+    for line in summary["warnings"]:  # as `zdebias shortcut-split` tells them, on stderr
+        logging.getLogger("zdebias").warning("%s", line)
+    if test_rows.kind == "records":
+        result.summary = summary
+        return result
+    n = test_rows.n_rows
+    columns: dict[str, list[Any]] = {name: [None] * n for name in SPLIT_COLUMNS}
+    for record, pos in zip(result.rows, test_rows.positions, strict=True):
+        meta = record.meta["shortcut"]
+        columns["shortcut_slice"][pos] = meta["slice"]
+        columns["shortcut_label"][pos] = meta["label"]
+        columns["shortcut_features"][pos] = [f["feature"] for f in meta.get("features", [])]
+    out = _aligned(test_rows, columns)
+    return (out, summary) if return_summary else out
+
+
 __all__ = [
     "AFLITE_COLUMNS",
     "FILTER_COLUMNS",
     "SHORTCUT_COLUMNS",
+    "SPLIT_COLUMNS",
     "Shortcuts",
     "aflite_filter",
     "cartography",
     "cartography_filter",
     "confidence_filter",
     "find_shortcuts",
+    "shortcut_split",
     "z_filter",
 ]

@@ -20,7 +20,7 @@ from zdebias.settings_cli import Verbosity, command
 #: one it runs (start-up time); ``zdebias -h`` and an unknown command get them all
 COMMAND_MODULES = {
     **dict.fromkeys(("inspect", "convert"), "data"),
-    **dict.fromkeys(("stats", "filter", "combine", "data-map"), "stats"),
+    **dict.fromkeys(("stats", "filter", "combine", "data-map", "shortcut-split"), "stats"),
     **dict.fromkeys(
         ("train-classifier", "predict", "confidence-filter", "evaluate", "compare"), "classify"
     ),

@@ -161,10 +161,12 @@ class Files:
         """Evaluate ``models`` (one per run) on ``suites`` (``NAME=PATH``, read with the
         reader settings' format, task, split and bad-row policy); the results document goes
         to ``out`` and its Markdown tables to :func:`markdown_path`, written together; with
-        ``predictions``, each run's predictions per suite into that folder, published whole.
-        Returns the document and the Markdown."""
+        ``predictions``, each run's predictions per suite into that folder, published whole;
+        with ``settings.shortcut_split`` (a ``zdebias shortcut-split`` folder), accuracy per
+        slice and the reliance gap. Returns the document and the Markdown."""
         from zdebias.data.writers import publish_folder, write_together
-        from zdebias.evaluation.suites import evaluate_models, parse_suite
+        from zdebias.evaluation.reliance import evaluate_with_split
+        from zdebias.evaluation.suites import parse_suite
         from zdebias.evaluation.tables import render_markdown
 
         r = self.read
@@ -172,8 +174,14 @@ class Files:
         parsed = [parse_suite(s, **options) for s in suites]
 
         def run(folder: Path | None) -> dict[str, Any]:
-            return evaluate_models(
-                models, parsed, settings, name=name, progress=self.progress, predictions_dir=folder
+            return evaluate_with_split(
+                models,
+                parsed,
+                settings.shortcut_split,
+                settings,
+                name=name,
+                progress=self.progress,
+                predictions_dir=folder,
             )
 
         if predictions is None:

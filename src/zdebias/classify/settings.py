@@ -112,6 +112,11 @@ class EvaluateSettings(InferenceSettings):
     help_panel: ClassVar[str] = "Evaluation"
 
     average: bool = setting(False, "Add an Avg. column (Table 5 style).")
+    shortcut_split: str | None = setting(
+        None,
+        "A zdebias shortcut-split folder: also accuracy on its aligned, conflicting and free "
+        "rows and the reliance gap aligned − conflicting.",
+    )
 
 
 class CompareSettings(Settings):

@@ -134,7 +134,13 @@ def evaluate_cmd(
     if predictions is not None:
         check_output(predictions, cli, published=True)
     doc, text = _files(read, cli).evaluate(
-        models, suite, out, settings, name=name, markdown=md_path, predictions=predictions
+        models,
+        suite,
+        out,
+        settings,
+        name=name,
+        markdown=md_path,
+        predictions=predictions,
     )
     emit(doc, cli, f"{text}\nwrote {out} and {md_path}")
 

@@ -1,4 +1,5 @@
-"""``zdebias stats``, ``filter``, ``combine``: measure and remove shortcuts.
+"""``zdebias stats``, ``filter``, ``combine``, ``shortcut-split``: measure, remove and split
+by shortcuts.
 
 Each maps its options onto one operation of :mod:`zdebias.stats.operations`, which decides
 how to run. Only typer, rich, pydantic and the standard library load at start-up; numpy,
@@ -15,9 +16,20 @@ import typer
 from zdebias.commands._cli import check_output, emit, require
 from zdebias.data.options import OutputOptions, ReadOptions
 from zdebias.errors import ConfigError
-from zdebias.report.text import cells_text, combine_text, filter_text, stats_text
+from zdebias.report.text import (
+    cells_text,
+    combine_text,
+    filter_text,
+    shortcut_split_text,
+    stats_text,
+)
 from zdebias.settings_cli import CliOptions, InputArg, command
-from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings
+from zdebias.stats.settings import (
+    CombineSettings,
+    FilterSettings,
+    ShortcutSplitSettings,
+    StatsSettings,
+)
 
 OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
 
@@ -157,6 +169,37 @@ def combine_command(
 
 
 @command
+def shortcut_split_command(
+    train: Annotated[
+        str, typer.Option("--train", help="Training set: its significant features decide.")
+    ],
+    test: Annotated[str, typer.Option("--test", help="Labelled test set to split.")],
+    out: OutDir,
+    settings: ShortcutSplitSettings,
+    read: ReadOptions,
+    cli: CliOptions,
+) -> None:
+    """Split a test set by the training set's shortcuts (SPEC §13): DIR/aligned.jsonl (they
+    point to the gold label), conflicting.jsonl (to another label), free.jsonl (none),
+    summary.json."""
+    from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.stats.operations import shortcut_split_file
+    from zdebias.stats.source import FileInput
+
+    check_output(out, cli, published=True)
+    summary = shortcut_split_file(
+        FileInput(train, read, what="training"),
+        FileInput(test, read, what="test", min_records=1),
+        out,
+        settings,
+        hypo_only=apply_hypo_only_model,
+        overwrite=cli.overwrite,
+        progress=cli.progress,
+    )
+    emit(summary, cli, lambda: shortcut_split_text(summary, out))
+
+
+@command
 def data_map(
     dynamics: Annotated[
         str, typer.Argument(help="A classifier folder (its training_dynamics.jsonl) or that file.")
@@ -184,3 +227,4 @@ def register(app: typer.Typer) -> None:
     app.command("filter")(filter_command)
     app.command("combine")(combine_command)
     app.command("data-map")(data_map)
+    app.command("shortcut-split")(shortcut_split_command)

@@ -98,6 +98,9 @@ def compare_results(
     tested = [*names, *(tested_keys(docs[0], names) if keys is None else [])]
     if average and "Avg." not in names:
         tested.append("Avg.")
+    gap = "reliance-gap"  # zdebias.evaluation.reliance.GAP: tested, never averaged
+    if keys is None and gap in docs[0].get("summary", {}) and gap not in tested:
+        tested.append(gap)
     base = docs[0]
     comparisons = []
     for doc in docs[1:]:
@@ -146,8 +149,13 @@ def compare_files(
         f"{comparison['baseline']}); accuracy in %, mean±std over runs. The t-tests below "
         "also test each suite's macro-F1 and balanced accuracy."
     )
-    text = "\n".join([table_markdown(table), "", note, "", comparison_markdown(comparison), ""])
-    return {"table": table, **comparison}, text
+    parts = [table_markdown(table), "", note, "", comparison_markdown(comparison), ""]
+    from zdebias.evaluation.reliance import reliance_markdown
+
+    reliance = reliance_markdown(docs, comparison)
+    if reliance:
+        parts += [reliance, ""]
+    return {"table": table, **comparison}, "\n".join(parts)
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:

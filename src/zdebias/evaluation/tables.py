@@ -212,6 +212,10 @@ def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
             *[f"- {run['model']}: {run['did_not_learn']}" for run in unlearned],
             "",
         ]
+    if "shortcut_split" in doc:
+        from zdebias.evaluation.reliance import reliance_markdown
+
+        parts += ["### reliance on shortcuts", "", reliance_markdown([doc]), ""]
     parts.append("Accuracy in %; mean±std (sample std) over runs.")
     if labels is not None:
         parts[-1] += (

@@ -480,6 +480,27 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _reliance(results: dict[str, Any]) -> dict[str, Any]:
+    """The reliance table of an evaluate stage with a shortcut split (empty when none): per
+    method, accuracy on aligned, conflicting and free rows and the gap, and what it means;
+    the same keys, empty, for a stage without one."""
+    table = results.get("reliance")
+    if not table:
+        return {"reliance": [], "reliance_meaning": "", "reliance_warnings": []}
+    split = next(
+        (d["shortcut_split"] for d in results.get("documents", []) if "shortcut_split" in d), {}
+    )
+    keys = ("aligned", "conflicting", "free", "gap")
+    return {
+        "reliance": [
+            {"name": row["name"], "cells": [_cell(row["cells"].get(k)) for k in keys]}
+            for row in table
+        ],
+        "reliance_meaning": split.get("meaning", ""),
+        "reliance_warnings": split.get("warnings", []),
+    }
+
+
 def _evaluation_section(run: RunData) -> list[dict[str, Any]]:
     """Per evaluate stage: the summary table, its bar chart, the macro-F1 / per-label tables
     and the heuristic (group) tables."""
@@ -564,6 +585,7 @@ def evaluation_tables(name: str, results: dict[str, Any]) -> dict[str, Any]:
         "labels": _label_tables(list(results.get("documents") or [])),
         "groups": groups,
         "png": base64.b64encode(png).decode("ascii") if png else None,
+        **_reliance(results),
     }
 
 

@@ -262,6 +262,33 @@ def combine_text(s: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
+def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
+    """``zdebias shortcut-split``: rows per slice (and per gold label), the features that
+    decided most rows."""
+    c, n = s["counts"], max(s["n_test"], 1)
+    lines = [
+        f"{s['n_test']:,} test rows by {s['by']}: "
+        + ", ".join(f"{name} {c[name]:,} ({100 * c[name] / n:.1f}%)" for name in c)
+    ]
+    for label, row in s["per_label"].items():
+        lines.append(f"  {label}: " + ", ".join(f"{k} {v:,}" for k, v in row.items()))
+    if s["by"] != "hypothesis-only":
+        lines.append(
+            f"{s['n_significant']:,} significant training features (z > {s['z_critical']:.2f})"
+            + (f"; {s['n_tied']:,} rows tied (free)" if s["n_tied"] else "")
+        )
+        for row in s["deciding_features"][:5]:
+            lines.append(
+                f"  {row['feature']} → {row['label']}: decides {row['n_rows']:,} rows "
+                f"({row['aligned']:,} aligned, {row['conflicting']:,} conflicting)"
+            )
+    if s.get("hypothesis_only_accuracy") is not None:
+        accuracy = s["hypothesis_only_accuracy"]
+        lines.append(f"hypothesis-only accuracy on the test set {accuracy:.4f}")
+    lines.append(f"wrote {out}/aligned.jsonl, conflicting.jsonl, free.jsonl, summary.json")
+    return "\n".join(lines)
+
+
 def train_text(s: dict[str, Any]) -> str:
     best = s["best"]
     line = f"trained on {s['n_train']:,} examples: {s['steps']} steps"
@@ -431,6 +458,7 @@ __all__ = [
     "merged_text",
     "sample_text",
     "sampled_cells_text",
+    "shortcut_split_text",
     "stages_text",
     "stats_text",
     "train_text",

@@ -6,7 +6,9 @@ and write or publish the outputs; each returns its summary.
   ``summary.json``, the way :func:`~zdebias.stats.plan.plan_filter` chooses
   (:func:`run_filter`: the same, for a caller that writes into a folder of its own);
 - :func:`combine_files`: a dataset recipe of an original and a generated file;
-- :func:`measure_file`: the z-statistics report of one file.
+- :func:`measure_file`: the z-statistics report of one file;
+- :func:`shortcut_split_file`: a test file split by a training file's shortcuts into
+  ``aligned.jsonl``, ``conflicting.jsonl``, ``free.jsonl`` and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 from zdebias.data.options import OutputOptions
 from zdebias.errors import ConfigError
 from zdebias.stats.plan import Filtered, FilterPlan, plan_filter
-from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import (
+    CombineSettings,
+    FilterSettings,
+    ShortcutSplitSettings,
+    StatsSettings,
+    ZFilterSettings,
+)
 from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
@@ -334,4 +342,53 @@ def measure_file(
     return m, report
 
 
-__all__ = ["combine_files", "filter_file", "measure_file", "run_filter"]
+def shortcut_split_file(
+    train: FileInput,
+    test: FileInput,
+    out: str | Path,
+    settings: ShortcutSplitSettings,
+    *,
+    hypo_only: HypoOnly | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Split ``test`` (read with the training set's label set unless its own is given) by
+    the shortcuts of ``train`` (:mod:`zdebias.stats.shortcut_split`) and publish the folder
+    ``out``: ``aligned.jsonl``, ``conflicting.jsonl``, ``free.jsonl``, ``summary.json``; the
+    summary. ``hypo_only``: applies a trained hypothesis-only model
+    (:data:`~zdebias.stats.source.HypoOnly`) to both files."""
+    from zdebias.data.writers import publish_folder, write_files
+    from zdebias.stats.shortcut_split import split_records
+
+    model = settings.with_hypo_only()  # the hypothesis-only model predicts for --by
+    train_records, train_report = read_source(train, model, hypo_only=hypo_only, progress=progress)
+    if test.task is None:
+        test = dataclasses.replace(test, task=train_report.task)
+    test_records, test_report = read_source(test, model, hypo_only=hypo_only, progress=progress)
+    split = split_records(
+        train_records, test_records, settings, labels=train_report.labels, progress=progress
+    )
+    summary = {
+        "train": train.path,
+        "test": test.path,
+        **split.summary,
+        "read_train": train_report.summary(),
+        "read_test": test_report.summary(),
+    }
+    if test_report.n_unlabelled or test_report.n_errors:
+        summary["warnings"].append(
+            f"{test.path}: {test_report.n_unlabelled} unlabelled and {test_report.n_errors} "
+            "bad rows are in no slice (counted in read_test)"
+        )
+    for line in summary["warnings"]:
+        test.teller.warn(line)
+    files = {f"{name}.jsonl": records for name, records in split.parts().items()}
+
+    def build(work: Path) -> dict[str, Any]:
+        write_files(work, {**files, "summary.json": summary}, num_proc=1)
+        return summary
+
+    return publish_folder(out, build, overwrite=overwrite)
+
+
+__all__ = ["combine_files", "filter_file", "measure_file", "run_filter", "shortcut_split_file"]

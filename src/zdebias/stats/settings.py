@@ -50,6 +50,32 @@ class StatsSettings(FeatureSettings):
         return value
 
 
+class ShortcutSplitSettings(FeatureSettings):
+    """A shortcut split of a test set (SPEC §13): the training set's significant features
+    (the stats' feature settings, α and Bonferroni) or its hypothesis-only model give each
+    test row a verdict; aligned, conflicting or free."""
+
+    help_panel: ClassVar[str] = "Shortcut split"
+
+    by: Literal["features", "hypothesis-only", "both"] = setting(
+        "features",
+        "What gives a test row its verdict: features (the training set's significant "
+        "features, z summed per label), hypothesis-only (the fast hypothesis-only model "
+        "trained on the training set; pairs only) or both (conflicting when either points "
+        "to another label than the gold one).",
+    )
+    alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
+    top: int = setting(20, "Deciding features listed in summary.json.", ge=1)
+
+    def with_hypo_only(self) -> ShortcutSplitSettings:
+        """These settings with the ``hypo-only`` feature listed when ``by`` needs the model
+        and ``features`` leaves it out: what the callable that applies a trained
+        hypothesis-only model (``hypo_only_model``) is given, so it predicts."""
+        if self.by == "features" or self.features is None or "hypo-only" in self.features:
+            return self
+        return self.model_copy(update={"features": [*self.features, "hypo-only"]})
+
+
 class ZFilterSettings(FeatureSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""
 
@@ -238,6 +264,7 @@ __all__ = [
     "CartographySettings",
     "CombineSettings",
     "FilterSettings",
+    "ShortcutSplitSettings",
     "StatsSettings",
     "ZFilterSettings",
     "scaled_aflite",

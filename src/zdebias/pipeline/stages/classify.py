@@ -173,6 +173,19 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         "heuristic × gold label)",
         exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
     )
+    shortcut_split: Annotated[str | None, Ref("json")] = Field(
+        None,
+        description="a shortcut-split stage's summary (or a shortcut-split folder's "
+        "summary.json): accuracy on its aligned, conflicting and free rows, the reliance gap "
+        "aligned − conflicting, and its t-tests between methods",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
+
+    def hash_excluded(self) -> set[str]:
+        """``shortcut_split`` while unset: evaluate stages hash as before the setting."""
+        return super().hash_excluded() | (
+            {"shortcut_split"} if self.shortcut_split is None else set()
+        )
 
     @model_validator(mode="after")
     def _known_baselines(self) -> EvaluateConfig:
@@ -199,8 +212,8 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
     from zdebias.classify.learned import said_by_caller
     from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
+    from zdebias.evaluation.reliance import evaluate_with_split, reliance_markdown, reliance_table
     from zdebias.evaluation.significance import comparison_markdown
-    from zdebias.evaluation.suites import evaluate_models
     from zdebias.evaluation.tables import (
         group_markdown,
         group_table,
@@ -212,13 +225,16 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     suites = []
     for name, value in inputs.get("suites").items():
         suites.append(_suite(name, value, inputs, ctx))
+    split = inputs.path("shortcut_split")  # the stage's reference, resolved
+    settings = settings_for(EvaluateSettings, cfg, ctx).model_copy(update={"shortcut_split": split})
     docs = []
     for method, value in inputs.get("classifiers").items():
         with said_by_caller():  # runs that did not learn: said below, in the stage's notes
-            doc = evaluate_models(
+            doc = evaluate_with_split(
                 classifier_runs(value),
                 suites,
-                settings_for(EvaluateSettings, cfg, ctx),
+                split,
+                settings,
                 name=method,
                 progress=ctx.progress,
                 cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
@@ -254,6 +270,9 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
             markdown += ["", f"{doc['name']}: macro-F1 and balanced accuracy:", ""]
             markdown += [overall_markdown(labels), "", f"{doc['name']} per gold label:", ""]
             markdown.append(per_label_markdown(labels))
+    reliance = reliance_markdown(docs, comparison)
+    if reliance:
+        markdown += ["", reliance]
     results = {
         "table": table,
         "groups": groups,
@@ -261,6 +280,8 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
         "comparisons": comparisons,
         "documents": docs,
     }
+    if reliance:
+        results["reliance"] = reliance_table(docs, comparison)
     write_json(results, ctx.out_dir / "results.json")
     (ctx.out_dir / "table.md").write_text("\n".join(markdown) + "\n", encoding="utf-8")
     flat = {

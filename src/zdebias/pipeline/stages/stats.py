@@ -35,7 +35,13 @@ from zdebias.pipeline.stages._common import (
     task_labels,
     write_examples,
 )
-from zdebias.stats.settings import CombineSettings, FilterSettings, StatsSettings, ZFilterSettings
+from zdebias.stats.settings import (
+    CombineSettings,
+    FilterSettings,
+    ShortcutSplitSettings,
+    StatsSettings,
+    ZFilterSettings,
+)
 from zdebias.stats.source import FileInput, Teller
 
 # --------------------------------------------------------------------------- statistics
@@ -239,4 +245,56 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
         data="data.jsonl",
         rows_out={"total": len(records), **kinds, "rejected": len(result.rejected)},
         metrics={"recipe": cfg.recipe, **kinds},
+    )
+
+
+# --------------------------------------------------------------------------- shortcut split
+
+
+class ShortcutSplitConfig(ShortcutSplitSettings, StageConfig):
+    """A test set split by a training set's shortcuts (SPEC §13): aligned, conflicting, free."""
+
+    train: RecordsRef
+    test: RecordsRef
+    hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
+
+
+@register_stage(
+    "shortcut-split",
+    config=ShortcutSplitConfig,
+    outputs={
+        "aligned": "records",
+        "conflicting": "records",
+        "free": "records",
+        "summary": "json",
+    },
+)
+def shortcut_split_stage(
+    cfg: ShortcutSplitConfig, inputs: Inputs, ctx: StageContext
+) -> StageResult:
+    """The test rows whose training shortcuts point to their gold label (aligned), to another
+    (conflicting) or nowhere (free); an evaluate stage's ``shortcut_split`` takes ``summary``."""
+    from zdebias.data.writers import write_files
+    from zdebias.stats.shortcut_split import split_records
+
+    settings = feature_settings(ShortcutSplitSettings, cfg, inputs, ctx)
+    model = settings.with_hypo_only()  # the hypothesis-only model predicts for `by`
+    train = with_model_predictions(inputs.records("train"), model, ctx)
+    test = with_model_predictions(inputs.records("test"), model, ctx)
+    split = split_records(train, test, settings, labels=task_labels(ctx), progress=ctx.progress)
+    for line in split.summary["warnings"]:
+        ctx.note(line)
+    parts = split.parts()
+    files: dict[str, Any] = {f"{name}.jsonl": records for name, records in parts.items()}
+    write_files(ctx.out_dir, {**files, "summary.json": split.summary})
+    counts = split.summary["counts"]
+    return StageResult(
+        {
+            "aligned": "aligned.jsonl",
+            "conflicting": "conflicting.jsonl",
+            "free": "free.jsonl",
+            "summary": "summary.json",
+        },
+        rows_out=dict(counts),
+        metrics={"by": cfg.by, **counts},
     )

@@ -1,0 +1,424 @@
+"""Shortcut splits of a test set (SPEC §13): each test row is *aligned* (the training set's
+shortcuts point to its gold label), *conflicting* (they point to another label) or *free*.
+
+The verdict rule. The significant features of the training set (§3: z above the one-sided
+critical value at α, Bonferroni over the features present in it; ``<null>`` left out: it is
+on every row, so it says nothing about one) that a test row carries each favour a label; the
+row's verdict is the label with the largest z summed over them, and none when it carries
+none. A tie for the largest sum gives no verdict either (the shortcuts do not point to one
+label): the row is free, its tied labels in ``meta.shortcut.tied``. With ``by``
+``hypothesis-only`` the verdict is the hypothesis-only model's prediction (Gururangan et al.
+2018 made SNLI-hard so); with ``both`` a row is conflicting when either verdict names
+another label than its gold one, aligned when the verdicts it has all name its gold label.
+
+Pure functions over arrays: :func:`feature_verdicts`, :func:`slices`; :func:`split_records`
+runs them on records (the features extracted once over train and test together).
+
+>>> import numpy as np, scipy.sparse as sp
+>>> z = np.array([[5.0, -5.0], [-7.0, 7.0], [0.0, 0.0]])   # f0 favours 0, f1 favours 1
+>>> m = sp.csr_matrix(np.array([[1, 1, 0], [1, 0, 1], [0, 0, 1]]))
+>>> v, _tied = feature_verdicts(m, z, np.array([True, True, False]))
+>>> v.tolist(), slices([v], np.array([1, 1, 0])).tolist()
+([1, 0, -1], [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zdebias.data.labels import label_ids
+from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
+from zdebias.stats.settings import ShortcutSplitSettings
+from zdebias.stats.zstats import z_critical, z_from_counts, z_statistics
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+#: the slices, in the order of :func:`slices`' codes 0, 1, 2
+SLICES = ("aligned", "conflicting", "free")
+ALIGNED, CONFLICTING, FREE = range(3)
+#: conflicting rows a reliable gap needs: below it, the 95% interval of the accuracy on them
+#: is wider than ±5 points in the worst case (p = 0.5: 1.96 · 0.5 / √n > 0.05 for n < 385)
+MIN_CONFLICTING = 385
+#: features left out of the verdicts: on every row, they say nothing about one
+ROW_BLIND = ("<null>",)
+#: what a verdict is (summary.json and docs/shortcut-splits.md)
+RULE = (
+    "a row's verdict is the label with the largest z summed over the training set's "
+    "significant features it carries (z > z_critical for some label, <null> left out); none "
+    "when it carries none or the largest sum is tied; aligned: the verdict is the gold label, "
+    "conflicting: another label, free: no verdict"
+)
+#: deciding features listed per row in meta.shortcut
+ROW_FEATURES = 5
+#: a tie for the largest summed z: sums within this of each other
+TIE = 1e-9
+
+
+def z_table(matrix: sp.spmatrix, y: np.ndarray, num_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(z [F, L], n [F])`` of the training rows: the one place the split takes its z from."""
+    z, n, _p = z_statistics(matrix, y, num_labels)
+    return z, n
+
+
+def imbalance_warning(
+    y: np.ndarray, labels: Sequence[str], z_c: float, n_features: int
+) -> str | None:
+    """The warning for training labels so imbalanced that ``<null>`` (on every row: its z is
+    the label imbalance) is significant: frequent features then lean to the majority label
+    under the uniform prior of SPEC §3, and so do the verdicts."""
+    counts = np.bincount(np.asarray(y), minlength=len(labels))[None, :]
+    z, _n, p_hat = z_from_counts(counts)
+    top = int(z[0].argmax())
+    if z[0, top] <= z_c:
+        return None
+    return (
+        f"the training labels are imbalanced ({labels[top]} {100 * p_hat[0, top]:.1f}%: "
+        f"<null> z = {z[0, top]:.1f} > z_critical {z_c:.2f} over {n_features:,} features): "
+        f"frequent features lean to {labels[top]} against the uniform prior, so many "
+        f"verdicts say {labels[top]}; read per_label before the gap"
+    )
+
+
+def feature_verdicts(
+    matrix: sp.spmatrix, z: np.ndarray, significant: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's verdict from the features it carries: ``(verdict [N], tied [N])``.
+
+    ``matrix``: ``[N, F]`` presence of the test rows; ``z``: ``[F, L]`` of the training set;
+    ``significant``: ``[F]`` bool, the features that vote. ``verdict``: the label index with
+    the largest summed z, -1 for a row with no significant feature or a tie (``tied``).
+    """
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(matrix)
+    m.data = np.ones_like(m.data, dtype=np.float64)
+    cols = np.flatnonzero(np.asarray(significant, dtype=bool))
+    sub = m[:, cols]
+    sums = np.asarray(sub @ np.asarray(z, dtype=np.float64)[cols])  # [N, L]
+    carries = sub.getnnz(axis=1) > 0
+    n_rows = m.shape[0]
+    if sums.size == 0:
+        return np.full(n_rows, -1, dtype=np.int64), np.zeros(n_rows, dtype=bool)
+    best = sums.argmax(axis=1)
+    top = sums[np.arange(n_rows), best]
+    scale = np.maximum(1.0, np.abs(top))
+    tied = carries & ((sums >= (top - TIE * scale)[:, None]).sum(axis=1) > 1)
+    verdict = np.where(carries & ~tied, best, -1).astype(np.int64)
+    return verdict, tied
+
+
+def slices(verdicts: Sequence[np.ndarray], gold: np.ndarray) -> np.ndarray:
+    """The slice code of every row (0 aligned, 1 conflicting, 2 free) from one or more
+    verdict arrays (-1: none): conflicting when any verdict names another label than
+    ``gold``, aligned when at least one verdict names ``gold`` and none another, else free."""
+    gold = np.asarray(gold)
+    has = np.zeros(len(gold), dtype=bool)
+    other = np.zeros(len(gold), dtype=bool)
+    for v in verdicts:
+        v = np.asarray(v)
+        has |= v >= 0
+        other |= (v >= 0) & (v != gold)
+    return np.where(other, CONFLICTING, np.where(has, ALIGNED, FREE)).astype(np.int64)
+
+
+@dataclass
+class ShortcutSplit:
+    """The test records of each slice (``meta.shortcut`` added; test order kept within a
+    slice) and the JSON-ready summary."""
+
+    aligned: list[Record]
+    conflicting: list[Record]
+    free: list[Record]
+    summary: dict[str, Any]
+    #: the slice code of each test record, in test order
+    codes: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: every test record with its ``meta.shortcut``, in test order
+    rows: list[Record] = field(repr=False, default_factory=list)
+
+    def parts(self) -> dict[str, list[Record]]:
+        """``{slice name: records}``."""
+        return {"aligned": self.aligned, "conflicting": self.conflicting, "free": self.free}
+
+
+def _hypo_only_columns(
+    train: Sequence[Record],
+    test: Sequence[Record],
+    names: list[str],
+    fm: Any,
+    cfg: ShortcutSplitSettings,
+    labels: tuple[str, ...],
+    progress: bool,
+) -> np.ndarray:
+    """The hypothesis-only model's label index for every test row (-1: none), from the
+    ``hypo-only-pred=LABEL`` columns: those of ``fm`` when it has them, else the feature
+    extracted alone (trained on the training rows, as the stats use it)."""
+    from zdebias.features.extract import extract_features
+
+    wanted = [f"hypo-only-pred={label}" for label in labels]
+    index = {name: j for j, name in enumerate(names)}
+    matrix = fm.matrix
+    if not any(w in index for w in wanted):
+        kwargs = {**cfg.feature_kwargs(), "hypo_only_fit": np.arange(len(train))}
+        alone = extract_features(
+            [*train, *test], ["hypo-only"], labels=labels, progress=progress, **kwargs
+        )
+        index = {name: j for j, name in enumerate(alone.names)}
+        matrix = alone.matrix
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(matrix)[len(train) :]
+    out = np.full(m.shape[0], -1, dtype=np.int64)
+    for li, name in enumerate(wanted):
+        j = index.get(name)
+        if j is not None:
+            out[np.flatnonzero(m[:, j].toarray().ravel())] = li
+    return out
+
+
+def split_records(
+    train: Sequence[Record],
+    test: Sequence[Record],
+    settings: ShortcutSplitSettings | None = None,
+    *,
+    labels: Sequence[str],
+    progress: bool = False,
+    **overrides: Any,
+) -> ShortcutSplit:
+    """Split ``test`` by the shortcuts of ``train`` (:data:`RULE`); ``labels``: the task's.
+
+    Features are extracted once over train and test together with the training set's
+    settings (the fast hypothesis-only model fitted on the training rows only, out of fold
+    there, fold-averaged on the test rows); z and the significant features come from the
+    training rows alone, at ``settings.alpha`` Bonferroni-corrected by the features present
+    in them, as ``zdebias stats`` on the training set reports them.
+    """
+    from zdebias.features.extract import extract_features
+
+    cfg = ShortcutSplitSettings.of(settings, **overrides)
+    labels = tuple(labels)
+    train, test = list(train), list(test)
+    if not train:
+        raise ConfigError("the training set has no labelled records")
+    if not test:
+        raise ConfigError(
+            "the test set has no labelled records: a shortcut split needs the gold labels"
+        )
+    pair = train[0].is_pair
+    if any(r.is_pair != pair for r in test[:1]):
+        kind = "pairs" if pair else "single texts"
+        raise ConfigError(f"the training set holds {kind} but the test set does not")
+    if cfg.by != "features" and not pair:
+        raise ConfigError(
+            f"--by {cfg.by}: the hypothesis-only model needs premise/hypothesis pairs; "
+            "use --by features for single-text tasks"
+        )
+    y_train = label_ids(train, labels, "training")
+    y_test = label_ids(test, labels, "test")
+    n_train = len(train)
+    kwargs = {**cfg.feature_kwargs(), "hypo_only_fit": np.arange(n_train)}
+    fm = extract_features([*train, *test], cfg.features, labels=labels, progress=progress, **kwargs)
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix(fm.matrix)
+    names = list(fm.names)
+    z, n = z_table(matrix[:n_train], y_train, len(labels))
+    n_features = int((n > 0).sum())
+    z_c = z_critical(n_features, cfg.alpha)
+    significant = (z > z_c).any(axis=1)
+    blind = np.array([name in ROW_BLIND for name in names], dtype=bool)
+    voting = significant & ~blind
+    test_matrix = matrix[n_train:]
+    verdicts: dict[str, np.ndarray] = {}
+    tied = np.zeros(len(test), dtype=bool)
+    if cfg.by in ("features", "both"):
+        verdicts["features"], tied = feature_verdicts(test_matrix, z, voting)
+    if cfg.by in ("hypothesis-only", "both"):
+        verdicts["hypothesis-only"] = _hypo_only_columns(
+            train, test, names, fm, cfg, labels, progress
+        )
+    codes = slices(list(verdicts.values()), y_test)
+    out = _annotated(test, codes, verdicts, tied, test_matrix, z, voting, names, labels, cfg.by)
+    summary = _summary(out, codes, y_test, verdicts, tied, labels, cfg, len(train))
+    skew = imbalance_warning(y_train, labels, z_c, n_features) if "features" in verdicts else None
+    if skew:
+        summary["warnings"].append(skew)
+    summary.update(
+        n_features=n_features,
+        z_critical=z_c,
+        n_significant=int(voting.sum()),
+    )
+    parts = {
+        name: [r for r, c in zip(out, codes, strict=True) if c == k]
+        for k, name in enumerate(SLICES)
+    }
+    return ShortcutSplit(parts["aligned"], parts["conflicting"], parts["free"], summary, codes, out)
+
+
+def _annotated(
+    test: list[Record],
+    codes: np.ndarray,
+    verdicts: dict[str, np.ndarray],
+    tied: np.ndarray,
+    matrix: sp.csr_matrix,
+    z: np.ndarray,
+    voting: np.ndarray,
+    names: list[str],
+    labels: tuple[str, ...],
+    by: str,
+) -> list[Record]:
+    """The test records with ``meta.shortcut``: slice, verdict label, deciding features with
+    their z for it (strongest first, at most :data:`ROW_FEATURES`), per-source verdicts."""
+    out = []
+    feats = verdicts.get("features")
+    hypo = verdicts.get("hypothesis-only")
+    for i, r in enumerate(test):
+        code = int(codes[i])
+        gold = r.label
+        per_source = {
+            src: (labels[int(v[i])] if v[i] >= 0 else None) for src, v in verdicts.items()
+        }
+        said = [lab for lab in per_source.values() if lab is not None]
+        label = next((lab for lab in said if lab != gold), said[0] if said else None)
+        info: dict[str, Any] = {"slice": SLICES[code], "label": label, "by": by}
+        if feats is not None:
+            info["features"] = _deciding(matrix, i, z, voting, names, labels, feats[i])
+            if tied[i]:
+                cols = matrix.indices[matrix.indptr[i] : matrix.indptr[i + 1]]
+                cols = cols[voting[cols]]
+                sums = z[cols].sum(axis=0)
+                top = sums.max()
+                info["tied"] = [
+                    labels[li]
+                    for li in range(len(labels))
+                    if sums[li] >= top - TIE * max(1.0, abs(top))
+                ]
+        if hypo is not None:
+            info["hypothesis_only"] = per_source["hypothesis-only"]
+        if by == "both":
+            info["features_label"] = per_source["features"]
+        out.append(r.replace(meta={**r.meta, "shortcut": info}))
+    return out
+
+
+def _deciding(
+    matrix: sp.csr_matrix,
+    row: int,
+    z: np.ndarray,
+    voting: np.ndarray,
+    names: list[str],
+    labels: tuple[str, ...],
+    verdict: int,
+) -> list[dict[str, Any]]:
+    """The voting features of ``row`` that favour its verdict (z > 0 for it), strongest first;
+    with no verdict, every voting feature it carries with the label it favours most."""
+    cols = matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
+    cols = cols[voting[cols]]
+    if verdict >= 0:
+        zs = z[cols, verdict]
+        keep = zs > 0
+        cols, zs = cols[keep], zs[keep]
+        order = np.lexsort((cols, -zs))[:ROW_FEATURES]
+        return [
+            {"feature": names[j], "label": labels[verdict], "z": round(float(zs[k]), 4)}
+            for k, j in zip(order.tolist(), cols[order].tolist(), strict=True)
+        ]
+    best = z[cols].argmax(axis=1) if len(cols) else np.zeros(0, dtype=np.int64)
+    zs = z[cols, best] if len(cols) else np.zeros(0)
+    order = np.lexsort((cols, -zs))[:ROW_FEATURES]
+    return [
+        {"feature": names[cols[k]], "label": labels[best[k]], "z": round(float(zs[k]), 4)}
+        for k in order.tolist()
+    ]
+
+
+def reliable_gap_warning(n_conflicting: int) -> str | None:
+    """The warning for a split with fewer conflicting rows than :data:`MIN_CONFLICTING`."""
+    if n_conflicting >= MIN_CONFLICTING:
+        return None
+    half = 1.96 * 0.5 / math.sqrt(max(n_conflicting, 1))
+    return (
+        f"only {n_conflicting} conflicting rows: an accuracy on them is uncertain by up to "
+        f"±{100 * half:.1f} points (95%); a reliable gap needs {MIN_CONFLICTING} or more"
+    )
+
+
+def _summary(
+    out: list[Record],
+    codes: np.ndarray,
+    y: np.ndarray,
+    verdicts: dict[str, np.ndarray],
+    tied: np.ndarray,
+    labels: tuple[str, ...],
+    cfg: ShortcutSplitSettings,
+    n_train: int,
+) -> dict[str, Any]:
+    """Counts per slice and gold label, the features that decided most rows, warnings."""
+    counts = {name: int((codes == k).sum()) for k, name in enumerate(SLICES)}
+    per_label = {
+        lab: {name: int(((codes == k) & (y == li)).sum()) for k, name in enumerate(SLICES)}
+        for li, lab in enumerate(labels)
+    }
+    decided: Counter[str] = Counter()
+    decided_in: dict[str, Counter[str]] = {}
+    label_of: dict[str, str] = {}
+    for r, code in zip(out, codes, strict=True):
+        feats = r.meta["shortcut"].get("features") or []
+        if r.meta["shortcut"]["label"] is None or not feats:
+            continue
+        first = feats[0]["feature"]
+        decided[first] += 1
+        label_of.setdefault(first, feats[0]["label"])
+        decided_in.setdefault(first, Counter())[SLICES[int(code)]] += 1
+    deciding = [
+        {
+            "feature": name,
+            "label": label_of[name],
+            "n_rows": count,
+            **{s: decided_in[name][s] for s in SLICES[:2]},
+        }
+        for name, count in sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.top]
+    ]
+    warnings = []
+    line = reliable_gap_warning(counts["conflicting"])
+    if line:
+        warnings.append(line)
+    summary: dict[str, Any] = {
+        "by": cfg.by,
+        "rule": RULE,
+        "labels": list(labels),
+        "n_train": n_train,
+        "n_test": len(out),
+        "counts": counts,
+        "per_label": per_label,
+        "n_tied": int(tied.sum()),
+        "alpha": cfg.alpha,
+        "deciding_features": deciding,
+        "min_conflicting": MIN_CONFLICTING,
+        "warnings": warnings,
+    }
+    if "hypothesis-only" in verdicts:
+        v = verdicts["hypothesis-only"]
+        summary["hypothesis_only_accuracy"] = float((v == y).mean()) if len(y) else None
+    return summary
+
+
+__all__ = [
+    "MIN_CONFLICTING",
+    "RULE",
+    "SLICES",
+    "ShortcutSplit",
+    "feature_verdicts",
+    "imbalance_warning",
+    "reliable_gap_warning",
+    "slices",
+    "split_records",
+    "z_table",
+]
