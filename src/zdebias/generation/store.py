@@ -176,6 +176,7 @@ def open_run(
     ``run``: the settings that decide the samples (default ``settings.run_settings()``);
     ``reasons``: the drop reasons counted from zero in a new run."""
     run = settings.run_settings() if run is None else run
+    check_ours(out)  # a user's folder is never read as a run, nor written into
     state = _load_state(out, run, fingerprint, generator, reasons)
     claim(out, "samples", adopt=(out / STATE).is_file())  # a state of these settings
     if most is not None and state["n_written"] > most:
