@@ -251,4 +251,40 @@ def test_a_user_folder_with_a_state_json_is_refused(
             f"error: {user} holds files zdebias did not write; choose a new --out or empty it"
         ), extra
         assert sorted(p.name for p in user.iterdir()) == ["state.json"]
+    with pytest.raises(ConfigError, match="holds files zdebias did not write"):
+        _run(untrained_generator, user)  # a library call without the CLI's check_out too
+    assert sorted(p.name for p in user.iterdir()) == ["state.json"]
     assert fake_backend.calls == []
+
+
+def test_workers_with_overwrite_replace_a_one_process_run_as_one_process_does(
+    untrained_generator: Path, tmp_path: Path, fake_backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: `--workers 2 --overwrite` on a folder zdebias wrote (a one-process run) goes
+    through the --overwrite rules and starts afresh (it was refused: `holds other files than
+    worker folders`); without --overwrite it is refused, files kept."""
+    from zdebias.generation import workers as workers_mod
+
+    out = tmp_path / "s"
+    _run(untrained_generator, out)
+    before = sorted(p.name for p in out.iterdir())
+    checked: list[str] = []
+    seen: list[list[str]] = []
+
+    def fake_run_workers(generator: Any, folder: Path, cfg: Any, **_: Any) -> dict[str, Any]:
+        seen.append(sorted(p.name for p in folder.iterdir()))
+        return {"workers": cfg.workers}
+
+    monkeypatch.setattr(workers_mod, "run_workers", fake_run_workers)
+    with pytest.raises(ConfigError, match=r"holds other files than worker folders \("):
+        _run(untrained_generator, out, workers=2, check_out=lambda: checked.append("x"))
+    assert sorted(p.name for p in out.iterdir()) == before and checked == []
+    summary = _run(
+        untrained_generator,
+        out,
+        workers=2,
+        overwrite=True,
+        check_out=lambda: checked.append("checked"),
+    )
+    assert summary == {"workers": 2} and checked == ["checked"]
+    assert seen == [[".zdebias-output.json"]]  # the old run removed, the folder marked anew
