@@ -98,7 +98,7 @@ def sample_generator(
     cfg = SampleSettings.of(settings, **overrides)
     _check_request(cfg, premises, examples, prompt_keys)
     _check_cells(cfg, premises, cells, measure_with)
-    if cfg.backend not in PROMPTED_BACKENDS:
+    if cfg.backend != "openai":  # a model loaded here: on a device torch has
         from zdebias.models.compute import check_device
 
         check_device(cfg.device)

@@ -232,6 +232,16 @@ def test_overwrite_checks_every_input_and_the_device_before_removing(
         "error: --device cuda asked for, but no CUDA GPU is visible\n"
     )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    premises = tmp_path / "p.jsonl"
+    premises.write_text('{"id": "p0", "premise": "A man sleeps.", "label": "entailment"}\n')
+    local = ["sample", "--generator", "smollm2", "--backend", "local", "--premises", premises]
+    assert (
+        run_main([*local, "--out", out, "--n", "3", "--overwrite", "-q", "--device", "cuda"]) == 2
+    )
+    assert capsys.readouterr().err == (
+        "error: --device cuda asked for, but no CUDA GPU is visible\n"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_a_user_folder_with_a_state_json_is_refused(
