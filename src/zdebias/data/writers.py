@@ -7,7 +7,8 @@ symlink, the current directory or one of its parents is always refused.
 Every temporary file or folder is named ``.NAME.tmp-HOST-PID-RANDOM`` (``old-`` for an older
 output being replaced): a writer killed before
 it could clean up leaves one behind, and the next writer into that folder removes those whose
-process (same host) is gone (:func:`remove_stale_temps`).
+process (same host) is gone (:func:`remove_stale_temps`), and the ``.NAME.lock`` files of
+killed publishers that no one holds (:func:`~zdebias.data.locks.remove_stale_lock`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from zdebias.data.locks import output_lock
+from zdebias.data.locks import output_lock, remove_stale_lock
 from zdebias.data.ownership import MARKER, check_ours, marker_doc, owner_of
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
@@ -89,7 +90,8 @@ def remove_stale_temps(folder: str | Path, *, again: bool = False) -> list[str]:
     """Remove the temporary files and folders a killed zdebias writer left in ``folder``
     (named by :func:`_temp_prefix`, their process on this host gone); returns their names.
     An older output that :func:`publish_dir` had moved aside when its writer was killed, with
-    nothing published in its place yet, is put back instead of removed.
+    nothing published in its place yet, is put back instead of removed. The lock files of
+    killed publishers are removed too (:func:`~zdebias.data.locks.remove_stale_lock`).
 
     Done once per folder and process unless ``again``; never follows a symlink.
     """
@@ -99,6 +101,10 @@ def remove_stale_temps(folder: str | Path, *, again: bool = False) -> list[str]:
     _SWEPT.add(folder)
     host, removed = _host(), []
     for entry in os.scandir(folder):
+        if entry.name.endswith(".lock"):
+            if remove_stale_lock(entry.path):
+                removed.append(entry.name)
+            continue
         match = _TEMP.match(entry.name)
         if not match or match["host"] != host or _alive(int(match["pid"])):
             continue

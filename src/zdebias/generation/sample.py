@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zdebias.data.ownership import is_empty
+from zdebias.data.ownership import foreign, is_empty
 from zdebias.data.schema import Record
 from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
@@ -98,6 +98,10 @@ def sample_generator(
     cfg = SampleSettings.of(settings, **overrides)
     _check_request(cfg, premises, examples, prompt_keys)
     _check_cells(cfg, premises, cells, measure_with)
+    if cfg.backend != "openai":  # a model loaded here: on a device torch has
+        from zdebias.models.compute import check_device
+
+        check_device(cfg.device)
     chosen = None
     if cells is not None:  # read before anything is removed
         from zdebias.stats.cells import load_cells
@@ -138,6 +142,7 @@ def sample_generator(
     from zdebias.generation.trained import sample_trained
     from zdebias.generation.workers import find_workers, run_workers, sample_worker, worker_folder
 
+    rows = _records(premises, read, "premise")  # read before anything is removed
     worker = cfg.worker_index()
     if overwrite:
         start_over(worker_folder(out, *worker) if worker is not None else out)
@@ -156,7 +161,6 @@ def sample_generator(
         from zdebias.generation.on_ray import sample_on_ray
 
         return sample_on_ray(gen, out, cfg, progress=progress)
-    rows = _records(premises, read, "premise")
     summary = sample_trained(gen, out, cfg, premises=rows, cells=chosen, progress=progress)
     if chosen is not None and d0 is not None and summary["complete"]:
         from zdebias.generation.targeted import measure_cells
@@ -234,14 +238,16 @@ def _check_request(
 
 
 def _continues_run(out: Path, cfg: SampleSettings, *, overwrite: bool) -> bool:
-    """Whether ``out`` holds the run this call goes on with: the folder of a ``worker`` /
-    ``workers`` run (refused when it holds other files; with ``overwrite`` a worker replaces
-    only its own folder), or a one-process run's ``state.json`` (unless ``overwrite``)."""
-    if cfg.worker is not None or cfg.workers > 1:
+    """Whether ``out`` holds the run this call goes on with, in a folder zdebias wrote (a
+    foreign folder is the caller's ``check_out`` to refuse): the folder of a ``worker`` I/N
+    run (refused when it holds other files; with ``overwrite`` the worker replaces only its
+    own folder), of a ``workers`` run (unless ``overwrite``: then the whole folder is replaced,
+    as for one process), or a one-process run's ``state.json`` (unless ``overwrite``)."""
+    if not out.is_dir() or foreign(out):
+        return False
+    if cfg.worker is not None or (cfg.workers > 1 and not overwrite):
         from zdebias.generation.workers import check_workers_folder
 
-        if not out.is_dir():
-            return False
         check_workers_folder(out)
         return True
     return not overwrite and (out / STATE).is_file()

@@ -176,8 +176,9 @@ def open_run(
     ``run``: the settings that decide the samples (default ``settings.run_settings()``);
     ``reasons``: the drop reasons counted from zero in a new run."""
     run = settings.run_settings() if run is None else run
+    check_ours(out)  # a user's folder is never read as a run, nor written into
     state = _load_state(out, run, fingerprint, generator, reasons)
-    claim(out, "samples", adopt=(out / STATE).is_file())  # a state of these settings
+    claim(out, "samples")
     if most is not None and state["n_written"] > most:
         raise ConfigError(
             f"{out}: already holds {state['n_written']} samples, more than "

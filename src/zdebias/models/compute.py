@@ -11,6 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from zdebias.errors import ConfigError
+
+#: the refusal of ``--device cuda`` where torch sees no CUDA GPU (training and sampling)
+NO_CUDA = "--device cuda asked for, but no CUDA GPU is visible"
+
+
+def check_device(asked: str | None) -> None:
+    """Refuse a CUDA ``asked`` device (``cuda``, ``cuda:1``) where torch sees no CUDA GPU,
+    with :data:`NO_CUDA`; call it before anything is removed or loaded."""
+    if asked is None or not str(asked).startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(NO_CUDA)
+
 
 def model_device(asked: str | None = None) -> str:
     """The device to load a model on for inference: ``asked`` as given, or for ``None`` /
@@ -38,4 +54,4 @@ def compute_record(device: Any, dtype: str, *, setting: str | None = None) -> di
     }
 
 
-__all__ = ["compute_record", "model_device"]
+__all__ = ["NO_CUDA", "check_device", "compute_record", "model_device"]

@@ -23,6 +23,7 @@ import sys
 from typing import Any, TypeVar
 
 from zdebias.errors import ConfigError
+from zdebias.models.compute import NO_CUDA
 
 T = TypeVar("T")
 
@@ -61,7 +62,7 @@ def train_on_cpu(device: str | None = None) -> bool:
         return False
     if device == "cuda":
         if gpus == 0:
-            raise ConfigError("--device cuda asked for, but no CUDA GPU is visible")
+            raise ConfigError(NO_CUDA)
         raise ConfigError(
             f"--device cuda with {procs} processes on this machine but {gpus} CUDA GPU(s): "
             f"DDP needs one GPU per process; launch --nproc_per_node {gpus} or use --device cpu"

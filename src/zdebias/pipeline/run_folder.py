@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from zdebias.data.ownership import check_ours, owner_of
+from zdebias.data.ownership import MARKER as OWNER
+from zdebias.data.ownership import check_ours, foreign, owner_of
 from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import Recipe
@@ -49,15 +50,23 @@ def run_dir_for(recipe: Recipe, out: str | None) -> Path:
 def check_run_dir(folder: Path, recipe: str, extends: Sequence[str] = ()) -> None:
     """The run folder is new, empty, or a run of the recipe named ``recipe`` or of one it
     ``extends`` (its ownership marker says so): a run never mixes its files into a foreign
-    folder, another zdebias output or a run of an unrelated recipe. A run folder of zdebias
-    0.2 (no marker) is taken when its manifest names the recipe and it holds only what a run
-    writes."""
+    folder, another zdebias output or a run of an unrelated recipe. A folder without the
+    marker is refused, even one whose manifest names the recipe (a run folder of zdebias 0.2,
+    or a user's folder: its files cannot tell); the refusal says how to mark it to continue."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder} is a file; choose a folder for the run (--out)")
     owner = owner_of(folder)
     if owner is None:
-        if not any(_older_run(folder, name) for name in (recipe, *extends)):
-            check_ours(folder)
+        manifest = read_json(folder / MANIFEST)
+        named = manifest.get("name") if isinstance(manifest, dict) else None
+        if isinstance(named, str) and named in (recipe, *extends) and foreign(folder):
+            raise ConfigError(
+                f"{folder} holds files zdebias did not write; choose a new --out or empty it "
+                f"(if zdebias 0.2 wrote this run of {named!r} and it holds only the run's "
+                f'files, continue it by writing {{"kind": "run", "recipe": "{named}"}} '
+                f"into {folder / OWNER})"
+            )
+        check_ours(folder)
         return
     kind = owner.get("kind", "output")
     if kind != "run":
@@ -74,20 +83,7 @@ def check_run_dir(folder: Path, recipe: str, extends: Sequence[str] = ()) -> Non
 
 def claim_run_dir(folder: Path, recipe: str) -> None:
     """Create the run folder (checked by :func:`check_run_dir`) and mark it as this recipe's."""
-    claim(folder, "run", adopt=True, recipe=recipe)
-
-
-def _older_run(folder: Path, recipe: str) -> bool:
-    """Whether ``folder`` is a run folder of ``recipe`` written by zdebias 0.2: its manifest
-    names the recipe, and it holds only the manifest, config, report, the run's hidden files
-    and the folders of the manifest's stages."""
-    manifest = read_json(folder / MANIFEST)
-    if not folder.is_dir() or not manifest or manifest.get("name") != recipe:
-        return False
-    stages = {e.get("name") for e in manifest.get("stages", []) if isinstance(e, dict)}
-    allowed = {MANIFEST, CONFIG, "report.html", _LOCK, DIGEST_CACHE}
-    allowed |= {f"{name}{suffix}" for name in stages for suffix in ("", ".partial")}
-    return all(p.name in allowed or ".tmp-" in p.name for p in folder.iterdir())
+    claim(folder, "run", recipe=recipe)
 
 
 @contextlib.contextmanager

@@ -194,3 +194,107 @@ def test_bad_options_and_vllm_without_vllm(untrained_generator: Path, tmp_path: 
         sample_generator(tmp_path, tmp_path / "s", 5, progress=False)
     with pytest.raises(ConfigError, match="--backend vllm needs"):
         sample_generator(untrained_generator, tmp_path / "s", 5, backend="vllm", progress=False)
+
+
+def test_overwrite_checks_every_input_and_the_device_before_removing(
+    untrained_generator: Path,
+    tmp_path: Path,
+    fake_backend,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 40: `sample --overwrite` with a missing --premises file, or --device cuda where
+    torch sees no GPU, fails with one line and leaves the old run as it was."""
+    import torch
+
+    from cli_main import run_main
+
+    out = tmp_path / "s"
+    _run(untrained_generator, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    base = [
+        "sample",
+        "--generator",
+        untrained_generator,
+        "--out",
+        out,
+        "--n",
+        "7",
+        "--overwrite",
+        "-q",
+    ]
+    assert run_main([*base, "--premises", tmp_path / "nope.jsonl"]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run_main([*base, "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --device cuda asked for, but no CUDA GPU is visible\n"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    premises = tmp_path / "p.jsonl"
+    premises.write_text('{"id": "p0", "premise": "A man sleeps.", "label": "entailment"}\n')
+    local = ["sample", "--generator", "smollm2", "--backend", "local", "--premises", premises]
+    assert (
+        run_main([*local, "--out", out, "--n", "3", "--overwrite", "-q", "--device", "cuda"]) == 2
+    )
+    assert capsys.readouterr().err == (
+        "error: --device cuda asked for, but no CUDA GPU is visible\n"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_user_folder_with_a_state_json_is_refused(
+    untrained_generator: Path, tmp_path: Path, fake_backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: a folder zdebias did not write is refused (not a KeyError), with or without
+    --overwrite, on one worker or several, and keeps its files."""
+    from cli_main import run_main
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "state.json").write_text('{"mine": 1}')
+    base = ["sample", "--generator", untrained_generator, "--out", user, "--n", "7", "-q"]
+    for extra in ([], ["--overwrite"], ["--workers", "2"], ["--workers", "2", "--overwrite"]):
+        assert run_main([*base, *extra]) == 2, extra
+        assert capsys.readouterr().err.startswith(
+            f"error: {user} holds files zdebias did not write; choose a new --out or empty it"
+        ), extra
+        assert sorted(p.name for p in user.iterdir()) == ["state.json"]
+    with pytest.raises(ConfigError, match="holds files zdebias did not write"):
+        _run(untrained_generator, user)  # a library call without the CLI's check_out too
+    assert sorted(p.name for p in user.iterdir()) == ["state.json"]
+    assert fake_backend.calls == []
+
+
+def test_workers_with_overwrite_replace_a_one_process_run_as_one_process_does(
+    untrained_generator: Path, tmp_path: Path, fake_backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: `--workers 2 --overwrite` on a folder zdebias wrote (a one-process run) goes
+    through the --overwrite rules and starts afresh (it was refused: `holds other files than
+    worker folders`); without --overwrite it is refused, files kept."""
+    from zdebias.generation import workers as workers_mod
+
+    out = tmp_path / "s"
+    _run(untrained_generator, out)
+    before = sorted(p.name for p in out.iterdir())
+    checked: list[str] = []
+    seen: list[list[str]] = []
+
+    def fake_run_workers(generator: Any, folder: Path, cfg: Any, **_: Any) -> dict[str, Any]:
+        seen.append(sorted(p.name for p in folder.iterdir()))
+        return {"workers": cfg.workers}
+
+    monkeypatch.setattr(workers_mod, "run_workers", fake_run_workers)
+    with pytest.raises(ConfigError, match=r"holds other files than worker folders \("):
+        _run(untrained_generator, out, workers=2, check_out=lambda: checked.append("x"))
+    assert sorted(p.name for p in out.iterdir()) == before and checked == []
+    summary = _run(
+        untrained_generator,
+        out,
+        workers=2,
+        overwrite=True,
+        check_out=lambda: checked.append("checked"),
+    )
+    assert summary == {"workers": 2} and checked == ["checked"]
+    assert seen == [[".zdebias-output.json"]]  # the old run removed, the folder marked anew

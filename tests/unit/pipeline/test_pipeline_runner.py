@@ -451,21 +451,38 @@ def test_a_recipe_that_extends_another_runs_in_its_folder_and_reuses_its_stages(
     assert CALLS == []
 
 
-def test_a_run_folder_of_zdebias_0_2_is_taken_only_when_it_holds_only_a_run(
+def test_a_run_folder_without_the_marker_is_refused_and_says_how_to_continue_it(
     run_dir: Path,
 ) -> None:
+    """Issue 40: a folder without zdebias's marker is never adopted, even when its manifest
+    names the recipe and it holds only a stage's folder (it was: `zf/thesis.tex` was deleted
+    when the stage ran). The refusal says how to mark a run of zdebias 0.2 to continue it."""
     from zdebias.data.ownership import MARKER as OWNER
     from zdebias.data.ownership import owner_of
+
+    user = run_dir.parent / "user"
+    (user / "src").mkdir(parents=True)
+    (user / "manifest.json").write_text('{"name": "fake", "stages": [{"name": "src"}]}')
+    (user / "src" / "thesis.tex").write_text("mine")
+    with pytest.raises(ConfigError) as info:
+        run_recipe(_recipe(), user)
+    assert str(info.value) == (
+        f"{user} holds files zdebias did not write; choose a new --out or empty it (if zdebias "
+        "0.2 wrote this run of 'fake' and it holds only the run's files, continue it by "
+        f'writing {{"kind": "run", "recipe": "fake"}} into {user / OWNER})'
+    )
+    assert (user / "src" / "thesis.tex").read_text() == "mine"
+    assert sorted(p.name for p in user.iterdir()) == ["manifest.json", "src"]
+    assert CALLS == []
 
     run_recipe(_recipe(), run_dir)
     (run_dir / OWNER).unlink()  # as 0.2 left it
     CALLS.clear()
+    with pytest.raises(ConfigError, match="continue it by writing"):
+        run_recipe(_recipe(), run_dir)
+    (run_dir / OWNER).write_text('{"kind": "run", "recipe": "fake"}')  # as the refusal says
     assert run_recipe(_recipe(), run_dir)["status"] == "complete"
     assert CALLS == [] and owner_of(run_dir)["recipe"] == "fake"
-    (run_dir / OWNER).unlink()
-    (run_dir / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="holds files zdebias did not write"):
-        run_recipe(_recipe(), run_dir)
 
 
 def test_dry_run_exits_2_on_a_plan_with_errors(

@@ -1,0 +1,130 @@
+"""Issue 40: the ``.NAME.lock`` file a killed publisher leaves is removed by the next writer
+into its folder, only while free and only when its pid is gone; a locker that meets such a
+removal waits for it and locks the next file."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from zdebias.data.locks import lock_path, output_lock, remove_stale_lock
+from zdebias.data.writers import work_dir_for
+from zdebias.errors import ConfigError
+
+HOLD = (
+    "import sys\n"
+    "from zdebias.data.locks import output_lock\n"
+    "with output_lock(sys.argv[1]):\n"
+    "    print('held', flush=True)\n"
+    "    sys.stdin.read()\n"
+)
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+def _holder(out: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_killed_publisher_s_lock_file_is_removed_by_the_next_writer(tmp_path: Path) -> None:
+    killed, live = tmp_path / "killed", tmp_path / "live"
+    proc = _holder(killed)
+    proc.kill()
+    proc.wait()
+    left = lock_path(killed)
+    assert left.read_bytes() == f"{proc.pid}\n".encode()  # what a killed run leaves
+    holder = _holder(live)  # a live holder's file is left alone
+    user = tmp_path / ".notes.lock"
+    user.write_text("mine\n")  # not a pid: not a lock file zdebias wrote
+    empty = tmp_path / ".worker.lock"
+    empty.write_text("")
+    try:
+        work_dir_for(tmp_path / "other")  # the next writer into the folder
+        assert not left.exists()
+        assert lock_path(live).read_text() == f"{holder.pid}\n"
+        assert user.read_text() == "mine\n" and empty.read_text() == ""
+    finally:
+        holder.communicate("", timeout=30)
+    assert not lock_path(live).exists()
+
+
+def test_a_held_or_changed_lock_file_is_not_removed(tmp_path: Path) -> None:
+    lock = tmp_path / ".out.lock"
+    lock.write_text(f"{_dead_pid()}\n")
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held (by a sweep or a child)
+        assert remove_stale_lock(lock) is False and lock.exists()
+    finally:
+        os.close(fd)
+    lock.write_text(f"{os.getpid()}\n")  # a live pid
+    assert remove_stale_lock(lock) is False and lock.exists()
+    lock.write_text(f"{_dead_pid()}\n")
+    assert remove_stale_lock(lock) is True and not lock.exists()
+    assert remove_stale_lock(lock) is False  # gone already
+
+
+def test_a_locker_waits_for_a_sweep_and_locks_the_next_file(tmp_path: Path) -> None:
+    """A sweep holds a dead holder's file while it removes it: a locker meeting it does not
+    fail with the dead pid; it locks a new file once the sweep has removed the old one."""
+    out = tmp_path / "out"
+    lock = lock_path(out)
+    lock.write_text(f"{_dead_pid()}\n")
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def sweep() -> None:
+        time.sleep(0.1)
+        os.unlink(lock)
+        os.close(fd)
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    start = time.monotonic()
+    try:
+        with output_lock(out):  # the old code failed here, naming the dead pid
+            assert time.monotonic() - start >= 0.1  # after the sweep let go
+            assert lock.read_text() == f"{os.getpid()}\n"
+    finally:
+        thread.join()
+    assert not lock.exists()
+
+
+def test_a_live_holder_still_refuses_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    holder = _holder(out)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ConfigError) as info, output_lock(out):
+            pass
+        assert time.monotonic() - start < 1.0
+        assert (
+            str(info.value)
+            == f"{out} is being written by another zdebias process (pid {holder.pid})"
+        )
+    finally:
+        holder.communicate("", timeout=30)
