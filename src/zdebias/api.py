@@ -16,7 +16,8 @@
   row) and ``aflite_score`` (its predictability), on given ``embeddings=`` or the encoder's.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
-``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
+``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``, ``where``); errors
+name those arguments (``columns=``), not the CLI's flags. The settings are
 the CLI's too (:class:`StatsSettings`, :class:`ZFilterSettings`, or their fields as keywords).
 The input object is never changed. Rows without a gold label (and bad rows under
 ``on_error="skip"``) are not filtered: ``keep`` is False and ``rejected_by`` is None there,
@@ -72,6 +73,7 @@ def _read(data: Any, options: ReadOptions) -> MemoryRows:
         split=options.split,
         on_error=options.on_error,
         limit=options.limit,
+        where=options.where or None,
     )
 
 

@@ -156,16 +156,16 @@ class Files:
         predictions: str | Path | None = None,
     ) -> tuple[dict[str, Any], str]:
         """Evaluate ``models`` (one per run) on ``suites`` (``NAME=PATH``, read with the
-        reader settings' format, task, split and bad-row policy); the results document goes
+        reader settings, or a path's own ``PATH::KEY=VALUE`` ones); the results document goes
         to ``out`` and its Markdown tables to :func:`markdown_path`, written together; with
         ``predictions``, each run's predictions per suite into that folder, published whole.
         Returns the document and the Markdown."""
         from zdebias.data.writers import publish_folder, write_together
-        from zdebias.evaluation.suites import evaluate_models, parse_suite
+        from zdebias.evaluation.suites import Suite, evaluate_models, parse_suite
         from zdebias.evaluation.tables import render_markdown
 
-        r = self.read
-        options = dict(format=r.format, task=r.task, split=r.split, on_error=r.on_error)
+        fields = Suite.__dataclass_fields__
+        options = {k: v for k, v in self.read.model_dump().items() if k in fields}
         parsed = [parse_suite(s, **options) for s in suites]
 
         def run(folder: Path | None) -> dict[str, Any]:

@@ -18,7 +18,8 @@ def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
     from zdebias.data.options import no_records_error
     from zdebias.report.text import inspect_text
 
-    ds = read.open(require(input, "INPUT"))
+    path, read = read.for_input(require(input, "INPUT"))
+    ds = read.open(path)
     info = inspect_dataset(ds, limit=read.limit)
     if not info["n_examples"]:  # described, but every other command refuses it
         log.warning("warning: %s", no_records_error(ds.report, "input"))
