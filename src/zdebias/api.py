@@ -157,7 +157,7 @@ def z_filter(
     rows = _with_hypo_only(_read(data, options), cfg, progress)
     seed_records: list[Any] = []
     if seed_data is not None:
-        seed_options = options.model_copy(update={"split": None, "limit": None})
+        seed_options = options.model_copy(update={"split": None, "limit": None, "where": {}})
         if options.task is None and rows.report.task != "?":
             seed_options = seed_options.model_copy(update={"task": rows.report.task})
         seed_records = _with_hypo_only(_read(seed_data, seed_options), cfg, progress).records
