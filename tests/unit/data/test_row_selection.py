@@ -229,3 +229,8 @@ def test_a_recipe_data_entry_selects_rows(tmp_path: Path) -> None:
     assert [r.id for r in read_data(spec, get_task("nli"))] == ["7", "8"]
     # unset, it is not part of the options a stage hash is made of
     assert "where" not in DataSpec(path="x").model_dump(mode="json")
+    # the CLI's PATH::KEY=VALUE form in a recipe is the same entry
+    short = DataSpec(path=f"{spec.path}::where=SemEval_set=TRIAL;columns={COLUMNS}")
+    assert short == spec
+    with pytest.raises(ConfigError, match="'where' given twice"):
+        DataSpec(path="x.tsv::where=a=b", where={"a": "c"})
