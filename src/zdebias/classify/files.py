@@ -32,6 +32,7 @@ from zdebias.classify.settings import (
 )
 from zdebias.data.options import ReadOptions, read_logged
 from zdebias.data.schema import Record
+from zdebias.data.where import where_text
 
 if TYPE_CHECKING:
     from zdebias.data import ReadReport
@@ -181,6 +182,13 @@ class Files:
             skipped = (info["path"], info["n_skipped_unlabelled"], info["n_skipped_errors"])
             if skipped[1] + skipped[2]:
                 log.warning("%s: skipped %d unlabelled and %d bad rows", *skipped)
+            if info.get("n_skipped_by_where"):
+                log.warning(
+                    "%s: left out %d rows not selected by --where %s",
+                    info["path"],
+                    info["n_skipped_by_where"],
+                    where_text(info["where"] or {}),
+                )
         text = render_markdown(doc, average=settings.average)
         write_together({Path(out): doc, markdown_path(out, markdown): text})
         return doc, text

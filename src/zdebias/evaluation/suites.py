@@ -91,10 +91,11 @@ def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
         "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,
     }
-    if rep.where:
-        info["n_skipped_by_where"] = rep.n_skipped_by_where
+    if rep.where:  # the suite's own (PATH::where=...) or the command's
+        info.update(where=rep.where, n_skipped_by_where=rep.n_skipped_by_where)
     if not records:
-        raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records")
+        why = f": {rep.where_none}" if rep.where_none else ""
+        raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records{why}")
     return records, info
 
 

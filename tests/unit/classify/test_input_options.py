@@ -65,6 +65,7 @@ def test_train_with_a_dev_set_in_another_schema_then_evaluate_with_columns(
     # evaluate: --columns and --where for every suite; kept.jsonl's own options reset them
     res = tmp_path / "res.json"
     args = ["evaluate", str(out), "--suite", f"trial={sick}"]
+    args += ["--suite", f"train={sick}::where=SemEval_set=TRAIN"]
     args += ["--suite", f"kept={kept}::columns=;where=", "--out", str(res)]
     args += ["--columns", COLUMNS, "--where", "SemEval_set=TRIAL", "--json", "-q"]
     done = CliRunner().invoke(app, args)
@@ -73,3 +74,5 @@ def test_train_with_a_dev_set_in_another_schema_then_evaluate_with_columns(
     assert (suites["trial"]["n"], suites["trial"]["n_skipped_by_where"]) == (3, 5)
     assert suites["trial"]["where"] == {"SemEval_set": "TRIAL"}
     assert suites["kept"]["n"] == 2 and "n_skipped_by_where" not in suites["kept"]
+    assert (suites["train"]["n"], suites["train"]["n_skipped_by_where"]) == (4, 4)
+    assert suites["train"]["where"] == {"SemEval_set": "TRAIN"}
