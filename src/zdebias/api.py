@@ -18,7 +18,8 @@
   (aligned, conflicting or free), ``shortcut_label`` (the verdict) and ``shortcut_features``.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
-``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``); the settings are
+``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``, ``where``); errors
+name those arguments (``columns=``), not the CLI's flags. The settings are
 the CLI's too (:class:`StatsSettings`, :class:`ZFilterSettings`, or their fields as keywords).
 The input object is never changed. Rows without a gold label (and bad rows under
 ``on_error="skip"``) are not filtered: ``keep`` is False and ``rejected_by`` is None there,
@@ -81,6 +82,7 @@ def _read(data: Any, options: ReadOptions) -> MemoryRows:
         split=options.split,
         on_error=options.on_error,
         limit=options.limit,
+        where=options.where or None,
     )
 
 
@@ -167,7 +169,7 @@ def z_filter(
     rows = _with_hypo_only(_read(data, options), cfg, progress)
     seed_records: list[Any] = []
     if seed_data is not None:
-        seed_options = options.model_copy(update={"split": None, "limit": None})
+        seed_options = options.model_copy(update={"split": None, "limit": None, "where": {}})
         if options.task is None and rows.report.task != "?":
             seed_options = seed_options.model_copy(update={"task": rows.report.task})
         seed_records = _with_hypo_only(_read(seed_data, seed_options), cfg, progress).records

@@ -32,6 +32,7 @@ from zdebias.classify.settings import (
 )
 from zdebias.data.options import ReadOptions, counted, read_logged, warn_repeated_ids
 from zdebias.data.schema import Record
+from zdebias.data.where import where_text
 
 if TYPE_CHECKING:
     from zdebias.data import ReadReport
@@ -159,18 +160,18 @@ class Files:
         predictions: str | Path | None = None,
     ) -> tuple[dict[str, Any], str]:
         """Evaluate ``models`` (one per run) on ``suites`` (``NAME=PATH``, read with the
-        reader settings' format, task, split and bad-row policy); the results document goes
+        reader settings, or a path's own ``PATH::KEY=VALUE`` ones); the results document goes
         to ``out`` and its Markdown tables to :func:`markdown_path`, written together; with
         ``predictions``, each run's predictions per suite into that folder, published whole;
         with ``settings.shortcut_split`` (a ``zdebias shortcut-split`` folder), accuracy per
         slice and the reliance gap. Returns the document and the Markdown."""
         from zdebias.data.writers import publish_folder, write_together
         from zdebias.evaluation.reliance import evaluate_with_split
-        from zdebias.evaluation.suites import parse_suite
+        from zdebias.evaluation.suites import Suite, parse_suite
         from zdebias.evaluation.tables import render_markdown
 
-        r = self.read
-        options = dict(format=r.format, task=r.task, split=r.split, on_error=r.on_error)
+        fields = Suite.__dataclass_fields__
+        options = {k: v for k, v in self.read.model_dump().items() if k in fields}
         parsed = [parse_suite(s, **options) for s in suites]
 
         def run(folder: Path | None) -> dict[str, Any]:
@@ -196,6 +197,13 @@ class Files:
                     info["path"],
                     unlabelled,
                     counted(bad, "bad row"),
+                )
+            if info.get("n_skipped_by_where"):
+                log.warning(
+                    "%s: left out %s not selected by --where %s",
+                    info["path"],
+                    counted(info["n_skipped_by_where"], "row"),
+                    where_text(info["where"] or {}),
                 )
         text = render_markdown(doc, average=settings.average)
         write_together({Path(out): doc, markdown_path(out, markdown): text})

@@ -106,14 +106,15 @@ def confidence_filter_cmd(
     emit(result, cli, f"kept {kept:,} of {n:,} ({rule})\nwrote {out}")
 
 
-@command(exclude=("columns", "label_map", "limit"))
+@command
 def evaluate_cmd(
     models: Annotated[list[str], typer.Argument(help="Classifier folders: one per run (seed).")],
     suite: Annotated[
         list[str],
         typer.Option(
             "--suite",
-            help="NAME=PATH, repeatable (PATH: any supported input, DIR::SPLIT for triplets).",
+            help="NAME=PATH, repeatable (PATH: any supported input, DIR::SPLIT for triplets, "
+            "PATH::KEY=VALUE;... for its own reader options).",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Results JSON.")],

@@ -18,7 +18,8 @@ def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
     from zdebias.data.options import no_records_error
     from zdebias.report.text import inspect_text
 
-    ds = read.open(require(input, "INPUT"))
+    path, read = read.for_input(require(input, "INPUT"))
+    ds = read.open(path)
     info = inspect_dataset(ds, limit=read.limit)
     for line in info["warnings"]:
         log.warning("%s", line)

@@ -51,6 +51,7 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
         "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,
         "skipped_errors": [str(e) for e in rep.errors[:20]],
+        **({"where": rep.where, "n_skipped_by_where": rep.n_skipped_by_where} if rep.where else {}),
         "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
         "n_derived_ids": rep.n_derived_ids,
         "warnings": [line for line in warnings if line is not None],

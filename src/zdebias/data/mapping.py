@@ -18,6 +18,7 @@ from zdebias.data.labels import (
     check_raw_labels,
     convention_for,
     get_task,
+    map_text,
     raw_key,
     unmapped_hint,
 )
@@ -59,6 +60,11 @@ class ReadReport:
     #: :data:`SHOWN_IDS` of those names in ``derived_ids``)
     n_derived_ids: int = 0
     derived_ids: list[str] = field(default_factory=list)
+    #: the row selection of the read (``--where``; None: every row), and the rows it left out
+    where: dict[str, str] | None = None
+    n_skipped_by_where: int = 0
+    #: why no row was selected, when none was (the values the rows hold)
+    where_none: str | None = None
 
     @property
     def n_errors(self) -> int:
@@ -71,8 +77,8 @@ class ReadReport:
 
     @property
     def n_rows(self) -> int:
-        """All data rows seen: records + unlabelled + bad."""
-        return self.n_records + self.n_unlabelled + self.n_errors
+        """All data rows seen: records + unlabelled + bad (+ left out by ``where``)."""
+        return self.n_records + self.n_unlabelled + self.n_errors + self.n_skipped_by_where
 
     def mapping_line(self) -> str | None:
         """How raw labels were read, for the user: None when they were the task's names."""
@@ -82,8 +88,9 @@ class ReadReport:
         return f"{self.path}: raw labels read as {mapped} ({self.label_map_from})"
 
     def summary(self) -> dict[str, Any]:
-        """A JSON-ready summary (first 20 error lines only)."""
-        return {
+        """A JSON-ready summary (first 20 error lines only; ``where`` and
+        ``n_skipped_by_where`` when rows were selected)."""
+        out: dict[str, Any] = {
             "path": self.path,
             "format": self.format,
             "task": self.task,
@@ -95,6 +102,9 @@ class ReadReport:
             "label_map_from": self.label_map_from,
             "n_derived_ids": self.n_derived_ids,
         }
+        if self.where:
+            out.update(where=self.where, n_skipped_by_where=self.n_skipped_by_where)
+        return out
 
     def derived_ids_line(self) -> str | None:
         """The warning for records named ``FILE:LINE`` where others have an id of their own
@@ -115,7 +125,9 @@ class RowMapper:
     A raw label is read as the user's map says (``label_map``), else as a ``ClassLabel``'s
     name (``label_names``), else as a convention of the format (``fmt`` and the columns),
     then as a name or alias of the task; anything else is a located :class:`DataError` whose
-    message says how to map it (``flag``: ``--label-map``, or ``label_map`` for Python)."""
+    message says how to map it (``flag``: ``--label-map``, or ``label_map`` for Python; the
+    column mapping is then named ``--columns`` or ``columns`` alike). A mapped column the
+    input lacks is a :class:`ConfigError` naming the columns it has."""
 
     def __init__(
         self,
@@ -133,6 +145,7 @@ class RowMapper:
     ) -> None:
         self.path = path
         keys = list(keys)
+        columns_flag = "--columns" if flag.startswith("--") else "columns"
         lower = {k.lower(): k for k in keys}
         mapping: dict[str, str] = {}
         for fld, candidates in COLUMN_CANDIDATES.items():
@@ -146,6 +159,11 @@ class RowMapper:
                     raise ConfigError(
                         f"unknown field {fld!r} in column mapping; expected one of "
                         f"{', '.join(COLUMN_CANDIDATES)}"
+                    )
+                if col not in keys:
+                    raise ConfigError(
+                        f"{path}: {map_text({fld: col}, columns_flag)}: no column {col!r}; "
+                        f"the columns are {', '.join(map(str, keys))}"
                     )
                 mapping[fld] = col
         self.pair = "premise" in mapping and "hypothesis" in mapping
@@ -163,7 +181,7 @@ class RowMapper:
         if missing:
             raise DataError(
                 f"no column for {', '.join(missing)}; found columns {keys}; map them with "
-                f"--columns {missing[0]}=COLUMN",
+                f"{map_text({missing[0]: 'COLUMN'}, columns_flag)}",
                 path=path,
                 line=1,
             )

@@ -24,6 +24,7 @@ from zdebias.data.hf import label_names as label_names_of
 from zdebias.data.mapping import ReadReport, RowMapper
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
+from zdebias.data.where import Selection
 from zdebias.errors import ConfigError
 
 Kind = Literal["dataframe", "dataset", "dicts", "records"]
@@ -103,19 +104,23 @@ def read_rows(
     split: str | None = None,
     on_error: Literal["raise", "skip"] = "raise",
     limit: int | None = None,
+    where: Mapping[str, str] | None = None,
 ) -> MemoryRows:
     """Records of in-memory ``data`` with the file readers' column and label mapping.
 
     A list of Records is taken as it is (``columns``/``label_map`` do not apply); a
     ``DatasetDict`` needs ``split`` unless it has one split. Bad rows raise a
     :class:`DataError` naming the row position and field (``on_error="skip"``: counted).
+    ``where``: only the rows whose columns hold these values (:mod:`zdebias.data.where`;
+    the others get no record and are counted in the report). Errors name the Python
+    arguments (``columns=``, ``label_map=``, ``where=``).
     """
     data = select_split(data, split)
     kind = data_kind(data)
-    where = _WHERE[kind]
+    shown = _WHERE[kind]
     if kind == "records":
         records = list(data[:limit] if limit is not None else data)
-        report = ReadReport(where, "records", task or "?", n_records=len(records))
+        report = ReadReport(shown, "records", task or "?", n_records=len(records))
         if task is None and records:
             from zdebias.data.labels import infer_task
 
@@ -132,13 +137,13 @@ def read_rows(
     n_rows = len(data)
     from zdebias.data.labels import get_task
 
-    report = ReadReport(where, kind, task or "?")
+    report = ReadReport(shown, kind, task or "?")
     records: list[Record] = []
     positions: list[int] = []
     if n_rows == 0:
         return MemoryRows(kind, records, positions, 0, report, data)
     mapper = RowMapper(
-        path=where,
+        path=shown,
         keys=keys,
         task=get_task(task) if task is not None else None,
         columns=columns,
@@ -149,7 +154,10 @@ def read_rows(
         flag="label_map",
     )
     report.task = mapper.task.name
-    mapped = mapper.records(enumerate(rows), report, skip=on_error == "skip", lines=positions)
+    numbered: Iterator[tuple[int, Any]] = enumerate(rows)
+    if where:
+        numbered = Selection(where, keys, shown, option="where").rows(numbered, report)
+    mapped = mapper.records(numbered, report, skip=on_error == "skip", lines=positions)
     with gc_paused():  # the first ``limit`` records; no row after the last is looked at
         records.extend(islice(mapped, None if limit is None else max(limit, 0)))
     return MemoryRows(kind, records, positions, n_rows, report, data)

@@ -15,6 +15,7 @@ from zdebias.data.mapping import ReadReport
 from zdebias.data.process import gc_paused
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
+from zdebias.data.where import raw_text, where_text
 from zdebias.errors import ConfigError, DataError
 from zdebias.settings import Settings, setting
 
@@ -22,7 +23,9 @@ log = logging.getLogger("zdebias")
 
 
 class ReadOptions(Settings):
-    """Reader settings: format, label set, column / label mapping, bad-row policy, first N."""
+    """Reader settings: format, label set, column / label mapping, row selection, bad-row
+    policy, first N. One input may override them with a ``PATH::KEY=VALUE;...`` suffix
+    (:meth:`for_input`)."""
 
     help_panel: ClassVar[str] = "Input"
 
@@ -53,29 +56,58 @@ class ReadOptions(Settings):
         "and where.",
     )
     limit: int | None = setting(None, "Read only the first N records.", ge=1)
+    where: dict[str, str] = setting(
+        default_factory=dict,
+        help="Read only the rows whose column holds a value, e.g. split=TRAIN (several: "
+        "split=TRAIN,lang=en, all must hold; alternatives: split=TRAIN|TRIAL). Compared with "
+        "the raw value as a string, before any mapping; the rows left out are counted.",
+        exclude_if=lambda value: not value,  # unset: recipe stage hashes as before it
+    )
 
-    @field_validator("columns", "label_map", mode="before")
+    @field_validator("columns", "label_map", "where", mode="before")
     @classmethod
     def _mapping(cls, value: Any, info: Any) -> Any:
         if isinstance(value, str) or value is None:
-            what = "column mapping" if info.field_name == "columns" else "label mapping"
-            return parse_mapping(value, what)
+            what = {"columns": "column mapping", "label_map": "label mapping"}
+            return parse_mapping(value, what.get(info.field_name, "row selection"))
         if isinstance(value, dict):  # label_map={0: "contradiction"}: keys as the file has them
             if info.field_name == "label_map":
                 check_raw_labels(value, "label_map")
+            if info.field_name == "where":  # where={"year": 2020}: compared as text
+                return {str(k): raw_text(v) for k, v in value.items()}
             return {str(k): v for k, v in value.items()}
         return value
 
+    def for_input(self, spec: str | Path) -> tuple[str, ReadOptions]:
+        """The path of one input and its reader settings: these, with the ones its
+        ``PATH::KEY=VALUE;KEY=VALUE`` suffix gives (each replaces the setting of that name for
+        this input; see :func:`split_input`)."""
+        path, overrides = split_input(spec)
+        if not overrides:
+            return path, self
+        return path, self.with_input_options(overrides, path)
+
+    def with_input_options(self, overrides: dict[str, str], path: str) -> ReadOptions:
+        """These settings with one input's own (``overrides``: field → text as written)."""
+        values = {k: getattr(self, k) for k in type(self).model_fields}
+        try:
+            return type(self).checked({**values, **overrides})
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
     def open(self, path: str | Path, *, task: Any = None) -> Dataset:
-        """A streaming :class:`Dataset` of ``path`` (``task``: default when none is set)."""
+        """A streaming :class:`Dataset` of ``path`` (``task``: default when none is set;
+        ``PATH::KEY=VALUE`` options: :meth:`for_input`)."""
+        path, read = self.for_input(path)
         return Dataset(
             path,
-            format=self.format,
-            task=self.task or task,
-            columns=self.columns or None,
-            label_map=self.label_map or None,
-            split=self.split,
-            on_error=self.on_error,
+            format=read.format,
+            task=read.task or task,
+            columns=read.columns or None,
+            label_map=read.label_map or None,
+            split=read.split,
+            on_error=read.on_error,
+            where=read.where or None,
         )
 
     def read(
@@ -85,12 +117,13 @@ class ReadOptions(Settings):
 
         ``what`` (e.g. "training"): fail when no labelled record is left.
         """
-        ds = self.open(path, task=task)
+        path, read = self.for_input(path)
+        ds = read.open(path, task=task)
         records: list[Record] = []
         with gc_paused():
             for record in ds:
                 records.append(record)
-                if self.limit is not None and len(records) >= self.limit:
+                if read.limit is not None and len(records) >= read.limit:
                     break
         if what is not None and not records:
             raise no_records_error(ds.report, what)
@@ -108,6 +141,48 @@ class OutputOptions(Settings):
         "input's own columns, raw label values and format (kept.csv for a CSV input: the "
         "inverse of --columns and --label-map).",
     )
+
+
+#: the reader settings one input may set for itself (``PATH::KEY=VALUE``), by the names
+#: they may be written with (a field's name, or its flag without the dashes)
+INPUT_OPTIONS = {
+    **{name: name for name in ("format", "task", "columns", "split", "limit", "where")},
+    **{"label_map": "label_map", "label-map": "label_map"},
+    **{"on_error": "on_error", "on-error": "on_error"},
+}
+
+
+def split_input(spec: str | Path) -> tuple[str, dict[str, str]]:
+    """``PATH[::SPLIT][::KEY=VALUE;KEY=VALUE...]`` → the path (with its split, as the
+    readers take it) and the input's own reader settings, by field name.
+
+    A part after ``::`` that holds ``=`` gives settings (``;`` or another ``::`` between
+    them); one without is a split, as in ``DIR::dev``. The value of a setting is written as
+    its CLI option's (``columns=premise=s1,hypothesis=s2``, ``where=split=TRAIN|TRIAL``); an
+    empty one resets it (``columns=``: detect the columns)."""
+    text = str(spec)
+    head, *parts = text.split("::")
+    if not parts or not any("=" in p for p in parts):
+        return text, {}
+    split = [p for p in parts if "=" not in p]
+    if len(split) > 1 or (split and parts[0] != split[0]):
+        raise ConfigError(f"bad input {text!r}: expected PATH[::SPLIT][::KEY=VALUE;KEY=VALUE...]")
+    options: dict[str, str] = {}
+    for part in (p for p in parts if "=" in p):
+        for item in part.split(";"):
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not item.strip():
+                continue
+            if not sep or key not in INPUT_OPTIONS:
+                keys = ", ".join(k for k in INPUT_OPTIONS if "-" not in k)
+                raise ConfigError(
+                    f"bad input option {item.strip()!r} in {text!r}: expected KEY=VALUE, "
+                    f"KEY one of {keys}"
+                )
+            options[INPUT_OPTIONS[key]] = value.strip()
+    path = head if not split else f"{head}::{split[0]}"
+    return path, options
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
@@ -133,6 +208,8 @@ def no_records_error(report: ReadReport, what: str) -> DataError:
     """The one-line error for an input without a single labelled record, saying why: an empty
     file, a header only, every row unlabelled, or every row bad (``--on-error skip``)."""
     path = report.path
+    if report.where_none is not None:
+        return DataError(f"no labelled records in the {what} set: {report.where_none}", path=path)
     if report.n_errors and report.n_errors >= report.n_unlabelled:
         first = report.errors[0]
         why = f"all {report.n_rows} rows were bad and skipped (first: {first.message})"
@@ -225,6 +302,11 @@ def skip_message(report: ReadReport) -> list[str]:
     """What a read skipped, and the records it named ``FILE:LINE`` where others have an id
     of their own, as lines for the user (empty when there is nothing to tell)."""
     lines = []
+    if report.n_skipped_by_where:
+        lines.append(
+            f"{report.path}: left out {counted(report.n_skipped_by_where, 'row')} not selected by "
+            f"--where {where_text(report.where or {})}"
+        )
     if report.n_unlabelled:
         lines.append(
             f"{report.path}: skipped {counted(report.n_unlabelled, 'row')} without a gold label"
@@ -262,6 +344,7 @@ def read_logged(
 
 
 __all__ = [
+    "INPUT_OPTIONS",
     "OutputOptions",
     "ReadOptions",
     "counted",
@@ -273,5 +356,6 @@ __all__ = [
     "read_logged",
     "repeated_ids_line",
     "skip_message",
+    "split_input",
     "warn_repeated_ids",
 ]

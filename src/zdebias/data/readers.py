@@ -5,7 +5,8 @@ Formats: ``jsonl``, ``json`` (a list of objects), ``csv``, ``tsv``, ``parquet``,
 (``hf:NAME[@CONFIG][:SPLIT[@REVISION]]`` through HF ``datasets``, cached), ``hf-disk`` (a
 ``save_to_disk`` folder; ``DIR::SPLIT`` for a DatasetDict), ``arrow`` (an Arrow IPC file), and
 ``.gz`` of any file format (:mod:`zdebias.data.hf` reads the HF ones). The format is detected
-from the file and can be forced with ``format=``.
+from the file and can be forced with ``format=``; ``where=`` selects rows by column values
+(:mod:`zdebias.data.where`).
 
 A :class:`Dataset` ties together the format (:mod:`zdebias.data.files`), the raw rows
 (:mod:`zdebias.data.sources`) and their mapping to records (:mod:`zdebias.data.mapping`).
@@ -27,6 +28,7 @@ from zdebias.data.labels import Task, get_task
 from zdebias.data.mapping import ReadReport, RowMapper
 from zdebias.data.schema import Record
 from zdebias.data.sources import Rows, format_rows, jsonl_rows
+from zdebias.data.where import Selection
 from zdebias.errors import ConfigError, DataError
 
 OnError = Literal["raise", "skip"]
@@ -58,6 +60,7 @@ class Dataset:
         label_map: Mapping[str, str] | None = None,
         split: str | None = None,
         on_error: OnError = "raise",
+        where: Mapping[str, str] | None = None,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ConfigError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
@@ -77,6 +80,10 @@ class Dataset:
         self.columns = dict(columns or {})
         self.label_map = dict(label_map or {})
         self.on_error = on_error
+        #: the row selection (:mod:`zdebias.data.where`): column → wanted value(s)
+        self.where = dict(where or {})
+        #: the columns the last pass's source named first (its header or first object)
+        self.keys: list[str] = []
         self.report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
         #: how the last pass maps rows to records (None before one began)
         self.mapper: RowMapper | None = None
@@ -134,6 +141,8 @@ class Dataset:
                 return
         report.task = mapper.task.name
         self.mapper = mapper
+        if self.where:  # before any mapping: rows left out are never checked
+            rows = Selection(self.where, self.keys, self.spec).rows(rows, report)
         yield from mapper.records(rows, report, skip=skip)
 
     def _first_mapper(
@@ -173,6 +182,7 @@ class Dataset:
     def _mapper(
         self, keys: list[str], default_task: str, id_prefix: str, label_names: list[str] | None
     ) -> RowMapper:
+        self.keys = list(keys)
         return RowMapper(
             path=self.spec,
             keys=keys,

@@ -28,7 +28,7 @@ import numpy as np
 
 from zdebias.classify.learned import recorded_did_not_learn
 from zdebias.classify.settings import InferenceSettings
-from zdebias.data.readers import Dataset
+from zdebias.data.options import ReadOptions
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.evaluation.metrics import flat_label_metrics, label_metrics
@@ -44,7 +44,8 @@ SUBGROUP_KEY = "subcase"
 
 @dataclass(frozen=True)
 class Suite:
-    """One evaluation set: a name for the tables and the path (plus reader options)."""
+    """One evaluation set: a name for the tables and the path (plus reader options; the
+    path's own ``PATH::KEY=VALUE`` options replace them, :meth:`ReadOptions.for_input`)."""
 
     name: str
     path: str
@@ -52,12 +53,24 @@ class Suite:
     task: str | None = None
     split: str | None = None
     on_error: str = "raise"
+    columns: dict[str, str] | None = None
+    label_map: dict[str, str] | None = None
+    where: dict[str, str] | None = None
+    limit: int | None = None
+
+    def reader(self) -> ReadOptions:
+        """The reader settings of this suite."""
+        return ReadOptions.of(
+            None,
+            **{k: v for k, v in asdict(self).items() if k not in ("name", "path") and v},
+        )
 
 
 def parse_suite(spec: str, **options: Any) -> Suite:
-    """``NAME=PATH`` → :class:`Suite` (a bare path takes its file name as the name)."""
+    """``NAME=PATH`` → :class:`Suite` (a bare path takes its file name as the name; a path
+    may end in ``::KEY=VALUE`` options of its own)."""
     name, sep, path = spec.partition("=")
-    if not sep:
+    if not sep or "::" in name:
         path = spec
         name = Path(spec.split("::")[0]).name.split(".")[0]
     name, path = name.strip(), path.strip()
@@ -70,15 +83,7 @@ def parse_suite(spec: str, **options: Any) -> Suite:
 
 def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
     """The suite's records and a description (path, format, task, counts, skipped rows)."""
-    ds = Dataset(
-        suite.path,
-        format=suite.format,
-        task=suite.task,
-        split=suite.split,
-        on_error=suite.on_error,  # type: ignore[arg-type]
-    )
-    records = list(ds)
-    rep = ds.report
+    records, rep = suite.reader().read(suite.path)
     info = {
         "name": suite.name,
         "path": suite.path,
@@ -88,8 +93,11 @@ def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
         "n_skipped_unlabelled": rep.n_unlabelled,
         "n_skipped_errors": rep.n_errors,
     }
+    if rep.where:  # the suite's own (PATH::where=...) or the command's
+        info.update(where=rep.where, n_skipped_by_where=rep.n_skipped_by_where)
     if not records:
-        raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records")
+        why = f": {rep.where_none}" if rep.where_none else ""
+        raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records{why}")
     return records, info
 
 

@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from zdebias.data.options import ReadOptions
+from zdebias.data.options import ReadOptions, split_input
 from zdebias.errors import ConfigError
 from zdebias.settings import DEFAULT_SEED
 
@@ -105,6 +105,19 @@ class DataSpec(ReadOptions):
     ``hf:NAME[@CONFIG][:SPLIT[@REVISION]]``) and its reader options."""
 
     path: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _input_options(cls, data: Any) -> Any:
+        """``path: FILE::KEY=VALUE;...`` (the CLI's form) → the path and those options as
+        keys of the entry, so runs hash and show them as if written as keys."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("path"), str):
+            return data
+        path, options = split_input(data["path"])
+        twice = sorted(set(options) & set(data))
+        if twice:
+            raise ConfigError(f"data {data['path']!r}: {twice[0]!r} given twice (key and ::)")
+        return {**data, **options, "path": path}
 
     @field_validator("path")
     @classmethod

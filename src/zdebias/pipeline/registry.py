@@ -32,6 +32,7 @@ from zdebias.data.labels import Task
 from zdebias.data.mapping import ReadReport
 from zdebias.data.options import counted, dataset_warnings
 from zdebias.data.schema import Record
+from zdebias.data.where import where_text
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import DataSpec, StageConfig
 
@@ -114,6 +115,11 @@ def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
         ctx.note(
             f"{path}: skipped {counted(report.n_unlabelled, 'row')} without a gold label and "
             f"{counted(report.n_errors, 'bad row')}"
+        )
+    if report.n_skipped_by_where:
+        ctx.note(
+            f"{path}: left out {report.n_skipped_by_where} rows not selected by where "
+            f"{where_text(report.where or {})}"
         )
     if report.mapping_line() is not None:
         ctx.note(report.mapping_line())

@@ -30,6 +30,11 @@ def inspect_text(info: dict[str, Any]) -> str:
     console.print(
         f"skipped: {info['n_skipped_unlabelled']:,} without gold label, "
         f"{counted(info['n_skipped_errors'], 'bad row')}"
+        + (
+            f", {info['n_skipped_by_where']:,} not selected by --where"
+            if "n_skipped_by_where" in info
+            else ""
+        )
     )
     for line in info["skipped_errors"][:5]:
         console.print(f"  {line}", markup=False)

@@ -7,7 +7,7 @@ Three ways, all writing the same bytes (tests compare them):
   process each (:mod:`zdebias.stats.sharded`);
 - ``writer``: a smaller one, read and filtered in this process while a second one reads it
   too and writes the output (:mod:`zdebias.stats.writer`);
-- ``one``: everything in this process (a seed dataset, ``--limit``, a trained
+- ``one``: everything in this process (a seed dataset, ``--limit``, ``--where``, a trained
   hypothesis-only model, plugin settings, a gzipped or non-JSONL input, ``num_proc`` 1, one
   core, or a small file).
 """
@@ -113,9 +113,9 @@ def writer_size(
     path: str, read: ReadOptions, settings: ZFilterSettings, *, seed_data: str | None = None
 ) -> int | None:
     """The size of ``path`` when the writer way applies to it, else None: a file
-    :func:`plan_shards` could cut (a plain local JSONL file, no seed, ``--limit`` or trained
-    hypothesis-only model) of at least :data:`WRITER_MIN_BYTES`, on more than one core,
-    ``num_proc`` not 1."""
+    :func:`plan_shards` could cut (a plain local JSONL file, no seed, ``--limit``, ``--where``
+    or trained hypothesis-only model) of at least :data:`WRITER_MIN_BYTES`, on more than one
+    core, ``num_proc`` not 1."""
     from zdebias.features.parallel import available_cores
 
     if settings.num_proc == 1 or available_cores() < 2:
@@ -128,11 +128,11 @@ def _plain_jsonl_size(
     path: str, read: ReadOptions, settings: ZFilterSettings, seed_data: str | None
 ) -> int | None:
     """The size of ``path`` if it is a plain (not gzipped) local JSONL file that a process
-    can read part of and z-filter without a seed or ``--limit``, with
+    can read part of and z-filter without a seed, ``--limit`` or ``--where``, with
     :func:`~zdebias.stats.kept.matrix_describes_kept`; else None."""
     from zdebias.data.files import detect_format
 
-    if seed_data or read.limit is not None or not matrix_describes_kept(settings):
+    if seed_data or read.limit is not None or read.where or not matrix_describes_kept(settings):
         return None
     if "fork" not in multiprocessing.get_all_start_methods() or "::" in path:
         return None

@@ -314,7 +314,7 @@ def _suite(name: str, value: Any, inputs: Inputs, ctx: StageContext) -> Any:
     if isinstance(value, OutputInput):  # the label set is read from the records (HANS' two)
         return Suite(name, str(value.path), format="jsonl")
     spec = value.spec
-    if spec.columns or spec.label_map or spec.limit:
+    if spec.columns or spec.label_map or spec.limit or spec.where:
         records = inputs.read(value)
         path = ctx.out_dir / "suites" / f"{name}.jsonl"
         write_records(records, path)
