@@ -58,6 +58,8 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         f"z_critical (α={report['alpha']}, Bonferroni): {report['z_critical']:.2f}   "
         f"significant features: {report['n_significant']:,}"
     )
+    for line in prior_lines(report):
+        _plain(console, line)
     for label, rows in report["top"].items():
         table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
         for row in rows:
@@ -140,6 +142,20 @@ def batches_text(summary: dict[str, Any]) -> str:
     return f"{summary['n_batches']} batches of {size}" + (", scaled to the data" if scaled else "")
 
 
+def prior_lines(report: dict[str, Any]) -> list[str]:
+    """What a stats report or filter summary says of its label prior (SPEC §14): the
+    empirical prior named, or the warning that the labels are imbalanced under 1/L."""
+    from zdebias.stats.zstats import imbalance_line
+
+    if report.get("label_prior") == "empirical":
+        shares = ", ".join(f"{k} {v:.3f}" for k, v in (report.get("p0") or {}).items())
+        return [
+            f"label prior: empirical (z against each label's share{': ' if shares else ''}{shares})"
+        ]
+    line = imbalance_line(report.get("imbalance"))
+    return [f"warning: {line}"] if line else []
+
+
 def filter_text(summary: dict[str, Any], out: Path) -> str:
     if summary.get("method") == "cartography":
         return cartography_text(summary, out)
@@ -161,6 +177,15 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"  significant features {summary['n_significant_before']:,} → "
             f"{summary['n_significant_after']:,} (features as filtered, z_c "
             f"{summary['z_critical']:.2f})"
+        )
+    if summary.get("label_prior") == "empirical":
+        lines.append("  label prior: empirical (z against the label shares of the input)")
+    elif summary.get("imbalance") and summary["imbalance"].get("n_only_label_shares"):
+        i = summary["imbalance"]
+        lines.append(
+            f"  warning: labels are imbalanced: {i['n_only_label_shares']:,} of "
+            f"{i['n_significant_uniform']:,} significant features only reflect the label "
+            "shares; --label-prior empirical filters beyond them and keeps the label shares"
         )
     if summary.get("shuffle") and "seed" in summary:  # users compare counts across seeds
         lines.append(

@@ -81,7 +81,14 @@ def kept_summary(
     cfg = StatsSettings.take(settings, top=1)
     kwargs = {k: v for k, v in cfg.feature_kwargs().items() if k != "num_proc"}
     fm_kept = _kept_matrix(rows, kept, kwargs, settings.features)
-    rep = describe_matrix(fm_kept, rows.y[kept], rows.labels, top=1, alpha=cfg.alpha)
+    rep = describe_matrix(
+        fm_kept,
+        rows.y[kept],
+        rows.labels,
+        top=1,
+        alpha=cfg.alpha,
+        label_prior=settings.label_prior or "uniform",
+    )
     return kept_stats(rep)
 
 

@@ -90,8 +90,17 @@ def measure(
     fm = extract_features(
         records, cfg.features, labels=labels, progress=progress, **cfg.feature_kwargs()
     )
-    report = describe(records, labels=labels, top=cfg.top, alpha=cfg.alpha, feature_matrix=fm)
-    z, n, p_hat = z_statistics(fm.matrix, label_ids(records, labels), len(labels))
+    report = describe(
+        records,
+        labels=labels,
+        top=cfg.top,
+        alpha=cfg.alpha,
+        feature_matrix=fm,
+        label_prior=cfg.label_prior,
+    )
+    z, n, p_hat = z_statistics(
+        fm.matrix, label_ids(records, labels), len(labels), label_prior=cfg.label_prior
+    )
     m = Measurement(report, list(fm.names), list(labels), z, n, p_hat, fm)
     report["features_used"] = cfg.features or "default"
     report["tracked"] = m.tracked(cfg.track)

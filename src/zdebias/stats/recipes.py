@@ -39,7 +39,7 @@ from zdebias.stats.zfilter import (
     summary_settings,
     z_filter_matrix,
 )
-from zdebias.stats.zstats import label_counts, label_ids, top_table, z_from_counts
+from zdebias.stats.zstats import label_counts, label_ids, prior_p0, top_table, z_from_counts
 
 
 @dataclass
@@ -145,7 +145,8 @@ class _Combined:
 
     def _top(self, rows: np.ndarray) -> dict[str, list[dict[str, Any]]]:
         counts = label_counts(self.fm.matrix[rows], self.y[rows], len(self.labels))
-        z, n, p = z_from_counts(counts)
+        totals = np.bincount(self.y[rows], minlength=len(self.labels))
+        z, n, p = z_from_counts(counts, prior_p0(totals, self.settings.label_prior))
         return top_table(self.fm.names, self.labels, z, n, p, SUMMARY_TOP)
 
     def result(
@@ -180,6 +181,7 @@ class _Combined:
                 name: int((self.y[kept_rows] == i).sum()) for i, name in enumerate(self.labels)
             },
             **summary_settings(self.settings),
+            "label_prior": self.settings.label_prior or "uniform",
             "zfilter_batch_size_rule": (
                 SCALED_RULE if self.settings.zfilter_batch_size is None else "given"
             ),

@@ -23,7 +23,20 @@ RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 FILTER_METHODS = ("z", "cartography", "aflite")
 
 
-class StatsSettings(FeatureSettings):
+class PriorSettings(Settings):
+    """The label prior z is tested against (SPEC §14), one field shared by the statistics,
+    the z-filter, the dataset recipes and the shortcut split."""
+
+    label_prior: Literal["uniform", "empirical"] | None = setting(
+        None,
+        "What z tests each label against: uniform (1/L, the papers; the default) or "
+        "empirical (the label's share of the data: on imbalanced data the label shares "
+        "themselves are then no shortcut, and z-filtering keeps them).",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
+
+
+class StatsSettings(FeatureSettings, PriorSettings):
     """A z-statistics report: top features per label, significance, Gardner-plot points."""
 
     help_panel: ClassVar[str] = "Statistics"
@@ -50,7 +63,7 @@ class StatsSettings(FeatureSettings):
         return value
 
 
-class ShortcutSplitSettings(FeatureSettings):
+class ShortcutSplitSettings(FeatureSettings, PriorSettings):
     """A shortcut split of a test set (SPEC §13): the training set's significant features
     (the stats' feature settings, α and Bonferroni) or its hypothesis-only model give each
     test row a verdict; aligned, conflicting or free."""
@@ -76,7 +89,7 @@ class ShortcutSplitSettings(FeatureSettings):
         return self.model_copy(update={"features": [*self.features, "hypo-only"]})
 
 
-class ZFilterSettings(FeatureSettings):
+class ZFilterSettings(FeatureSettings, PriorSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""
 
     help_panel: ClassVar[str] = "z-filter"

@@ -62,9 +62,12 @@ ROW_FEATURES = 5
 TIE = 1e-9
 
 
-def z_table(matrix: sp.spmatrix, y: np.ndarray, num_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(z [F, L], n [F])`` of the training rows: the one place the split takes its z from."""
-    z, n, _p = z_statistics(matrix, y, num_labels)
+def z_table(
+    matrix: sp.spmatrix, y: np.ndarray, num_labels: int, label_prior: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(z [F, L], n [F])`` of the training rows: the one place the split takes its z from
+    (``label_prior``: uniform or empirical, SPEC §14)."""
+    z, n, _p = z_statistics(matrix, y, num_labels, label_prior=label_prior)
     return z, n
 
 
@@ -83,7 +86,7 @@ def imbalance_warning(
         f"the training labels are imbalanced ({labels[top]} {100 * p_hat[0, top]:.1f}%: "
         f"<null> z = {z[0, top]:.1f} > z_critical {z_c:.2f} over {n_features:,} features): "
         f"frequent features lean to {labels[top]} against the uniform prior, so many "
-        f"verdicts say {labels[top]}; read per_label before the gap"
+        f"verdicts say {labels[top]}; --label-prior empirical tests against the label shares"
     )
 
 
@@ -229,7 +232,7 @@ def split_records(
 
     matrix = sp.csr_matrix(fm.matrix)
     names = list(fm.names)
-    z, n = z_table(matrix[:n_train], y_train, len(labels))
+    z, n = z_table(matrix[:n_train], y_train, len(labels), cfg.label_prior)
     n_features = int((n > 0).sum())
     z_c = z_critical(n_features, cfg.alpha)
     significant = (z > z_c).any(axis=1)
@@ -247,10 +250,13 @@ def split_records(
     codes = slices(list(verdicts.values()), y_test)
     out = _annotated(test, codes, verdicts, tied, test_matrix, z, voting, names, labels, cfg.by)
     summary = _summary(out, codes, y_test, verdicts, tied, labels, cfg, len(train))
-    skew = imbalance_warning(y_train, labels, z_c, n_features) if "features" in verdicts else None
+    skew = None
+    if "features" in verdicts and cfg.label_prior is None:
+        skew = imbalance_warning(y_train, labels, z_c, n_features)
     if skew:
         summary["warnings"].append(skew)
     summary.update(
+        label_prior=cfg.label_prior or "uniform",
         n_features=n_features,
         z_critical=z_c,
         n_significant=int(voting.sum()),

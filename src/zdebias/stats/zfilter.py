@@ -45,8 +45,11 @@ from zdebias.stats.settings import (
 )
 from zdebias.stats.zstats import (
     checked_inputs,
+    imbalance,
+    imbalance_line,
     label_counts,
     label_ids,
+    prior_p0,
     top_k,
     top_k_column,
     top_table,
@@ -184,11 +187,14 @@ def _unique(a: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))]
 
 
-def _z_rows(counts: np.ndarray, cols: np.ndarray, num_labels: int) -> np.ndarray:
-    """z [L, len(cols)] from flat counts [F*L] for some features; -inf where n = 0."""
+def _z_rows(
+    counts: np.ndarray, cols: np.ndarray, num_labels: int, p0: np.ndarray | None = None
+) -> np.ndarray:
+    """z [L, len(cols)] from flat counts [F*L] for some features; -inf where n = 0.
+    ``p0``: each label's null share ``[L]`` (None: 1/L)."""
     c = counts.reshape(-1, num_labels)[cols].astype(np.float64)
     n = c.sum(axis=1)
-    p0 = 1.0 / num_labels
+    p0 = 1.0 / num_labels if p0 is None else p0[None, :]
     safe = np.maximum(n, 1.0)[:, None]
     z = (c / safe - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
     z[n == 0] = -np.inf
@@ -206,6 +212,7 @@ def z_filter_matrix(
     batch_size: int | None = None,
     shuffle_seed: int | None = 0,
     min_z: float = 0.0,
+    label_prior: str | None = None,
     progress: bool = False,
 ) -> FilterArrays:
     """Algorithm 1 over a presence matrix ``[N, F]`` and labels ``[N]``.
@@ -213,7 +220,10 @@ def z_filter_matrix(
     ``rows``: the rows of D' (default: every row not in ``seed_rows``), visited in a shuffled
     order (``shuffle_seed``; ``None`` keeps the given order). ``seed_rows``: D_seed, in Z from
     the start (conditional z-filtering). ``batch_size``: None scales it to the rows of D'
-    (:func:`~zdebias.stats.settings.scaled_batch_size`). Returns row indices, not records.
+    (:func:`~zdebias.stats.settings.scaled_batch_size`). ``label_prior``: ``empirical`` tests
+    z against the label shares of all the rows the filter sees (seed and D'), decided once, so
+    the filter drives each feature toward those shares and keeps them (SPEC §14); uniform or
+    None: 1/L. Returns row indices, not records.
     """
     if batch_size is not None and batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
@@ -240,10 +250,12 @@ def z_filter_matrix(
         else cand[np.random.default_rng(shuffle_seed).permutation(len(cand))]
     )
     big_l = num_labels
+    seen = np.concatenate([y[seed], y[cand]])
+    p0 = prior_p0(np.bincount(seen, minlength=big_l), label_prior)
     counts = np.zeros(n_feat * big_l, dtype=np.int64)
     if len(seed):
         counts += label_counts(m[seed], y[seed], big_l).ravel()
-    z = _z_rows(counts, np.arange(n_feat), big_l)  # [L, F]
+    z = _z_rows(counts, np.arange(n_feat), big_l, p0)  # [L, F]
     topk = _TopK(z, top_k, min_z, pool=max(TOPK_POOL_MIN, TOPK_POOL_PER_K * top_k))
     # each batch's rows are gathered when it comes (a permuted copy of the whole matrix would
     # double its memory)
@@ -308,7 +320,7 @@ def z_filter_matrix(
             if len(acc_codes):
                 np.add.at(counts, acc_codes, 1)
                 touched = _unique(idx[entry_keep])
-                z[:, touched] = _z_rows(counts, touched, big_l)
+                z[:, touched] = _z_rows(counts, touched, big_l, p0)
                 topk.update(touched)
             if bar is not None:
                 bar.update(task, advance=size)
@@ -360,19 +372,29 @@ class ZFilterResult:
 
 
 def _top_block(
-    names: list[str], labels: Sequence[str], counts: np.ndarray, k: int
+    names: list[str],
+    labels: Sequence[str],
+    counts: np.ndarray,
+    k: int,
+    p0: np.ndarray | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    z, n, p = z_from_counts(counts)
+    z, n, p = z_from_counts(counts, p0)
     return top_table(names, labels, z, n, p, k)
 
 
 def _before_after(
-    names: list[str], labels: Sequence[str], before: np.ndarray, after: np.ndarray, k: int
+    names: list[str],
+    labels: Sequence[str],
+    before: np.ndarray,
+    after: np.ndarray,
+    k: int,
+    p0: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> dict[str, list[dict[str, Any]]]:
     """Per label, its top ``k`` features before filtering: z, n, p̂ before and after, and the
-    rank by z after among the features present after (after values None when absent)."""
-    zb, nb, pb = z_from_counts(before)
-    za, na, pa = z_from_counts(after)
+    rank by z after among the features present after (after values None when absent);
+    ``p0``: the null shares before and after (None: 1/L)."""
+    zb, nb, pb = z_from_counts(before, p0[0])
+    za, na, pa = z_from_counts(after, p0[1])
     present = na > 0
     out: dict[str, list[dict[str, Any]]] = {}
     for li, idx in enumerate(top_k(zb, k, n=nb, min_n=1)):
@@ -420,15 +442,19 @@ def summarize_filter(
     after = arrays.counts
     n_features = int((before.sum(axis=1) > 0).sum())
     z_c = z_critical(n_features, alpha)
-    top_before = _top_block(fm.names, labels, before, SUMMARY_TOP)
-    top_after = _top_block(fm.names, labels, after, SUMMARY_TOP)
-    z_before = z_from_counts(before)[0]
-    z_after = z_from_counts(after)[0]
-    by_feature = np.bincount(arrays.rejected_by_features, minlength=fm.n_features)
-    worst = np.argsort(-by_feature, kind="stable")[:20]
     y_before = y[before_rows]
     kept_rows = np.concatenate([np.asarray(before_rows[:n_seed]), arrays.accepted])
     y_after = y[kept_rows]
+    prior = settings.get("label_prior")
+    totals_before = np.bincount(y_before, minlength=big_l)
+    # each side against its own label shares: what `zdebias stats` of that data says
+    p0 = (prior_p0(totals_before, prior), prior_p0(np.bincount(y_after, minlength=big_l), prior))
+    top_before = _top_block(fm.names, labels, before, SUMMARY_TOP, p0[0])
+    top_after = _top_block(fm.names, labels, after, SUMMARY_TOP, p0[1])
+    z_before = z_from_counts(before, p0[0])[0]
+    z_after = z_from_counts(after, p0[1])[0]
+    by_feature = np.bincount(arrays.rejected_by_features, minlength=fm.n_features)
+    worst = np.argsort(-by_feature, kind="stable")[:20]
     n_input = len(arrays.accepted) + len(arrays.rejected)
     n_significant_after = int((z_after > z_c).any(axis=1).sum())
     given = settings.get("zfilter_batch_size")
@@ -454,14 +480,22 @@ def summarize_filter(
         "top_z_after": {name: (r[0] if r else None) for name, r in top_after.items()},
         "top_before": top_before,
         "top_after": top_after,
-        "top_before_after": _before_after(fm.names, labels, before, after, SUMMARY_TOP),
+        "top_before_after": _before_after(fm.names, labels, before, after, SUMMARY_TOP, p0),
         "rejections_by_feature": {
             fm.names[j]: int(by_feature[j]) for j in worst.tolist() if by_feature[j] > 0
         },
     }
+    summary["label_prior"] = prior or "uniform"
     summary["visiting_order"] = visiting_order(settings)
     note = still_significant(n_significant_after, z_c, arrays.batch_size, seeded=n_seed > 0)
     summary["warnings"] = [note] if note else []
+    if prior is None:
+        summary["imbalance"] = imbalance(before, totals_before, z_c, alpha, labels)
+        line = imbalance_line(summary["imbalance"])
+        if line:
+            summary["warnings"].append(
+                line + ": z-filtering against 1/L rebalances the labels and drops rows for it"
+            )
     return summary
 
 
@@ -573,6 +607,7 @@ def filter_options(cfg: ZFilterSettings) -> dict[str, Any]:
         "batch_size": cfg.zfilter_batch_size,
         "shuffle_seed": cfg.shuffle_seed,
         "min_z": cfg.min_z,
+        "label_prior": cfg.label_prior,
     }
 
 
@@ -585,6 +620,7 @@ def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
         "shuffle": cfg.shuffle,
         "seed": cfg.seed,
         "min_z": cfg.min_z,
+        "label_prior": cfg.label_prior,
         "features": cfg.features if cfg.features is not None else "default",
     }
 

@@ -1,6 +1,7 @@
 """z-statistics of features against labels (SPEC §3; Gardner et al. 2021).
 
-For a feature x present in n examples, c of them with label l, and L labels (p0 = 1/L)::
+For a feature x present in n examples, c of them with label l, and L labels (p0 = 1/L, or
+with the empirical label prior of SPEC §14, p0(l) = the share of label l in the data)::
 
     p̂(l|x) = c / n
     z*(x, l) = (p̂(l|x) − p0) / sqrt(p0 (1 − p0) / n)
@@ -78,15 +79,46 @@ def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) ->
     return counts.reshape(m.shape[1], num_labels)
 
 
-def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(z [F, L], n [F], p_hat [F, L])`` from label counts ``[F, L]``."""
+#: the label priors z is tested against (SPEC §14): 1/L (the papers), or each label's share
+LABEL_PRIORS = ("uniform", "empirical")
+
+
+def prior_p0(
+    label_totals: np.ndarray | Sequence[int], label_prior: str | None = None
+) -> np.ndarray | None:
+    """The null p0(l) ``[L]`` of ``label_prior`` for data with ``label_totals[l]`` rows of
+    label l: None (meaning 1/L) for ``uniform`` or unset, the label shares for ``empirical``.
+
+    >>> prior_p0([6, 3, 1], "empirical").tolist(), prior_p0([6, 3, 1], "uniform")
+    ([0.6, 0.3, 0.1], None)
+    """
+    if label_prior in (None, "uniform"):
+        return None
+    if label_prior != "empirical":
+        raise ConfigError(
+            f"label_prior must be one of {', '.join(LABEL_PRIORS)}, not {label_prior!r}"
+        )
+    totals = np.asarray(label_totals, dtype=np.float64)
+    if totals.sum() <= 0:
+        return None
+    # a label no row has: its share is 0 and z against it is undefined; any p0 in (0, 1)
+    # keeps z finite, and such a label's p̂ is 0 everywhere
+    shares = totals / totals.sum()
+    return np.clip(shares, 1e-12, 1 - 1e-12)
+
+
+def z_from_counts(
+    counts: np.ndarray, p0: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(z [F, L], n [F], p_hat [F, L])`` from label counts ``[F, L]``; ``p0``: the null
+    share of each label ``[L]`` (:func:`prior_p0`; None: 1/L)."""
     counts = np.asarray(counts)
     num_labels = counts.shape[1]
-    p0 = 1.0 / num_labels
+    null = 1.0 / num_labels if p0 is None else np.asarray(p0, dtype=np.float64)[None, :]
     n = counts.sum(axis=1)
     safe = np.maximum(n, 1).astype(np.float64)[:, None]
     p_hat = counts / safe
-    z = (p_hat - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
+    z = (p_hat - null) / np.sqrt(null * (1.0 - null) / safe)
     empty = n == 0
     z[empty] = 0.0
     p_hat[empty] = 0.0
@@ -94,14 +126,22 @@ def z_from_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def z_statistics(
-    matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int
+    matrix: sp.spmatrix,
+    label_ids: np.ndarray,
+    num_labels: int,
+    *,
+    label_prior: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """z*(x, l) for every feature and label: ``(z [F, L], n [F], p_hat [F, L])``.
 
     ``matrix``: ``[N, F]`` sparse presence (any non-zero = present); ``label_ids``: ``[N]``
-    ints in ``[0, num_labels)``.
+    ints in ``[0, num_labels)``; ``label_prior``: ``uniform`` (p0 = 1/L, default) or
+    ``empirical`` (p0(l) = the share of label l in ``label_ids``).
     """
-    return z_from_counts(label_counts(matrix, label_ids, num_labels))
+    p0 = prior_p0(
+        np.bincount(np.asarray(label_ids, dtype=np.int64), minlength=num_labels), label_prior
+    )
+    return z_from_counts(label_counts(matrix, label_ids, num_labels), p0)
 
 
 def top_k_column(
@@ -159,9 +199,12 @@ def z_critical(num_features: int, alpha: float = 0.01) -> float:
     return -NormalDist().inv_cdf(alpha / num_features)
 
 
-def significance_curve(n: np.ndarray, num_labels: int, z_c: float) -> np.ndarray:
-    """The p̂ a feature seen n times must exceed to be significant: p0 + z_c·sqrt(p0(1−p0)/n)."""
-    p0 = 1.0 / num_labels
+def significance_curve(
+    n: np.ndarray, num_labels: int, z_c: float, p0: float | None = None
+) -> np.ndarray:
+    """The p̂ a feature seen n times must exceed to be significant: p0 + z_c·sqrt(p0(1−p0)/n)
+    (``p0``: the label's null share; None: 1/L)."""
+    p0 = 1.0 / num_labels if p0 is None else float(p0)
     return p0 + z_c * np.sqrt(p0 * (1 - p0) / np.asarray(n, dtype=np.float64))
 
 
@@ -204,6 +247,7 @@ def describe(
     top: int = 20,
     alpha: float = 0.01,
     feature_matrix: Any = None,
+    label_prior: str | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """The z-statistics report of a dataset (what ``zdebias stats --json`` writes).
@@ -221,19 +265,89 @@ def describe(
         if feature_matrix is not None
         else extract_features(records, features, labels=labels, **settings)
     )
-    return describe_matrix(fm, label_ids(records, labels), labels, top=top, alpha=alpha)
+    return describe_matrix(
+        fm, label_ids(records, labels), labels, top=top, alpha=alpha, label_prior=label_prior
+    )
+
+
+def imbalance(
+    counts: np.ndarray,
+    label_totals: np.ndarray,
+    z_c: float,
+    alpha: float,
+    labels: Sequence[str],
+) -> dict[str, Any] | None:
+    """Under the uniform prior, whether the labels are imbalanced (a chi-square test of the
+    label totals against equal shares rejects them at ``alpha``) and, if so, how many of the
+    features significant against 1/L are not significant against the label shares: those only
+    reflect the label shares (SPEC §14). None when the labels are balanced at ``alpha``."""
+    from scipy.stats import chisquare
+
+    totals = np.asarray(label_totals, dtype=np.float64)
+    if totals.sum() <= 0 or (totals == totals[0]).all():
+        return None
+    p_value = float(chisquare(totals).pvalue)
+    if p_value >= alpha:
+        return None
+    z_uniform = z_from_counts(counts)[0]
+    z_empirical = z_from_counts(counts, prior_p0(totals, "empirical"))[0]
+    sig_uniform = (z_uniform > z_c).any(axis=1)
+    sig_empirical = (z_empirical > z_c).any(axis=1)
+    only = int((sig_uniform & ~sig_empirical).sum())
+    shares = totals / totals.sum()
+    return {
+        "label_shares": {name: round(float(s), 4) for name, s in zip(labels, shares, strict=True)},
+        "chi2_p_value": p_value,
+        "n_significant_uniform": int(sig_uniform.sum()),
+        "n_significant_empirical": int(sig_empirical.sum()),
+        "n_only_label_shares": only,
+        "hint": "--label-prior empirical",
+    }
+
+
+def imbalance_line(info: dict[str, Any] | None) -> str | None:
+    """The warning for :func:`imbalance`'s result (None when there is nothing to say)."""
+    if not info or not info["n_only_label_shares"]:
+        return None
+    shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in info["label_shares"].items())
+    return (
+        f"labels are imbalanced ({shares}): {info['n_only_label_shares']:,} of "
+        f"{info['n_significant_uniform']:,} significant features only reflect the label shares "
+        "(z against 1/L); --label-prior empirical tests against each label's share instead"
+    )
 
 
 def describe_matrix(
-    fm: Any, y: np.ndarray, labels: Sequence[str], *, top: int = 20, alpha: float = 0.01
+    fm: Any,
+    y: np.ndarray,
+    labels: Sequence[str],
+    *,
+    top: int = 20,
+    alpha: float = 0.01,
+    label_prior: str | None = None,
 ) -> dict[str, Any]:
-    """:func:`describe` from a ready feature matrix and each row's label index ``y``."""
+    """:func:`describe` from a ready feature matrix and each row's label index ``y``.
+
+    ``label_prior``: ``uniform`` or ``empirical`` (SPEC §14); unset means uniform, and then an
+    imbalanced label set is described under ``imbalance`` (:func:`imbalance`)."""
     labels = tuple(labels)
-    z, n, p_hat = z_statistics(fm.matrix, y, len(labels))
+    counts = label_counts(fm.matrix, y, len(labels))
+    totals = np.bincount(np.asarray(y, dtype=np.int64), minlength=len(labels))
+    p0 = prior_p0(totals, label_prior)
+    z, n, p_hat = z_from_counts(counts, p0)
     n_features = int((n > 0).sum())
     z_c = z_critical(n_features, alpha)
     sig = z > z_c
     table = top_table(fm.names, labels, z, n, p_hat, top)
+    prior: dict[str, Any] = {
+        "label_prior": label_prior or "uniform",
+        "p0": {
+            name: (1.0 / len(labels) if p0 is None else float(p0[i]))
+            for i, name in enumerate(labels)
+        },
+    }
+    if label_prior is None:
+        prior["imbalance"] = imbalance(counts, totals, z_c, alpha, labels)
     return {
         "n_examples": len(y),
         "labels": list(labels),
@@ -245,4 +359,5 @@ def describe_matrix(
         "n_significant_per_label": {name: int(sig[:, i].sum()) for i, name in enumerate(labels)},
         "max_z": {name: (rows[0]["z"] if rows else None) for name, rows in table.items()},
         "top": table,
+        **prior,
     }

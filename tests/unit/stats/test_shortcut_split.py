@@ -139,7 +139,7 @@ def test_null_feature_never_votes() -> None:
     assert split.summary["warnings"][1] == (
         "the training labels are imbalanced (positive 66.7%: <null> z = 3.7 > z_critical 2.71 "
         "over 3 features): frequent features lean to positive against the uniform prior, so "
-        "many verdicts say positive; read per_label before the gap"
+        "many verdicts say positive; --label-prior empirical tests against the label shares"
     )
 
 

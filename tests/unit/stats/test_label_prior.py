@@ -1,0 +1,153 @@
+"""The label prior of SPEC §14: z against each label's share instead of 1/L, by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from zdebias.data.schema import Record
+from zdebias.stats.settings import StatsSettings, ZFilterSettings
+from zdebias.stats.zfilter import z_filter, z_filter_matrix
+from zdebias.stats.zstats import (
+    imbalance_line,
+    prior_p0,
+    z_from_counts,
+    z_statistics,
+)
+
+
+def _skewed() -> tuple[sp.csr_matrix, np.ndarray]:
+    """100 rows, 80 of label 0 and 20 of label 1. Feature 0 on 10 rows (8 of label 0),
+    feature 1 on 5 rows (all label 1), feature 2 (<null>) on every row."""
+    y = np.array([0] * 80 + [1] * 20)
+    m = np.zeros((100, 3), dtype=np.uint8)
+    m[:8, 0] = 1
+    m[80:82, 0] = 1
+    m[82:87, 1] = 1
+    m[:, 2] = 1
+    return sp.csr_matrix(m), y
+
+
+def test_z_against_the_label_shares_by_hand() -> None:
+    m, y = _skewed()
+    z_u, n, p = z_statistics(m, y, 2)
+    z_e, n_e, p_e = z_statistics(m, y, 2, label_prior="empirical")
+    assert n.tolist() == n_e.tolist() == [10, 5, 100]
+    assert np.array_equal(p, p_e)
+    # uniform: (0.8 - 0.5) / sqrt(0.25 / 10)
+    assert z_u[0, 0] == pytest.approx(0.3 / math.sqrt(0.025))  # 1.897
+    # empirical: p̂ equals the share, so z = 0 for both labels
+    assert z_e[0].tolist() == pytest.approx([0.0, 0.0])
+    # all 5 rows of feature 1 are label 1: (1 - 0.2) / sqrt(0.2 * 0.8 / 5) against 0.5 for 1/L
+    assert z_e[1, 1] == pytest.approx(0.8 / math.sqrt(0.032))  # 4.472
+    assert z_u[1, 1] == pytest.approx(0.5 / math.sqrt(0.05))  # 2.236
+    # <null> is the label imbalance under 1/L, and nothing under the label shares
+    assert z_u[2, 0] == pytest.approx(0.3 / math.sqrt(0.0025))  # 6.0
+    assert z_e[2].tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_prior_p0_and_uniform_unchanged() -> None:
+    assert prior_p0([80, 20], "empirical").tolist() == [0.8, 0.2]
+    assert prior_p0([80, 20], "uniform") is None and prior_p0([80, 20]) is None
+    counts = np.array([[8, 2], [0, 5]])
+    # uniform via p0 = [1/L ...] gives the same numbers as no prior
+    assert np.allclose(z_from_counts(counts, np.array([0.5, 0.5]))[0], z_from_counts(counts)[0])
+    with pytest.raises(Exception, match="label_prior must be one of"):
+        prior_p0([1, 1], "balanced")
+
+
+def _records(labels: list[str], words: list[str]) -> list[Record]:
+    return [
+        Record(id=str(i), text=w, label=lab)
+        for i, (lab, w) in enumerate(zip(labels, words, strict=True))
+    ]
+
+
+def test_stats_report_names_the_prior_and_counts_what_only_reflects_the_shares() -> None:
+    from zdebias.stats.measure import measure
+
+    # 80 positive, 20 negative; "good" on 40 positive rows, "bad" on 10 negative rows, "film"
+    # on every row: under 1/L <null>, "film" and "good" favour positive
+    labels = ["positive"] * 80 + ["negative"] * 20
+    words = ["good film"] * 40 + ["nice film"] * 40 + ["bad film"] * 10 + ["dull film"] * 10
+    records = _records(labels, words)
+    cfg = dict(features=["unigrams", "null"], task="sentiment")
+    uniform = measure(
+        records,
+        StatsSettings(**{k: v for k, v in cfg.items() if k != "task"}),
+        labels=("negative", "positive"),
+    ).report
+    assert uniform["label_prior"] == "uniform"
+    info = uniform["imbalance"]
+    assert info["label_shares"] == {"negative": 0.2, "positive": 0.8}
+    # 6 features (<null>, film, good, nice, bad, dull): z_c at α .01 / 6 = 3.14.
+    # Under 1/L: <null> and film z 6.0 (positive); good, nice (p̂ 1, n 40) 0.5/sqrt(0.25/40)
+    # = 6.32; bad, dull (p̂ 1, n 10) 0.5/sqrt(0.25/10) = 3.16: all 6 significant.
+    # Under the shares: <null>, film 0; good, nice 0.2/sqrt(0.16/40) = 3.16; bad, dull
+    # 0.8/sqrt(0.16/10) = 6.32: 4 significant, so 2 only reflect the label shares
+    assert info["n_significant_uniform"] == 6
+    assert info["n_significant_empirical"] == 4
+    assert info["n_only_label_shares"] == 2
+    assert imbalance_line(info) == (
+        "labels are imbalanced (negative 20%, positive 80%): 2 of 6 significant features only "
+        "reflect the label shares (z against 1/L); --label-prior empirical tests against each "
+        "label's share instead"
+    )
+    empirical = measure(
+        records,
+        StatsSettings(features=["unigrams", "null"], label_prior="empirical"),
+        labels=("negative", "positive"),
+    ).report
+    assert empirical["label_prior"] == "empirical"
+    assert empirical["p0"] == {"negative": 0.2, "positive": 0.8}
+    assert "imbalance" not in empirical
+    assert empirical["n_significant"] == 4
+    top_neg = empirical["top"]["negative"][0]
+    assert top_neg["z"] == pytest.approx(0.8 / math.sqrt(0.016))
+
+
+def test_balanced_labels_give_no_imbalance_and_the_same_z() -> None:
+    from zdebias.stats.measure import measure
+
+    records = _records(["positive", "negative"] * 20, ["good film", "bad film"] * 20)
+    cfg = StatsSettings(features=["unigrams", "null"])
+    a = measure(records, cfg, labels=("negative", "positive")).report
+    b = measure(
+        records,
+        cfg.model_copy(update={"label_prior": "empirical"}),
+        labels=("negative", "positive"),
+    ).report
+    assert a["imbalance"] is None
+    assert a["top"] == b["top"] and a["n_significant"] == b["n_significant"]
+
+
+def test_z_filter_keeps_the_label_shares_with_the_empirical_prior() -> None:
+    # only <null>: under 1/L every batch's majority label is biased, so the filter
+    # rebalances; against the shares it keeps them
+    rng = np.random.default_rng(0)
+    y = rng.permutation(np.array([0] * 300 + [1] * 100))
+    m = sp.csr_matrix(np.ones((400, 1), dtype=np.uint8))
+    uniform = z_filter_matrix(m, y, 2, batch_size=20, shuffle_seed=0)
+    empirical = z_filter_matrix(m, y, 2, batch_size=20, shuffle_seed=0, label_prior="empirical")
+    share = lambda rows: float((y[rows] == 0).mean())  # noqa: E731
+    assert abs(share(uniform.accepted) - 0.5) < 0.05
+    assert abs(share(empirical.accepted) - 0.75) < 0.05
+    assert len(empirical.accepted) > len(uniform.accepted)
+
+
+def test_z_filter_records_the_prior_and_warns_when_imbalanced() -> None:
+    labels = ["positive"] * 80 + ["negative"] * 20
+    words = ["good film"] * 40 + ["nice film"] * 40 + ["bad film"] * 10 + ["dull film"] * 10
+    records = _records(labels, words)
+    base = ZFilterSettings(features=["unigrams", "null"], biased_k=2)
+    plain = z_filter(records, base, labels=("negative", "positive"))
+    assert plain.summary["label_prior"] == "uniform"
+    assert plain.summary["imbalance"]["n_only_label_shares"] == 2
+    assert any("labels are imbalanced" in w for w in plain.summary["warnings"])
+    chosen = z_filter(records, base, labels=("negative", "positive"), label_prior="empirical")
+    assert chosen.summary["label_prior"] == "empirical"
+    assert "imbalance" not in chosen.summary
+    assert len(chosen.kept) + len(chosen.rejected) == 100
