@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("snli_20k", type=Path, help="the snli_20k folder")
     parser.add_argument("out", type=Path, help="the TSV to write")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--train-size", type=int, default=SIZES["TRAIN"][1], help="TRAIN rows")
     args = parser.parse_args()
+    SIZES["TRAIN"] = ("train.jsonl", args.train_size)
     rng = random.Random(args.seed)
     with args.out.open("w", encoding="utf-8", newline="") as f:
         out = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)

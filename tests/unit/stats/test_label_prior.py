@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,3 +153,111 @@ def test_z_filter_records_the_prior_and_warns_when_imbalanced() -> None:
     assert chosen.summary["label_prior"] == "empirical"
     assert "imbalance" not in chosen.summary
     assert len(chosen.kept) + len(chosen.rejected) == 100
+
+
+def _imbalanced_snli(data_dir: Path) -> list[Record]:
+    """The first 6,600 neutral, 2,750 entailment and 1,650 contradiction pairs of snli_20k
+    train, in file order: 60 / 25 / 15 %, as SICK-like data is."""
+    from zdebias.data.readers import read_records
+
+    want = {"neutral": 6600, "entailment": 2750, "contradiction": 1650}
+    out = []
+    for r in read_records(data_dir / "snli_20k" / "train.jsonl"):
+        if want[r.label]:
+            want[r.label] -= 1
+            out.append(r)
+    return out
+
+
+def test_real_imbalanced_snli_shortcuts_stay_and_the_label_shares_go(data_dir: Path) -> None:
+    from zdebias.stats.measure import measure
+
+    records = _imbalanced_snli(data_dir)
+    assert len(records) == 11_000
+    labels = ("entailment", "neutral", "contradiction")
+    cfg = StatsSettings(features=["ngrams", "lex-overlap", "null"])
+    plain = measure(records, cfg, labels=labels)
+    shares = measure(records, cfg.model_copy(update={"label_prior": "empirical"}), labels=labels)
+    z_c = shares.report["z_critical"]
+    assert plain.report["z_critical"] == z_c
+
+    def z(m: Any, feature: str, label: str) -> float:
+        return float(m.z[m.names.index(feature), labels.index(label)])
+
+    # under 1/L <null> and function words "give away" neutral ...
+    assert z(plain, "<null>", "neutral") == pytest.approx((0.6 - 1 / 3) / math.sqrt(2 / 9 / 11_000))
+    assert z(plain, "a@hypothesis", "neutral") > z_c
+    assert plain.report["imbalance"]["n_only_label_shares"] > 0.9 * plain.report["n_significant"]
+    # ... against the label shares they do not, and the real shortcuts stay significant
+    assert max(z(shares, "<null>", lab) for lab in labels) == pytest.approx(0.0, abs=1e-9)
+    assert max(z(shares, "a@hypothesis", lab) for lab in labels) < z_c
+    assert z(shares, "nobody@hypothesis", "contradiction") > z_c
+    assert z(shares, "sleeping@hypothesis", "contradiction") > z_c
+    assert z(shares, "full-lex-overlap", "entailment") > z_c
+    assert shares.report["n_significant"] < plain.report["n_significant"] / 4
+
+
+def test_real_imbalanced_snli_filter_keeps_the_label_shares(data_dir: Path) -> None:
+    records = _imbalanced_snli(data_dir)
+    cfg = ZFilterSettings(features=["ngrams", "lex-overlap", "null"])
+    plain = z_filter(records, cfg)
+    shares = z_filter(records, cfg, label_prior="empirical")
+    for result, expected in ((plain, None), (shares, (0.25, 0.60, 0.15))):
+        kept = result.summary["label_counts_after"]
+        total = sum(kept.values())
+        got = [kept[lab] / total for lab in ("entailment", "neutral", "contradiction")]
+        if expected is None:  # against 1/L the filter rebalances: neutral far below 60 %
+            assert got[1] < 0.45
+        else:
+            assert got == pytest.approx(expected, abs=0.03)
+    assert len(shares.kept) > len(plain.kept)
+
+
+def test_the_cli_takes_label_prior_on_stats_filter_and_combine(tmp_path: Path) -> None:
+    import json
+
+    from cli_main import run_main
+
+    labels = ["positive"] * 80 + ["negative"] * 20
+    words = ["good film"] * 40 + ["nice film"] * 40 + ["bad film"] * 10 + ["dull film"] * 10
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"text": w, "label": lab}) + "\n"
+            for lab, w in zip(labels, words, strict=True)
+        )
+    )
+    feats = ["--features", "unigrams,null", "--task", "sentiment"]
+    out = tmp_path / "s.json"
+    assert (
+        run_main(["stats", data, *feats, "--label-prior", "empirical", "--json", "--out", out]) == 0
+    )
+    report = json.loads(out.read_text())
+    assert (report["label_prior"], report["n_significant"]) == ("empirical", 4)
+    assert (
+        run_main(["filter", data, *feats, "--label-prior", "empirical", "--out", tmp_path / "f"])
+        == 0
+    )
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["label_prior"] == "empirical"
+    assert (
+        run_main(
+            [
+                "combine",
+                "--original",
+                data,
+                "--generated",
+                data,
+                "--recipe",
+                "z-aug",
+                *feats,
+                "--label-prior",
+                "empirical",
+                "--out",
+                tmp_path / "c",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["label_prior"] == "empirical"
+    assert run_main(["stats", data, *feats, "--label-prior", "balanced"]) == 2
