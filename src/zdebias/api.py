@@ -413,7 +413,7 @@ class Shortcuts:
     ) -> Any:
         """The Gardner plot (a matplotlib or plotly Figure), its ``label_top`` strongest
         significant features named."""
-        from zdebias.report.plots import gardner_plot
+        from zdebias.report.plots import gardner_plot, prior_of
 
         m = self.measurement
         return gardner_plot(
@@ -427,6 +427,7 @@ class Shortcuts:
             title=title,
             label_top=label_top,
             backend=backend,
+            p0=prior_of(m.report),
         )
 
 

@@ -271,7 +271,7 @@ def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
 
     import numpy as np
 
-    from zdebias.report.plots import gardner_plot
+    from zdebias.report.plots import gardner_plot, prior_of
 
     g = stats.get("gardner")
     if not g or not g.get("features"):
@@ -292,6 +292,7 @@ def gardner_image(stats: dict[str, Any], title: str) -> bytes | None:
             png=png,
             min_n=int(g.get("min_n", 20)),
             title=title,
+            p0=prior_of(stats),
         )
         return png.read_bytes()
 

@@ -100,7 +100,21 @@ def gardner_summary(
     }
 
 
-def outliers(pts: dict[str, np.ndarray], z_c: float, num_labels: int, top: int) -> np.ndarray:
+def prior_of(report: dict[str, Any]) -> list[float] | None:
+    """The null share of each label a stats report tested against, in label order, when it
+    used the empirical label prior (SPEC §14); None for 1/L."""
+    if report.get("label_prior") != "empirical" or not report.get("p0"):
+        return None
+    return [float(report["p0"][label]) for label in report["labels"]]
+
+
+def outliers(
+    pts: dict[str, np.ndarray],
+    z_c: float,
+    num_labels: int,
+    top: int,
+    p0: Sequence[float] | None = None,
+) -> np.ndarray:
     """Indices into ``pts`` of the ``top`` points furthest above the curve: significant
     (z > ``z_c``), ranked by how far p̂ lies above the curve at their n (ties by feature
     index). Like Gardner et al.'s labels, this favours features that almost always mean one
@@ -108,7 +122,8 @@ def outliers(pts: dict[str, np.ndarray], z_c: float, num_labels: int, top: int) 
     from zdebias.stats.zstats import significance_curve
 
     above = np.flatnonzero(pts["z"] > z_c)
-    gap = pts["p"][above] - significance_curve(pts["n"][above], num_labels, z_c)
+    null = None if p0 is None else np.asarray(p0, dtype=np.float64)[pts["label"][above]]
+    gap = pts["p"][above] - significance_curve(pts["n"][above], num_labels, z_c, null)
     order = np.lexsort((pts["feature"][above], -gap))
     return above[order][: max(top, 0)]
 
@@ -127,13 +142,16 @@ def gardner_plot(
     title: str | None = None,
     label_top: int = 10,
     backend: Literal["matplotlib", "plotly"] = "matplotlib",
+    p0: Sequence[float] | None = None,
 ) -> Any:
     """The Gardner plot as a matplotlib ``Figure`` (``backend="plotly"``: a plotly figure),
     the ``label_top`` strongest significant features named beside their points, as in
     Gardner et al.'s figure. ``png`` / ``html``: also write it there (the HTML is the
     interactive plotly version, every point's feature shown on hover, the same bytes for the
-    same plot). Both are written in full under temporary names, then renamed, the HTML last:
-    a killed run leaves the old pair, or the new PNG beside the old HTML, never half a file.
+    same plot). ``p0``: each label's null share when z was tested against the label shares
+    (:func:`prior_of`): one curve per label, in its colour; None: one curve at 1/L. Both are
+    written in full under temporary names, then renamed, the HTML last: a killed run leaves
+    the old pair, or the new PNG beside the old HTML, never half a file.
 
     >>> fig = gardner_plot(m.names, m.labels, m.z, m.n, m.p_hat, z_c=4.96)  # doctest: +SKIP
     """
@@ -142,7 +160,7 @@ def gardner_plot(
     pts = gardner_points(z, n, p_hat, min_n=min_n)
     above = pts["z"] > z_c
     num_labels = len(labels)
-    p0 = 1.0 / num_labels
+    nulls = (1.0 / num_labels,) if p0 is None else tuple(float(v) for v in p0)
     headline = (
         f"{int(above.sum()):,} of {len(pts['n']):,} features (n > {min_n}) above the curve "
         f"(z > {z_c:.2f})"
@@ -150,9 +168,12 @@ def gardner_plot(
     title = f"{title}: {headline}" if title else headline
     n_max = float(pts["n"].max()) if len(pts["n"]) else 100.0
     xs, ys = _curve(max(min_n, 1) * 0.8, n_max, num_labels, z_c)
-    plot = _Plot(
-        pts, names, labels, xs, ys, p0, z_c, title, outliers(pts, z_c, num_labels, label_top)
-    )
+    if p0 is not None:
+        from zdebias.stats.zstats import significance_curve
+
+        ys = np.stack([np.minimum(significance_curve(xs, num_labels, z_c, v), 1.05) for v in nulls])
+    named = outliers(pts, z_c, num_labels, label_top, p0)
+    plot = _Plot(pts, names, labels, xs, ys, nulls, z_c, title, named)
     return _draw(lambda: _figure(plot), lambda: _plotly(plot), png, html, backend, "gardner")
 
 
@@ -194,15 +215,15 @@ def _div_id(html: Path, kind: str) -> str:
 @dataclass(frozen=True)
 class _Plot:
     """What both backends draw: the points (:func:`gardner_points`), the feature and label
-    names, the significance curve (``xs``, ``ys``) for ``z_c``, the p0 line, the title and
-    the points to name."""
+    names, the significance curve (``xs``, ``ys``: one curve, or one per label ``[L, X]``
+    under the empirical prior) for ``z_c``, the p0 lines, the title and the points to name."""
 
     pts: dict[str, np.ndarray]
     names: Sequence[str]
     labels: Sequence[str]
     xs: np.ndarray
     ys: np.ndarray
-    p0: float
+    p0: tuple[float, ...]
     z_c: float
     title: str
     named: np.ndarray
@@ -226,8 +247,14 @@ def _figure(plot: _Plot) -> Any:
             label=f"{name} ({int(sel.sum()):,})",
             linewidths=0,
         )
-    ax.plot(plot.xs, plot.ys, color="black", lw=1.2, label="significance (Bonferroni α)")
-    ax.axhline(plot.p0, color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(plot.labels)}")
+    if plot.ys.ndim == 1:
+        ax.plot(plot.xs, plot.ys, color="black", lw=1.2, label="significance (Bonferroni α)")
+        ax.axhline(plot.p0[0], color="grey", lw=0.8, ls="--", label=f"p0 = 1/{len(plot.labels)}")
+    else:  # the empirical prior: each label against its own share
+        for i, name in enumerate(plot.labels):
+            colour = COLORS[i % len(COLORS)]
+            ax.plot(plot.xs, plot.ys[i], color=colour, lw=1.2, label=f"significance, {name}")
+            ax.axhline(plot.p0[i], color=colour, lw=0.8, ls="--", label=f"p0 = {plot.p0[i]:.2f}")
     ax.set_xscale("log")
     ax.set_xlim(plot.xs[0], plot.xs[-1])
     ax.set_ylim(0, 1.02)
@@ -297,12 +324,30 @@ def _plotly(plot: _Plot) -> Any:
                 marker={"size": 5, "opacity": 0.6, "color": COLORS[i % 10]},
             )
         )
-    fig.add_trace(
-        go.Scatter(
-            x=plot.xs, y=plot.ys, mode="lines", name=f"z = {plot.z_c:.2f}", line={"color": "black"}
+    if plot.ys.ndim == 1:
+        fig.add_trace(
+            go.Scatter(
+                x=plot.xs,
+                y=plot.ys,
+                mode="lines",
+                name=f"z = {plot.z_c:.2f}",
+                line={"color": "black"},
+            )
         )
-    )
-    fig.add_hline(y=plot.p0, line_dash="dash", line_color="grey")
+        fig.add_hline(y=plot.p0[0], line_dash="dash", line_color="grey")
+    else:  # the empirical prior: each label against its own share
+        for i, name in enumerate(plot.labels):
+            colour = COLORS[i % 10]
+            fig.add_trace(
+                go.Scatter(
+                    x=plot.xs,
+                    y=plot.ys[i],
+                    mode="lines",
+                    name=f"z = {plot.z_c:.2f}, {name}",
+                    line={"color": colour},
+                )
+            )
+            fig.add_hline(y=plot.p0[i], line_dash="dash", line_color=colour)
     if len(plot.named):
         fig.add_trace(
             go.Scatter(
@@ -333,7 +378,8 @@ def gardner_files(
     what ``zdebias stats --plot OUT`` reports of it: :func:`gardner_summary` and the paths."""
     png, html = plot_paths(out)
     arrays = (m.names, m.labels, m.z, m.n, m.p_hat)
-    gardner_plot(*arrays, z_c=z_c, png=png, html=html, min_n=min_n, title=title)
+    prior = prior_of(m.report)
+    gardner_plot(*arrays, z_c=z_c, png=png, html=html, min_n=min_n, title=title, p0=prior)
     summary = gardner_summary(*arrays[1:], z_c=z_c, min_n=min_n)
     return {**summary, "png": str(png), "html": str(html)}
 

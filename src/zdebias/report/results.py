@@ -132,11 +132,11 @@ def settings_of(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gardner(m: Any, caption: str, min_n: int = 20) -> dict[str, Any]:
-    from zdebias.report.plots import gardner_plot, gardner_summary
+    from zdebias.report.plots import gardner_plot, gardner_summary, prior_of
 
     z_c = float(m.report["z_critical"])
     arrays = (m.names, m.labels, m.z, m.n, m.p_hat)
-    fig = gardner_plot(*arrays, z_c=z_c, min_n=min_n, title=caption)
+    fig = gardner_plot(*arrays, z_c=z_c, min_n=min_n, title=caption, p0=prior_of(m.report))
     points = gardner_summary(*arrays[1:], z_c=z_c, min_n=min_n)
     return {
         "caption": caption,
@@ -379,14 +379,21 @@ def stats_context(path: str | Path) -> dict[str, Any]:
     gardner = []
     g = stats.get("gardner")
     if g and g.get("features"):
-        from zdebias.report.plots import gardner_plot
+        from zdebias.report.plots import gardner_plot, prior_of
 
         labels = stats["labels"]
         z = np.array([g["z"][lab] for lab in labels], dtype=np.float64).T
         p = np.array([g["p"][lab] for lab in labels], dtype=np.float64).T
         n = np.asarray(g["n"], dtype=np.int64)
         fig = gardner_plot(
-            g["features"], labels, z, n, p, z_c=stats["z_critical"], min_n=int(g["min_n"])
+            g["features"],
+            labels,
+            z,
+            n,
+            p,
+            z_c=stats["z_critical"],
+            min_n=int(g["min_n"]),
+            p0=prior_of(stats),
         )
         gardner.append(
             {

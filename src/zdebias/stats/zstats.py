@@ -200,11 +200,11 @@ def z_critical(num_features: int, alpha: float = 0.01) -> float:
 
 
 def significance_curve(
-    n: np.ndarray, num_labels: int, z_c: float, p0: float | None = None
+    n: np.ndarray, num_labels: int, z_c: float, p0: float | np.ndarray | None = None
 ) -> np.ndarray:
     """The p̂ a feature seen n times must exceed to be significant: p0 + z_c·sqrt(p0(1−p0)/n)
-    (``p0``: the label's null share; None: 1/L)."""
-    p0 = 1.0 / num_labels if p0 is None else float(p0)
+    (``p0``: the label's null share, or one per ``n``; None: 1/L)."""
+    p0 = 1.0 / num_labels if p0 is None else np.asarray(p0, dtype=np.float64)
     return p0 + z_c * np.sqrt(p0 * (1 - p0) / np.asarray(n, dtype=np.float64))
 
 

@@ -261,3 +261,29 @@ def test_the_cli_takes_label_prior_on_stats_filter_and_combine(tmp_path: Path) -
     )
     assert json.loads((tmp_path / "c" / "summary.json").read_text())["label_prior"] == "empirical"
     assert run_main(["stats", data, *feats, "--label-prior", "balanced"]) == 2
+
+
+def test_gardner_plot_draws_one_curve_per_label_against_its_share() -> None:
+    from zdebias.report.plots import gardner_plot, outliers, prior_of
+
+    report = {"label_prior": "empirical", "labels": ["x", "y"], "p0": {"x": 0.8, "y": 0.2}}
+    assert prior_of(report) == [0.8, 0.2]
+    assert prior_of({**report, "label_prior": "uniform"}) is None
+    z = np.array([[6.0, -6.0], [-1.0, 5.0]])
+    n = np.array([100, 50])
+    p = np.array([[0.95, 0.05], [0.4, 0.6]])
+    uniform = gardner_plot(["a", "b"], ["x", "y"], z, n, p, z_c=3.0, min_n=10)
+    shares = gardner_plot(["a", "b"], ["x", "y"], z, n, p, z_c=3.0, min_n=10, p0=[0.8, 0.2])
+    assert len(uniform.axes[0].lines) == 2  # the curve and p0 = 1/2
+    assert len(shares.axes[0].lines) == 4  # a curve and a p0 line per label
+    assert [round(line.get_ydata()[0], 2) for line in shares.axes[0].lines[1::2]] == [0.8, 0.2]
+    pts = {
+        "feature": np.array([0, 1]),
+        "label": np.array([0, 1]),
+        "n": n,
+        "p": np.array([0.95, 0.6]),
+        "z": np.array([6.0, 5.0]),
+    }
+    # against 1/2 "a" lies further above the curve; against its share of 0.8, "b" does
+    assert outliers(pts, 3.0, 2, 1).tolist() == [0]
+    assert outliers(pts, 3.0, 2, 1, p0=[0.8, 0.2]).tolist() == [1]
