@@ -45,6 +45,7 @@ from zdebias.evaluation.cells import MISSING, format_cell, format_number
 from zdebias.evaluation.tables import unlearned_lines
 from zdebias.pipeline.run_folder import MANIFEST
 from zdebias.report.cells import cell_rows
+from zdebias.report.text import prior_lines
 
 REPORT = "report.html"
 #: The page layout, in ``zdebias/resources``; this module computes what it shows.
@@ -361,6 +362,7 @@ def _gardner_section(run: RunData) -> list[dict[str, Any]]:
                 "n_features": format_number(stats["n_features"]),
                 "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
                 "min_n": stats["gardner"].get("min_n", 20),
+                "prior_lines": prior_lines(stats),
             }
         )
     return figures

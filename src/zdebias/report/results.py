@@ -30,6 +30,7 @@ from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
 from zdebias.pipeline.run_folder import MANIFEST
+from zdebias.report.text import prior_lines
 
 #: the ``kind`` of a ``zdebias evaluate`` results document
 EVALUATION_KIND = "zdebias-evaluation"
@@ -148,6 +149,7 @@ def _gardner(m: Any, caption: str, min_n: int = 20) -> dict[str, Any]:
         "n_points": format_number(points["n_points"]),
         "z_critical": format_number(z_c, digits=2, thousands=""),
         "min_n": min_n,
+        "prior_lines": prior_lines(m.report),
     }
 
 
@@ -406,6 +408,7 @@ def stats_context(path: str | Path) -> dict[str, Any]:
                 "n_points": format_number(len(n)),
                 "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
                 "min_n": int(g["min_n"]),
+                "prior_lines": prior_lines(stats),
             }
         )
     counts = stats.get("label_counts") or {}

@@ -287,3 +287,21 @@ def test_gardner_plot_draws_one_curve_per_label_against_its_share() -> None:
     # against 1/2 "a" lies further above the curve; against its share of 0.8, "b" does
     assert outliers(pts, 3.0, 2, 1).tolist() == [0]
     assert outliers(pts, 3.0, 2, 1, p0=[0.8, 0.2]).tolist() == [1]
+
+
+def test_the_report_of_an_imbalanced_stats_file_says_so(tmp_path: Path) -> None:
+    import json
+
+    from cli_main import run_main
+    from zdebias.report.results import build_result_report
+
+    labels = ["positive"] * 80 + ["negative"] * 20
+    words = ["good film"] * 40 + ["nice film"] * 40 + ["bad film"] * 10 + ["dull film"] * 10
+    data = tmp_path / "d.jsonl"
+    rows = zip(labels, words, strict=True)
+    data.write_text("".join(json.dumps({"text": w, "label": lab}) + "\n" for lab, w in rows))
+    out = tmp_path / "s.json"
+    args = ["stats", data, "--features", "unigrams,null", "--task", "sentiment", "--json"]
+    assert run_main([*args, "--min-n", "0", "--out", out]) == 0
+    page = build_result_report(out)
+    assert "2 of 6 significant features only reflect the label shares" in page
