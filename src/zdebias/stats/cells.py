@@ -13,6 +13,10 @@ over the other labels by water-filling (:func:`spread`): the label with the fewe
 gets the next row, never above c, so no other label's z rises above y_f's and every label of
 f ends at z ≤ t.
 
+p0 is 1/L throughout, by design: the cells serve the paper's Z-Aug, whose recipes keep the
+uniform prior (SPEC §14); a cell plan under ``--label-prior empirical`` would need p0(l) per
+label here, and is not offered.
+
 Pure functions over counts; :func:`cells_of` takes a measurement
 (:class:`~zdebias.stats.measure.Measurement`), :func:`cells_from_report` a saved
 ``zdebias stats --out`` report (its Gardner points: features seen more than ``min_n``
