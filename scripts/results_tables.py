@@ -7,7 +7,8 @@ Every number printed is read from the run folder (manifest, stage outputs); noth
 Sections appear when the run has the stages they read: evaluation tables (significance marks
 against each t-test baseline), HANS per heuristic, dataset sizes and z-statistics, top-5 features
 per label before/after (GD-NLI Table 12), the generated data's quality and examples,
-counterfactual metrics, and per-stage wall/CPU time.
+counterfactual metrics, every training's seeds, steps, best dev accuracy and whether it learned,
+and per-stage wall/CPU time.
 """
 
 from __future__ import annotations
@@ -445,6 +446,32 @@ def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: i
     return lines
 
 
+def trainings(run: Path, manifest: dict[str, Any]) -> list[str]:
+    """Every train-classifier stage: seeds, optimizer steps, best dev accuracy (mean±std over
+    seeds) and how many of its trainings did not learn; the total of those last."""
+    lines = [
+        "| Stage | seeds | steps | best dev accuracy (%) | did not learn |",
+        "|---|---|---:|---:|---:|",
+    ]
+    found, failed = False, 0
+    for stage in manifest["stages"]:
+        if stage["stage"] != "train-classifier" or stage.get("status") not in DONE:
+            continue
+        found = True
+        runs = load(run / stage["outputs"]["runs"]["path"])["runs"]
+        accs = [100 * r["best"]["dev_accuracy"] for r in runs if r["best"]["dev_accuracy"]]
+        mean = sum(accs) / len(accs)
+        std = (sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) ** 0.5 if len(accs) > 1 else 0
+        steps = sorted({r["steps"] for r in runs})
+        bad = sum(1 for r in runs if r.get("did_not_learn"))
+        failed += bad
+        lines.append(
+            f"| {stage['name']} | {', '.join(str(r['seed']) for r in runs)} | "
+            f"{', '.join(map(str, steps))} | {mean:.1f}±{std:.1f} | {bad} |"
+        )
+    return [*lines, "", f"Trainings that did not learn: {failed}.", ""] if found else []
+
+
 def timings(manifest: dict[str, Any]) -> list[str]:
     lines = ["| Stage | kind | wall (s) | CPU (s) |", "|---|---|---:|---:|"]
     wall = cpu = 0.0
@@ -480,6 +507,7 @@ def main() -> None:
     manifest = load(args.run / "manifest.json")
     sections = [
         ("Evaluation", evaluation(args.run, manifest)),
+        ("Trainings", trainings(args.run, manifest)),
         ("HANS (Table 4 shape)", hans_compact(args.run, manifest)),
         ("Datasets and their z-statistics", datasets(args.run, manifest)),
         ("Top features (Table 12 shape)", top_features(args.run, manifest, args.top)),

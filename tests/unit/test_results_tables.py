@@ -185,3 +185,32 @@ def test_hand_labels_of_unknown_rows_are_refused(tables: Any, run: tuple[Path, A
     hand.write_text(json.dumps({"labels": {}}))
     with pytest.raises(SystemExit, match=r"hand\.json: expected"):
         tables.hand_labels(folder, manifest, hand)
+
+
+def test_trainings_counts_the_runs_that_did_not_learn(tables: Any, tmp_path: Path) -> None:
+    """One row per train-classifier stage: its seeds, steps, best dev accuracy as mean±std over
+    seeds (sample std), and the runs that did not learn; the total under the table."""
+
+    def runs(accs: list[float], bad: int) -> dict[str, Any]:
+        out = []
+        for i, acc in enumerate(accs):
+            row = {"seed": i + 1, "steps": 300 + i, "best": {"dev_accuracy": acc}}
+            if i < bad:
+                row["did_not_learn"] = "best dev accuracy 33.0% is no better than ..."
+            out.append(row)
+        return {"runs": out}
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a/runs.json").write_text(json.dumps(runs([0.70, 0.74], 0)))
+    (tmp_path / "b/runs.json").write_text(json.dumps(runs([0.33, 0.60, 0.63], 1)))
+    stages = [
+        {"name": n, "stage": "train-classifier", "status": "done"} for n in ("clf_a", "clf_b")
+    ]
+    for stage, folder in zip(stages, ("a", "b"), strict=True):
+        stage["outputs"] = {"runs": {"path": f"{folder}/runs.json"}}
+    lines = tables.trainings(tmp_path, {"stages": [*stages, {"name": "x", "stage": "stats"}]})
+    assert lines[2] == "| clf_a | 1, 2 | 300, 301 | 72.0±2.8 | 0 |"
+    # mean 52.0; sample std sqrt(((−19)² + 8² + 11²) / 2) = sqrt(273) = 16.5
+    assert lines[3] == "| clf_b | 1, 2, 3 | 300, 301, 302 | 52.0±16.5 | 1 |"
+    assert lines[-2] == "Trainings that did not learn: 1."

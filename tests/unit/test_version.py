@@ -29,3 +29,14 @@ def test_version_flag_and_metadata_agree(capsys: pytest.CaptureFixture[str]) -> 
     assert run_main(["--version"]) == 0
     assert capsys.readouterr().out == f"zdebias {zdebias.__version__}\n"
     assert version("zdebias") == zdebias.__version__  # main: 0.1.0 here, 0.2.0 installed
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    """``python -m zdebias`` is the ``zdebias`` command (HF tools answer both ways)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "zdebias", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, f"zdebias {zdebias.__version__}\n")

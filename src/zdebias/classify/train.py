@@ -83,6 +83,9 @@ INPUT_KINDS = ("pair", "hypothesis-only", "text")
 #: the out-of-fold predictions ``train_classifier`` writes with ``cross_fit``
 CROSS_FIT_FILE = HYPO_CROSS_FIT_FILE
 _EXTRA_COLUMNS = ("bias_probs", "teacher_probs")
+#: a floored training (small data, see ``Schedule.min_steps``) is evaluated about this many
+#: times: a large dev set evaluated after each short epoch would cost more than the training
+FLOOR_EVALUATIONS = 5
 #: the fields ``ClassifierTrainingArguments`` adds, set from the settings (not by ``--set``)
 _OWN_ARGUMENTS = ("loss", "poe_beta", "poe_gamma", "entropy_weight")
 
@@ -454,11 +457,19 @@ def _train(
     # under `torchrun` / `accelerate launch` --batch-size is per process: a step takes
     # batch_size × processes examples (HF's convention)
     steps_per_epoch = max(1, -(-len(train_ds) // (s.batch_size * world_size())))
-    total_steps = s.max_steps if s.max_steps > 0 else int(np.ceil(steps_per_epoch * s.epochs))
-    if s.warmup_steps >= total_steps:
+    schedule = s.schedule()
+    total_steps = schedule.total_steps(steps_per_epoch, s.max_steps)
+    # the floor: small data repeats epochs until min_steps optimizer steps (HF's max_steps);
+    # such a run is evaluated about FLOOR_EVALUATIONS times, not after each of its many short epochs
+    floored = s.max_steps <= 0 and total_steps > int(np.ceil(steps_per_epoch * schedule.epochs))
+    max_steps = total_steps if floored else s.max_steps
+    eval_steps = s.eval_steps
+    if floored and eval_steps is None:
+        eval_steps = max(steps_per_epoch, -(-total_steps // FLOOR_EVALUATIONS))
+    if schedule.warmup_steps >= total_steps:
         sys.stderr.write(
-            f"note: {s.warmup_steps} warm-up steps >= {total_steps} training steps; the learning "
-            "rate never reaches its peak (lower --warmup-steps for short runs)\n"
+            f"note: {schedule.warmup_steps} warm-up steps >= {total_steps} training steps; the "
+            "learning rate never reaches its peak (lower --warmup-steps or raise --min-steps)\n"
         )
     evaluate = dev_ds is not None
     models = [model_identity(m) for m in (s.model, s.bias_model, s.teacher_model) if m]
@@ -470,19 +481,19 @@ def _train(
         entropy_weight=s.entropy_weight,
         seed=s.seed,
         data_seed=s.seed,
-        learning_rate=s.learning_rate,
+        learning_rate=schedule.learning_rate,
         adam_epsilon=1e-6,
         adam_beta1=0.9,
         adam_beta2=0.999,
         weight_decay=0.0,
         lr_scheduler_type="constant_with_warmup",
-        warmup_steps=s.warmup_steps,
+        warmup_steps=schedule.warmup_steps,
         per_device_train_batch_size=s.batch_size,
         per_device_eval_batch_size=s.eval_batch_size,
-        num_train_epochs=s.epochs,
-        max_steps=s.max_steps,
-        eval_strategy=("steps" if s.eval_steps else "epoch") if evaluate else "no",
-        eval_steps=s.eval_steps,
+        num_train_epochs=schedule.epochs,
+        max_steps=max_steps,
+        eval_strategy=("steps" if eval_steps else "epoch") if evaluate else "no",
+        eval_steps=eval_steps,
         logging_strategy="steps",
         logging_steps=max(1, min(50, steps_per_epoch)),
         disable_tqdm=not progress,
@@ -543,14 +554,16 @@ def _train(
             "loss": s.loss,
             "seed": s.seed,
             "settings": {
-                "learning_rate": s.learning_rate,
+                "learning_rate": schedule.learning_rate,
                 "batch_size": s.batch_size,
-                "epochs": s.epochs,
+                "epochs": schedule.epochs,
                 "max_steps": s.max_steps,
-                "warmup_steps": s.warmup_steps,
+                "min_steps": schedule.min_steps,
+                "floored": floored,
+                "warmup_steps": schedule.warmup_steps,
                 "max_length": s.max_length,
                 "patience": s.patience,
-                "eval_steps": s.eval_steps,
+                "eval_steps": eval_steps,
                 "adam_epsilon": 1e-6,
                 "group_by_length": s.group_by_length,
                 "scheduler": "constant_with_warmup",
@@ -592,7 +605,8 @@ def _train(
         if metrics["did_not_learn"] and is_main_process() and warn_unlearned():
             log.warning(
                 "%s: this training did not learn (%s): its predictions are no better than "
-                "chance. Try a lower learning rate (e.g. 2e-5), more epochs or another seed.",
+                "chance. Try a lower learning rate (e.g. 2e-5), more steps (--min-steps) or "
+                "another seed.",
                 out,
                 metrics["did_not_learn"],
             )

@@ -305,6 +305,34 @@ class PredictionCache:
         return [probs for probs in out if probs is not None]
 
 
+def novel_rows(sets: Sequence[Sequence[Record]]) -> tuple[list[list[Record]], list[np.ndarray]]:
+    """Per set, its rows whose model input (premise, hypothesis, text) no earlier row had; and
+    per set, the index of each of its rows in the concatenation of those novel rows. Rows in
+    several suites (a shortcut split's slices are rows of the test set) are predicted once.
+
+    >>> a, b = Record("1", "neutral", "p", "h"), Record("2", "neutral", "p", "h2")
+    >>> novel, where = novel_rows([[a, b], [b.replace(id="x")]])
+    >>> [[r.id for r in rows] for rows in novel], [w.tolist() for w in where]
+    ([['1', '2'], []], [[0, 1], [1]])
+    """
+    index: dict[tuple[str | None, str | None, str | None], int] = {}
+    novel: list[list[Record]] = []
+    where = []
+    for records in sets:
+        fresh: list[Record] = []
+        idx = np.empty(len(records), dtype=np.int64)
+        for k, r in enumerate(records):
+            key = (r.premise, r.hypothesis, r.text)
+            at = index.get(key)
+            if at is None:
+                at = index[key] = len(index)
+                fresh.append(r)
+            idx[k] = at
+        novel.append(fresh)
+        where.append(idx)
+    return novel, where
+
+
 def evaluate_models(
     models: Sequence[str | Path],
     suites: Sequence[Suite],
@@ -347,13 +375,17 @@ def evaluate_models(
     loaded = [load_suite(s) for s in suites]
     runs = []
     sets = [records for records, _info in loaded]
-    cache = PredictionCache(cache_dir, sets) if cache_dir is not None and not opts.on_ray else None
+    novel, where = novel_rows(sets)  # a row in several suites is predicted once
+    todo = [rows for rows in novel if rows]
+    cache = PredictionCache(cache_dir, todo) if cache_dir is not None and not opts.on_ray else None
     for run_index, model in enumerate(models):
         clf = classifier_for(model, opts, progress=progress)
         if cache is None:
-            scored = clf.predict_each(sets, batch_size=opts.batch_size, progress=progress)
+            parts = clf.predict_each(todo, batch_size=opts.batch_size, progress=progress)
         else:
-            scored = cache.predict(model, clf, opts.batch_size, progress=progress)
+            parts = cache.predict(model, clf, opts.batch_size, progress=progress)
+        probs_all = np.concatenate(parts) if parts else np.empty((0, len(clf.labels)))
+        scored = [probs_all[idx] for idx in where]
         results: dict[str, Any] = {}
         metrics: dict[str, float] = {}
         for suite, records, probs in zip(suites, sets, scored, strict=True):

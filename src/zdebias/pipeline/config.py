@@ -99,6 +99,12 @@ class StageConfig(BaseModel):
         ``exclude_if``)."""
         return set()
 
+    def extends(self, marker: dict[str, Any]) -> bool:
+        """Whether a finished stage with this hash (its done-marker ``marker``) still has
+        work to do: a training stage given other seeds keeps its finished seeds and trains
+        the new ones. None here."""
+        return False
+
 
 class DataSpec(ReadOptions):
     """A dataset the recipe reads: a path (a file, a ``save_to_disk`` folder, or

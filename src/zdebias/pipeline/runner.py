@@ -217,9 +217,19 @@ class Runner:
         entry["hash"] = h
         head = f"[{i}/{n}] {name} ({cfg.stage})"
 
+        extended = False
         if not self._forced(name):
             for folder in (final, partial):
                 marker = read_json(folder / MARKER)
+                if is_done(folder, marker, h) and cfg.extends(marker):
+                    # more seeds: the finished run becomes the attempt the stage resumes
+                    if folder is final:
+                        if partial.exists():
+                            shutil.rmtree(partial)
+                        final.rename(partial)
+                    write_json({"hash": h, "started": utc_now()}, partial / ATTEMPT)
+                    extended = True
+                    break
                 if is_done(folder, marker, h):
                     if folder is partial:  # cut between marker and rename: finish the rename
                         promote(partial, final)
@@ -251,6 +261,8 @@ class Runner:
         reason = (
             "forced"
             if self._forced(name)
+            else "other seeds: finished seeds kept"
+            if extended
             else "resumed"
             if resumed
             else "never run"
@@ -381,6 +393,8 @@ class Runner:
             attempt = read_json(partial / ATTEMPT)
             if self._forced(name):
                 row["action"] = "run (forced)"
+            elif is_done(final, marker, h) and cfg.extends(marker):
+                row["action"] = "resume (other seeds)"
             elif is_done(final, marker, h):
                 row["action"] = "skip (up to date)"
                 self._adopt(name, marker)

@@ -32,7 +32,7 @@ def test_predictions_are_read_back_from_the_cache(
     tiny_model: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = tiny_model("bert", labels=LABELS)
-    suites = [_suite(tmp_path / "a.jsonl", 7), _suite(tmp_path / "b.jsonl", 5)]
+    suites = [_suite(tmp_path / "a.jsonl", 7), _suite(tmp_path / "b.jsonl", 5, offset=50)]
     cache = tmp_path / "cache"
     calls: list[int] = []
     predict_each = LoadedClassifier.predict_each
@@ -61,3 +61,39 @@ def test_predictions_are_read_back_from_the_cache(
     (other / "extra.txt").write_text("a different folder")  # other bytes: another model
     evaluate_models([other], suites, batch_size=4, progress=False, cache_dir=cache)
     assert calls == [2, 2, 1, 2, 2] and len(list(cache.glob("*.npy"))) == 7
+
+
+def test_a_row_in_several_suites_is_predicted_once(
+    tiny_model: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shortcut split's slices are rows of the test set: evaluated beside it, they cost no
+    prediction, and score exactly what the same rows score in the test set."""
+    model = tiny_model("bert", labels=LABELS)
+    test = _suite(tmp_path / "test.jsonl", 9)
+    part = _suite(tmp_path / "part.jsonl", 4)  # the first 4 rows of test, as their own suite
+    sizes: list[list[int]] = []
+    predict_each = LoadedClassifier.predict_each
+
+    def counted(self, sets, **kw):  # type: ignore[no-untyped-def]
+        sizes.append([len(s) for s in sets])
+        return predict_each(self, sets, **kw)
+
+    monkeypatch.setattr(LoadedClassifier, "predict_each", counted)
+    doc = evaluate_models(
+        [model], [test, part], batch_size=4, progress=False, predictions_dir=tmp_path / "p"
+    )
+    assert sizes == [[9]]  # the 4 rows of part were predicted with test's 9
+    rows = {
+        name: [
+            json.loads(line)["meta"]["probs"]
+            for line in (tmp_path / "p" / f"run0-{name}.jsonl").open()
+        ]
+        for name in ("test", "part")
+    }
+    assert rows["part"] == rows["test"][:4]
+    alone = evaluate_models([model], [part], batch_size=4, progress=False)
+    assert sizes == [[9], [4]]
+    assert (
+        alone["runs"][0]["results"]["part"]["accuracy"]
+        == doc["runs"][0]["results"]["part"]["accuracy"]
+    )

@@ -151,3 +151,43 @@ def test_a_reader_option_override_on_a_short_data_entry() -> None:
     assert out["data"]["train"] == {"path": "t.jsonl", "limit": 300}
     assert out["data"]["dev"] == "d.jsonl"
     assert data["data"]["train"] == "t.jsonl"  # the input is not changed
+
+
+def test_subset_writes_the_rest_and_counts_one_type_of_like(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seed set and its pool from one file; a random control as large as what a Z-Aug
+    stage added (its ``generated`` rows), drawn from the pool."""
+    monkeypatch.chdir(tmp_path)
+    write_records(_records("eeeeeennnn"), tmp_path / "all.jsonl")
+    added = [Record(f"g{i}", "neutral", "p", f"x{i}", meta={"type": "generated"}) for i in range(3)]
+    write_records([*_records("ee"), *added], tmp_path / "aug.jsonl")
+    stages = {
+        "seed_set": {"stage": "subset", "input": "all", "n": 4},
+        "control": {
+            "stage": "subset",
+            "input": "seed_set.rest",
+            "like": "aug",
+            "like_type": "generated",
+        },
+        "nothing": {"stage": "subset", "input": "all", "like": "aug", "like_type": "original"},
+    }
+    data = {"name": "s", "seed": 2, "data": {"all": "all.jsonl", "aug": "aug.jsonl"}}
+    recipe = recipe_from_dict({**data, "stages": {k: stages[k] for k in ("seed_set", "control")}})
+    manifest = {s["name"]: s for s in run_recipe(recipe, tmp_path / "run")["stages"]}
+    seed_ids = [r.id for r in read_records(tmp_path / "run/seed_set/data.jsonl", task="nli")]
+    rest_ids = [r.id for r in read_records(tmp_path / "run/seed_set/rest.jsonl", task="nli")]
+    assert seed_ids == [f"r{i}" for i in draw_subset(_records("e" * 10), n=4, seed=2)]
+    assert rest_ids == [f"r{i}" for i in range(10) if f"r{i}" not in seed_ids]  # file order
+    assert manifest["seed_set"]["rows_out"] == {"total": 4, "left_out": 6}
+    control = read_records(tmp_path / "run/control/data.jsonl", task="nli")
+    assert len(control) == 3 and {r.id for r in control} <= set(rest_ids)
+    assert manifest["control"]["rows_out"] == {"total": 3, "left_out": 3}
+    with pytest.raises(ConfigError, match="has no records of meta type 'original'"):
+        run_recipe(
+            recipe_from_dict({**data, "stages": {"nothing": stages["nothing"]}}), tmp_path / "r2"
+        )
+    with pytest.raises(ConfigError, match="like_type counts records of like"):
+        recipe_from_dict(
+            {**data, "stages": {"x": {"stage": "subset", "input": "all", "n": 2, "like_type": "g"}}}
+        )

@@ -85,7 +85,21 @@ class TrainClassifierConfig(ClassifierSettings, StageConfig):
     teacher_model: OptModelRef = None
     train: RecordsRef
     dev: OptRecordsRef = None
-    seeds: list[int] | None = Field(None, description="one run per seed (default: [seed])")
+    seeds: list[int] | None = Field(
+        None,
+        description="one run per seed (default: [seed]); a finished stage given more seeds "
+        "keeps the seeds it trained and trains the new ones",
+    )
+
+    def hash_excluded(self) -> set[str]:
+        """``seeds``: a changed list extends the stage (:meth:`extends`), it does not redo it."""
+        return super().hash_excluded() | {"seeds"}
+
+    def extends(self, marker: dict[str, Any]) -> bool:
+        """Other seeds than its finished run's: the stage runs again, trains only the seeds it
+        has not trained and lists exactly the seeds asked for."""
+        done = marker.get("settings", {}).get("seeds") or [marker.get("seed")]
+        return set(self.seeds or [marker.get("seed")]) != set(done)
 
 
 @register_stage(

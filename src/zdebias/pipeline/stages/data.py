@@ -96,25 +96,49 @@ class SubsetConfig(SubsetSettings, StageConfig):
 
     input: RecordsRef = Field(..., description="the dataset to draw from")
     like: OptRecordsRef = Field(None, description="draw as many records as this dataset has")
+    like_type: str | None = Field(
+        None,
+        description="with like: count only its records of this meta type (e.g. generated: "
+        "as many as a Z-Aug stage added, the same-size random control of seeded filtering)",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
 
     @model_validator(mode="after")
     def _one_size(self) -> SubsetConfig:
         if (self.n is None) == (self.like is None):
             raise ValueError("give exactly one of n (a count) and like (a dataset)")
+        if self.like_type is not None and self.like is None:
+            raise ValueError("like_type counts records of like: give like")
         return self
 
+    def hash_excluded(self) -> set[str]:
+        """``like_type`` while unset: subset stages hash as before the setting."""
+        return super().hash_excluded() | ({"like_type"} if self.like_type is None else set())
 
-@register_stage("subset", config=SubsetConfig, outputs={"data": "records"})
+
+@register_stage("subset", config=SubsetConfig, outputs={"data": "records", "rest": "records"})
 def subset_stage(cfg: SubsetConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
-    """Write a seeded random subset of the input (``data.jsonl``) and the ids left out."""
+    """Write a seeded random subset of the input (``data.jsonl``) and the records left out
+    (``rest.jsonl``, e.g. a candidate pool beside a seed set), both in file order."""
     records = inputs.records("input")
     settings = settings_for(SubsetSettings, cfg, ctx)
     if cfg.like is not None:
-        settings = settings.model_copy(update={"n": len(inputs.records("like"))})
+        like = inputs.records("like")
+        if cfg.like_type is not None:
+            like = [r for r in like if r.meta.get("type") == cfg.like_type]
+            if not like:
+                raise ConfigError(
+                    f"stage {ctx.name!r}: {cfg.like} has no records of meta type "
+                    f"{cfg.like_type!r} to count"
+                )
+        settings = settings.model_copy(update={"n": len(like)})
     chosen = draw_subset(records, settings)
     kept = [records[i] for i in chosen]
+    taken = set(chosen)
+    rest = [r for i, r in enumerate(records) if i not in taken]
     write_records(kept, ctx.out_dir / "data.jsonl")
+    write_records(rest, ctx.out_dir / "rest.jsonl")
     return StageResult(
-        {"data": "data.jsonl"},
-        rows_out={"total": len(kept), "left_out": len(records) - len(kept)},
+        {"data": "data.jsonl", "rest": "rest.jsonl"},
+        rows_out={"total": len(kept), "left_out": len(rest)},
     )

@@ -1,0 +1,147 @@
+"""Publish the training sets of a recipe run compactly, and rebuild them exactly.
+
+A training set made of rows of a shared source file (a subset of D0, a pool sample, a
+filter's output) is published as its ordered row ids; rows the source does not have
+(generated or transformed rows) are published whole. ``sets.json`` records, per set, the
+row count and a digest of its content (id, label, premise, hypothesis, text of every row, in
+order), so a rebuild can be checked::
+
+    python scripts/training_sets.py publish runs/snli-pool-cpu d0 z_aug d0_random d0_pool \\
+        --source ../shared/data/snli_20k/train.jsonl --source-name snli_20k/train.jsonl \\
+        --out docs/data/snli-pool-cpu --recipe configs/snli-pool-cpu.yaml
+    python scripts/training_sets.py rebuild docs/data/snli-pool-cpu --data ../shared/data \\
+        --out rebuilt/                      # NAME.jsonl per set; fails on any digest mismatch
+
+The rebuilt files hold what training reads; the run's own files also carry ``meta`` (e.g.
+Z-Aug's ``type`` tags), which the digest leaves out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from zdebias.data.readers import read_records
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_records
+
+SETS_FILE = "sets.json"
+
+
+def content_digest(records: list[Record]) -> str:
+    """sha256 of the rows' id, label, premise, hypothesis and text, one JSON line each."""
+    h = hashlib.sha256()
+    for r in records:
+        row = [r.id, r.label, r.premise, r.hypothesis, r.text]
+        h.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _stage_data(run: Path, name: str) -> Path:
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    for stage in manifest["stages"]:
+        if stage["name"] == name:
+            return run / stage["outputs"]["data"]["path"]
+    raise SystemExit(f"{run}: no stage {name!r} in manifest.json")
+
+
+def publish(
+    run: Path, names: list[str], source: Path, source_name: str, out: Path, recipe: str
+) -> dict:
+    """Write ``NAME.ids.txt.gz`` (and ``NAME.rows.jsonl.gz`` for rows not in the source) per
+    stage, and ``sets.json``."""
+    by_id = {r.id: r for r in read_records(source)}
+    out.mkdir(parents=True, exist_ok=True)
+    sets: dict[str, Any] = {}
+    for name in names:
+        records = read_records(_stage_data(run, name))
+        own = [r for r in records if r.id not in by_id or _content(by_id[r.id]) != _content(r)]
+        entry: dict[str, Any] = {
+            "stage": name,
+            "rows": len(records),
+            "from_source": len(records) - len(own),
+            "digest": content_digest(records),
+            "ids": f"{name}.ids.txt.gz",
+        }
+        with gzip.GzipFile(out / entry["ids"], "wb", mtime=0) as fh:
+            fh.write("".join(f"{r.id}\n" for r in records).encode())
+        if own:
+            entry["rows_file"] = f"{name}.rows.jsonl.gz"
+            plain = out / f"{name}.rows.jsonl"
+            write_records([_bare(r) for r in own], plain)
+            with gzip.GzipFile(out / entry["rows_file"], "wb", mtime=0) as fh:
+                fh.write(plain.read_bytes())
+            plain.unlink()
+        sets[name] = entry
+    doc = {"source": source_name, "recipe": recipe, "sets": sets}
+    (out / SETS_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return doc
+
+
+def _content(r: Record) -> tuple[Any, ...]:
+    return (r.label, r.premise, r.hypothesis, r.text)
+
+
+def _bare(r: Record) -> Record:
+    return Record(r.id, r.label, r.premise, r.hypothesis, r.text)
+
+
+def rebuild(folder: Path, data: Path) -> dict[str, list[Record]]:
+    """Every published set, rebuilt from ``folder`` and the source under ``data``; raises
+    ``ValueError`` when a set's row count or digest differs from ``sets.json``."""
+    doc = json.loads((folder / SETS_FILE).read_text(encoding="utf-8"))
+    by_id = {r.id: r for r in read_records(data / doc["source"])}
+    built: dict[str, list[Record]] = {}
+    for name, entry in doc["sets"].items():
+        own: dict[str, Record] = {}
+        if "rows_file" in entry:
+            own = {r.id: r for r in read_records(folder / entry["rows_file"])}
+        with gzip.open(folder / entry["ids"], "rt", encoding="utf-8") as fh:
+            ids = [line.rstrip("\n") for line in fh if line.strip()]
+        records = [_bare(own[i] if i in own else by_id[i]) for i in ids]
+        if len(records) != entry["rows"]:
+            raise ValueError(f"{name}: {len(records)} rows rebuilt, {entry['rows']} recorded")
+        if content_digest(records) != entry["digest"]:
+            raise ValueError(f"{name}: the rebuilt rows differ from the recorded digest")
+        built[name] = records
+    return built
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    pub = sub.add_parser("publish", help="ids (and own rows) of a run's training sets")
+    pub.add_argument("run", type=Path)
+    pub.add_argument("stages", nargs="+")
+    pub.add_argument("--source", type=Path, required=True, help="the file the rows come from")
+    pub.add_argument("--source-name", required=True, help="its path under the data folder")
+    pub.add_argument("--out", type=Path, required=True)
+    pub.add_argument("--recipe", required=True, help="the recipe the run was made with")
+    reb = sub.add_parser("rebuild", help="rebuild and check every published set")
+    reb.add_argument("folder", type=Path)
+    reb.add_argument("--data", type=Path, required=True, help="the shared data folder")
+    reb.add_argument("--out", type=Path, help="write NAME.jsonl per set here")
+    args = parser.parse_args()
+    if args.command == "publish":
+        doc = publish(args.run, args.stages, args.source, args.source_name, args.out, args.recipe)
+        for name, entry in doc["sets"].items():
+            print(f"{name}: {entry['rows']:,} rows ({entry['from_source']:,} from the source)")
+        return
+    try:
+        built = rebuild(args.folder, args.data)
+    except ValueError as err:
+        sys.exit(f"rebuild failed: {err}")
+    for name, records in built.items():
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_records(records, args.out / f"{name}.jsonl")
+        print(f"{name}: {len(records):,} rows, digest matches")
+
+
+if __name__ == "__main__":
+    main()

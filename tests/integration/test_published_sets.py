@@ -1,0 +1,90 @@
+"""The training sets behind docs/results.md are published compactly (docs/data/NAME/: ordered
+ids, and rows the source lacks) and rebuild exactly from them and the shared data."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "training_sets.py"
+POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
+
+
+@pytest.fixture(scope="module")
+def sets() -> Any:
+    spec = importlib.util.spec_from_file_location("training_sets", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pool_experiment_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
+    built = sets.rebuild(POOL, data_dir)
+    sizes = {name: len(rows) for name, rows in built.items()}
+    assert sizes == {"d0": 5000, "z_aug": 7693, "d0_random": 7693, "d0_pool": 19993}
+    d0 = {r.id for r in built["d0"]}
+    # D0 is whole in every set; the pool sets add only pool rows; D0 ∪ pool is snli_20k train
+    for name in ("z_aug", "d0_random", "d0_pool"):
+        assert [r.id for r in built[name][:5000]] == [r.id for r in built["d0"]]
+        assert not d0 & {r.id for r in built[name][5000:]}
+    train = (data_dir / "snli_20k" / "train.jsonl").read_text().count("\n")
+    assert len({r.id for r in built["d0_pool"]}) == train == 19993
+    # the same-size random control and Z-Aug share only what chance gives
+    added = {r.id for r in built["z_aug"][5000:]}
+    assert len(added) == len({r.id for r in built["d0_random"][5000:]}) == 2693
+
+
+def test_a_changed_row_fails_the_rebuild(sets: Any, data_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "pool"
+    shutil.copytree(POOL, folder)
+    doc = json.loads((folder / "sets.json").read_text())
+    doc["sets"] = {"d0": doc["sets"]["d0"]}
+    (folder / "sets.json").write_text(json.dumps(doc))
+    assert len(sets.rebuild(folder, data_dir)["d0"]) == 5000
+    with gzip.open(folder / "d0.ids.txt.gz", "rt") as fh:
+        ids = fh.read().splitlines()
+    with gzip.open(
+        folder / "d0.ids.txt.gz", "wt"
+    ) as fh:  # two rows swapped: same rows, other order
+        fh.write("\n".join([ids[1], ids[0], *ids[2:]]) + "\n")
+    with pytest.raises(ValueError, match="d0: the rebuilt rows differ from the recorded digest"):
+        sets.rebuild(folder, data_dir)
+    with gzip.open(folder / "d0.ids.txt.gz", "wt") as fh:
+        fh.write("\n".join(ids[:-1]) + "\n")
+    with pytest.raises(ValueError, match="d0: 4999 rows rebuilt, 5000 recorded"):
+        sets.rebuild(folder, data_dir)
+
+
+def test_rows_the_source_lacks_are_published_whole(sets: Any, tmp_path: Path) -> None:
+    from zdebias.data.schema import Record
+    from zdebias.data.writers import write_records
+
+    source = [Record(f"s{i}", "neutral", f"p{i}", f"h{i}") for i in range(3)]
+    write_records(source, tmp_path / "data" / "src.jsonl")
+    kept = [
+        source[2],
+        Record("g0", "entailment", "p", "made up", meta={"type": "generated"}),
+        source[0].replace(hypothesis="edited"),  # a source id with other content: its own row
+    ]
+    write_records(kept, tmp_path / "run" / "mix" / "data.jsonl")
+    stages = [{"name": "mix", "outputs": {"data": {"path": "mix/data.jsonl"}}}]
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps({"stages": stages}))
+    doc = sets.publish(
+        tmp_path / "run", ["mix"], tmp_path / "data/src.jsonl", "src.jsonl", tmp_path / "pub", "r"
+    )
+    assert doc["sets"]["mix"]["rows"] == 3 and doc["sets"]["mix"]["from_source"] == 1
+    built = sets.rebuild(tmp_path / "pub", tmp_path / "data")["mix"]
+    assert [(r.id, r.hypothesis) for r in built] == [
+        ("s2", "h2"),
+        ("g0", "made up"),
+        ("s0", "edited"),
+    ]
+    assert all(not r.meta for r in built)  # what training reads, without the run's tags
