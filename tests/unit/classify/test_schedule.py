@@ -39,23 +39,17 @@ def test_the_floor_counts_optimizer_steps() -> None:
 def test_a_small_training_set_trains_to_the_floor(tiny_model, tmp_path: Path) -> None:
     base = tiny_model("bert", head="encoder")
     train, dev = toy_nli(24, seed=1), toy_nli(6, seed=2)
-    out = tmp_path / "clf"
-    # 24 rows in batches of 8: 3 steps an epoch, 1 epoch; the floor asks for 30 steps
-    train_classifier(
-        train,
-        dev,
-        out,
-        model=base,
-        epochs=1,
-        min_steps=30,
-        learning_rate=1e-3,
-        batch_size=8,
-        warmup_steps=0,
-        patience=0,
-        seed=3,
-        progress=False,
-    )
-    saved = json.loads((out / "metrics.json").read_text())
+
+    def metrics(name: str, min_steps: int) -> dict:
+        """24 rows in batches of 8: 3 steps an epoch, 1 epoch, and a floor of ``min_steps``."""
+        fast = dict(learning_rate=1e-3, batch_size=8, warmup_steps=0, patience=0, seed=3)
+        out = tmp_path / name
+        train_classifier(
+            train, dev, out, model=base, epochs=1, min_steps=min_steps, progress=False, **fast
+        )
+        return json.loads((out / "metrics.json").read_text())
+
+    saved = metrics("clf", 30)
     assert saved["steps"] == 30
     assert saved["settings"]["floored"] is True and saved["settings"]["min_steps"] == 30
     # a floored run is evaluated every max(steps an epoch, ceil(30 / 5)) = 6 steps, not after
@@ -63,22 +57,7 @@ def test_a_small_training_set_trains_to_the_floor(tiny_model, tmp_path: Path) ->
     assert saved["settings"]["eval_steps"] == 6
     assert [h["step"] for h in saved["history"]] == [6, 12, 18, 24, 30]
 
-    unfloored = tmp_path / "plain"
-    train_classifier(
-        train,
-        dev,
-        unfloored,
-        model=base,
-        epochs=1,
-        min_steps=0,
-        learning_rate=1e-3,
-        batch_size=8,
-        warmup_steps=0,
-        patience=0,
-        seed=3,
-        progress=False,
-    )
-    plain = json.loads((unfloored / "metrics.json").read_text())
+    plain = metrics("plain", 0)
     assert plain["steps"] == 3 and plain["settings"]["floored"] is False
     assert [h["step"] for h in plain["history"]] == [3]
 
