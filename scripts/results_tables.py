@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 MARKS = "†‡§¶"
+#: the flat metric of the reliance gap (zdebias.evaluation.reliance.GAP)
+GAP = "reliance-gap"
+#: per-suite metrics beside accuracy (zdebias.evaluation.metrics.metric_key)
+SCORE_SUFFIXES = (" macro-F1", " balanced accuracy")
 DONE = ("done", "skipped")  # skipped: up to date from an earlier invocation
 
 
@@ -31,6 +35,11 @@ def load(path: Path) -> Any:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def md(text: str) -> str:
+    """``text`` in a Markdown table cell (a method named ``Z(pool | D0)`` keeps its bar)."""
+    return text.replace("|", "\\|")
 
 
 def pct(cell: dict[str, Any] | None) -> str:
@@ -78,7 +87,28 @@ def differences(comparison: dict[str, Any], columns: list[str]) -> list[str]:
             else:
                 p = "–" if test["p"] is None else f"{test['p']:.3f}"
                 cells.append(f"{100 * test['difference']:+.2f} (p {p})")
-        lines.append(f"| {item['name']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(item['name'])} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def reliance(results: dict[str, Any]) -> list[str]:
+    """The shortcut split's slices and gap per method (mean±std over seeds), with the gap's
+    t-test against the first method."""
+    rows = results.get("reliance") or []
+    if not rows:
+        return []
+    lines = [
+        "Reliance on the shortcut split (accuracy %, gap aligned − conflicting in points; "
+        f"p: the gap's t-test against {rows[0]['name']}):",
+        "",
+        "| Method | aligned | conflicting | free | gap | p |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        cells = [pct(row["cells"].get(k)) for k in ("aligned", "conflicting", "free", "gap")]
+        test = row.get("test")
+        p = "–" if not test or test.get("p") is None else f"{test['p']:.3f}"
+        lines.append(f"| {md(row['name'])} | " + " | ".join(cells) + f" | {p} |")
     return [*lines, ""]
 
 
@@ -111,7 +141,7 @@ def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
         ]
         for row in table["rows"]:
             cells = [pct(row["cells"][c]) + significant.get((row["name"], c), "") for c in columns]
-            lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(row['name'])} | " + " | ".join(cells) + " |")
         lines.append("")
         for c in comparisons:
             lines.append(
@@ -120,12 +150,21 @@ def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
             )
         lines.append("")
         for c in comparisons:
-            detail = [k for k in c["comparisons"][0]["tests"] if k not in columns]
+            rest = [k for k in c["comparisons"][0]["tests"] if k not in columns]
+            scores = [k for k in rest if k == GAP or k.endswith(SCORE_SUFFIXES)]
+            detail = [k for k in rest if k not in scores]
             lines += [f"Differences against {c['baseline']} (points, p-value):", ""]
             lines += differences(c, columns)
+            if scores:  # macro-F1, balanced accuracy, the reliance gap
+                lines += [
+                    f"Macro-F1, balanced accuracy and the reliance gap, against {c['baseline']}:",
+                    "",
+                ]
+                lines += differences(c, scores)
             if detail:  # `detail: true`: per HANS heuristic and heuristic × gold label
                 lines += [f"Per heuristic and gold label, against {c['baseline']}:", ""]
                 lines += differences(c, detail)
+        lines += reliance(results)
         for group in results.get("groups", []):
             cols = group["columns"]
             lines += [
@@ -165,7 +204,7 @@ def hans_compact(run: Path, manifest: dict[str, Any]) -> list[str]:
         for group in groups:
             rows = {r["name"]: r["cells"] for r in group["rows"]}
             lines.append(
-                f"| {group['method']} | "
+                f"| {md(group['method'])} | "
                 + " | ".join(pct(rows.get(h, {}).get(c)) for h, c in heads)
                 + " |"
             )

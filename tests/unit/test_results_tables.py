@@ -214,3 +214,35 @@ def test_trainings_counts_the_runs_that_did_not_learn(tables: Any, tmp_path: Pat
     # mean 52.0; sample std sqrt(((−19)² + 8² + 11²) / 2) = sqrt(273) = 16.5
     assert lines[3] == "| clf_b | 1, 2, 3 | 300, 301, 302 | 52.0±16.5 | 1 |"
     assert lines[-2] == "Trainings that did not learn: 1."
+
+
+def test_reliance_table_escapes_bars_in_method_names(tables: Any) -> None:
+    """The split's slices and gap per method, the gap's p-value against the first method; a
+    method named ``Z(pool | D0)`` keeps its bar inside the Markdown cell."""
+    cell = lambda mean, std: {"mean": mean, "std": std, "n_runs": 5}  # noqa: E731
+    rows = [
+        {
+            "name": "D0",
+            "cells": {
+                "aligned": cell(0.9, 0.01),
+                "conflicting": cell(0.6, 0.02),
+                "free": None,
+                "gap": cell(0.3, 0.02),
+            },
+            "test": None,
+        },
+        {
+            "name": "D0 ∪ Z(pool | D0)",
+            "cells": {
+                "aligned": cell(0.8, 0.01),
+                "conflicting": cell(0.62, 0.0),
+                "free": None,
+                "gap": cell(0.18, 0.01),
+            },
+            "test": {"p": 0.0123},
+        },
+    ]
+    lines = tables.reliance({"reliance": rows})
+    assert lines[4] == "| D0 | 90.00±1.00 | 60.00±2.00 | – | 30.00±2.00 | – |"
+    assert lines[5] == "| D0 ∪ Z(pool \\| D0) | 80.00±1.00 | 62.00±0.00 | – | 18.00±1.00 | 0.012 |"
+    assert tables.reliance({}) == []
