@@ -99,11 +99,19 @@ class StageConfig(BaseModel):
         ``exclude_if``)."""
         return set()
 
-    def extends(self, marker: dict[str, Any]) -> bool:
-        """Whether a finished stage with this hash (its done-marker ``marker``) still has
-        work to do: a training stage given other seeds keeps its finished seeds and trains
-        the new ones. None here."""
-        return False
+    def filled(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings with what an unset one resolves to, as the resolved recipe shows them
+        (as dumped here)."""
+        return settings
+
+    def hashed(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings as the stage hash holds them (as dumped here)."""
+        return settings
+
+    def extension_settings(self) -> frozenset[str]:
+        """Settings whose change extends a finished stage instead of redoing it (none here;
+        a training stage's ``seeds``): a marker whose hash without them matches is resumed."""
+        return frozenset()
 
 
 class DataSpec(ReadOptions):
@@ -182,7 +190,7 @@ class Recipe(BaseModel):
         """A stage's settings; an operation's seed (an int, default 0) shows the effective seed
         so that the dump reloads to the same run (an unset plain ``seed`` stays null)."""
         cfg = self.stages[name]
-        out = cfg.model_dump(mode="json")
+        out = cfg.filled(cfg.model_dump(mode="json"))
         if type(cfg).model_fields["seed"].default is not None or cfg.seed is not None:
             out["seed"] = self.stage_seed(name)
         return out

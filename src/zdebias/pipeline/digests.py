@@ -159,7 +159,14 @@ def is_done(folder: Path, marker: dict[str, Any] | None, stage_hash: str) -> boo
     return marker is not None and marker.get("hash") == stage_hash and _intact(folder, marker)
 
 
-def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[str, Any]) -> str:
+def stage_hash(
+    recipe: Recipe,
+    name: str,
+    cfg: StageConfig,
+    input_digests: dict[str, Any],
+    *,
+    leave_out: frozenset[str] = frozenset(),
+) -> str:
     """The hash a stage's marker must hold for the stage to count as done.
 
     Settings that decide how a stage runs, not what it writes (:data:`EXECUTION_SETTINGS`:
@@ -167,11 +174,14 @@ def stage_hash(recipe: Recipe, name: str, cfg: StageConfig, input_digests: dict[
     whether it runs on Ray) and ``cfg.hash_excluded()`` (a method's settings in a stage that
     runs another, e.g. AFLite's in a z-filtering stage) are left out, as is a setting added
     later while unset (its field's ``exclude_if``): changing them neither redoes a finished
-    stage nor throws away an interrupted one's work.
+    stage nor throws away an interrupted one's work. ``cfg.hashed`` may write a setting as
+    what it resolves to (a classifier's schedule). ``leave_out``: more settings to leave out
+    (the hash without a training stage's seeds, :meth:`StageConfig.extension_settings`).
     """
     refs = field_refs(type(cfg))
-    unused = cfg.hash_excluded()
-    settings = cfg.model_dump(mode="json", exclude={"seed", *refs, *EXECUTION_SETTINGS, *unused})
+    unused = cfg.hash_excluded() | leave_out
+    exclude = {"seed", *refs, *EXECUTION_SETTINGS, *unused}
+    settings = cfg.hashed(cfg.model_dump(mode="json", exclude=exclude))
     # an unset reference among them (e.g. a z-filter stage's `dynamics`) is left out too
     inputs = {k: v for k, v in input_digests.items() if not (k in unused and v is None)}
     payload = {

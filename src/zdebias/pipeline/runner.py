@@ -154,6 +154,27 @@ class Runner:
     def _hash(self, name: str, cfg: StageConfig, resolved: dict[str, Any]) -> str:
         return stage_hash(self.recipe, name, cfg, self.digests.of_input(resolved, self.outputs))
 
+    def _base_hash(self, name: str, cfg: StageConfig, resolved: dict[str, Any]) -> str | None:
+        """The stage's hash without its extension settings (a training stage's seeds); None
+        for a stage without any."""
+        leave_out = cfg.extension_settings()
+        if not leave_out:
+            return None
+        digests = self.digests.of_input(resolved, self.outputs)
+        return stage_hash(self.recipe, name, cfg, digests, leave_out=leave_out)
+
+    @staticmethod
+    def _extends(folder: Path, marker: dict[str, Any] | None, h: str, base: str | None) -> bool:
+        """A finished stage (intact outputs) whose hash differs only in its extension
+        settings: other seeds of a training stage."""
+        return (
+            base is not None
+            and marker is not None
+            and marker.get("hash") != h
+            and marker.get("base_hash") == base
+            and is_done(folder, marker, marker["hash"])
+        )
+
     def _check_data(self) -> None:
         """Fail before running anything if a dataset the stages read is missing."""
         used: set[str] = set()
@@ -211,6 +232,7 @@ class Runner:
         spec = get_stage(cfg.stage)
         resolved = self._resolve(name, cfg)
         h = self._hash(name, cfg, resolved)
+        base = self._base_hash(name, cfg, resolved)
         final = self.run_dir / name
         partial = self.run_dir / f"{name}.partial"
         entry = self.manifest.stage(name)
@@ -221,8 +243,8 @@ class Runner:
         if not self._forced(name):
             for folder in (final, partial):
                 marker = read_json(folder / MARKER)
-                if is_done(folder, marker, h) and cfg.extends(marker):
-                    # more seeds: the finished run becomes the attempt the stage resumes
+                if self._extends(folder, marker, h, base):
+                    # other seeds: the finished run becomes the attempt the stage resumes
                     if folder is final:
                         if partial.exists():
                             shutil.rmtree(partial)
@@ -300,6 +322,7 @@ class Runner:
         outputs = self._check_outputs(name, spec.outputs, result, partial)
         marker = {
             "hash": h,
+            "base_hash": base,
             "name": name,
             "stage": cfg.stage,
             "settings": cfg.model_dump(mode="json"),
@@ -379,7 +402,8 @@ class Runner:
             partial = self.run_dir / f"{name}.partial"
             row = {"name": name, "stage": cfg.stage}
             try:
-                h = self._hash(name, cfg, self._resolve(name, cfg))
+                resolved = self._resolve(name, cfg)
+                h = self._hash(name, cfg, resolved)
             except InputPending as pending:
                 row["action"] = f"run (after {pending.stage})"
                 rows.append(row)
@@ -393,7 +417,7 @@ class Runner:
             attempt = read_json(partial / ATTEMPT)
             if self._forced(name):
                 row["action"] = "run (forced)"
-            elif is_done(final, marker, h) and cfg.extends(marker):
+            elif self._extends(final, marker, h, self._base_hash(name, cfg, resolved)):
                 row["action"] = "resume (other seeds)"
             elif is_done(final, marker, h):
                 row["action"] = "skip (up to date)"

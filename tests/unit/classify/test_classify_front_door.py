@@ -110,7 +110,13 @@ def test_every_setting_is_an_option_with_its_default_and_choices(
 
 def test_old_spellings_and_table_9_defaults() -> None:
     s = ClassifierSettings()
-    assert (s.learning_rate, s.batch_size, s.epochs, s.warmup_steps) == (1e-5, 32, 5.0, 2000)
+    table_9 = ClassifierSettings(model="bert-base-uncased").schedule()  # the packaged MiniLM
+    assert (table_9.learning_rate, s.batch_size, table_9.epochs, table_9.warmup_steps) == (
+        1e-5,
+        32,
+        5.0,
+        2000,
+    )  # has its own schedule (test_schedule.py)
     assert (s.max_length, s.patience, s.seed, s.loss) == (128, 3, DEFAULT_SEED, "ce")
     old = ClassifierSettings.of(input="hypothesis-only", lr=1e-4, sample=5, dev_sample=3)
     assert (old.input_kind, old.learning_rate, old.subset, old.dev_subset) == (

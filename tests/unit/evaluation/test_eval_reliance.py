@@ -61,7 +61,9 @@ def split_dir(tmp_path: Path) -> Path:
     parts = {"aligned": "a", "conflicting": "c", "free": "f"}
     sizes = {"aligned": 4, "conflicting": 4, "free": 2}
     for name, kind in parts.items():
-        rows = [Record(f"{kind}-{i}", LABELS[i % 2], text=f"w{i}") for i in range(sizes[name])]
+        rows = [
+            Record(f"{kind}-{i}", LABELS[i % 2], text=f"{kind} w{i}") for i in range(sizes[name])
+        ]
         write_records(rows, folder / f"{name}.jsonl")
     summary = {"by": "features", "counts": sizes, "warnings": ["only 4 conflicting rows"]}
     (folder / "summary.json").write_text(json.dumps(summary))
@@ -155,9 +157,11 @@ def test_recipe_split_then_evaluate_stage(tmp_path: Path, monkeypatch: pytest.Mo
     train = [Record(f"g{i}", "positive", text="good film") for i in range(40)]
     train += [Record(f"b{i}", "negative", text="bad film") for i in range(40)]
     write_records(train, tmp_path / "train.jsonl")
-    # a-0..a-3 carry their label's word; c-0..c-3 the other label's
-    test = [Record(f"a-{i}", LABELS[i % 2], text="good" if i % 2 else "bad") for i in range(4)]
-    test += [Record(f"c-{i}", LABELS[i % 2], text="bad" if i % 2 else "good") for i in range(4)]
+    # a-0..a-3 carry their label's word; c-0..c-3 the other label's (and each its own name:
+    # a model reads the text, so rows with one text would get one prediction)
+    word = {True: "good", False: "bad"}
+    test = [Record(f"a-{i}", LABELS[i % 2], text=f"{word[i % 2 == 1]} a{i}") for i in range(4)]
+    test += [Record(f"c-{i}", LABELS[i % 2], text=f"{word[i % 2 == 0]} c{i}") for i in range(4)]
     write_records(test, tmp_path / "test.jsonl")
     recipe = recipe_from_dict(
         {

@@ -24,7 +24,9 @@ def _recipe(bert: Path, seeds: list[int], lr: float = 1e-3) -> dict:
         "seeds": seeds,
     }
     corpus = {"stage": "demo-data", "n_train": 30, "n_dev": 9, "n_test": 9}
-    return {"name": "seeds", "seed": 1, "stages": {"corpus": corpus, "clf": clf}}
+    evaluate = {"stage": "evaluate", "classifiers": {"m": "clf"}, "suites": {"t": "corpus.test"}}
+    stages = {"corpus": corpus, "clf": clf, "evaluate": evaluate}
+    return {"name": "seeds", "seed": 1, "stages": stages}
 
 
 def _trained(run: Path) -> dict[str, float]:
@@ -45,7 +47,7 @@ def test_more_seeds_train_only_the_new_ones(
 
     recipe = recipe_from_dict(_recipe(bert, [1, 2, 3]))
     plan = {row["name"]: row["action"] for row in Runner(recipe, run).plan()}
-    assert plan == {"corpus": "skip (up to date)", "clf": "resume (other seeds)"}
+    assert plan["corpus"] == "skip (up to date)" and plan["clf"] == "resume (other seeds)"
     stages = {s["name"]: s for s in run_recipe(recipe, run, progress=False)["stages"]}
     assert stages["clf"]["reason"] == "other seeds: finished seeds kept"
     now = _trained(run)
@@ -53,6 +55,10 @@ def test_more_seeds_train_only_the_new_ones(
     assert list(now) == ["seed-1", "seed-2", "seed-3"]
     runs = json.loads((run / "clf" / "runs.json").read_text())["runs"]
     assert [r["seed"] for r in runs] == [1, 2, 3]
+    # the evaluation of every seed ran again, with the new one
+    assert stages["evaluate"]["status"] == "done"
+    results = json.loads((run / "evaluate" / "results.json").read_text())
+    assert len(results["documents"][0]["runs"]) == 3
     assert "resumed: seed-1 was already trained" in stages["clf"]["notes"]
 
     # fewer seeds: nothing is trained, the stage lists only those asked for

@@ -91,15 +91,30 @@ class TrainClassifierConfig(ClassifierSettings, StageConfig):
         "keeps the seeds it trained and trains the new ones",
     )
 
-    def hash_excluded(self) -> set[str]:
-        """``seeds``: a changed list extends the stage (:meth:`extends`), it does not redo it."""
-        return super().hash_excluded() | {"seeds"}
+    def filled(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The schedule the stage trains with (the model's, where unset)."""
+        schedule = self.schedule()
+        keys = ("learning_rate", "warmup_steps", "epochs", "min_steps")
+        return {**settings, **{k: getattr(schedule, k) for k in keys}}
 
-    def extends(self, marker: dict[str, Any]) -> bool:
-        """Other seeds than its finished run's: the stage runs again, trains only the seeds it
-        has not trained and lists exactly the seeds asked for."""
-        done = marker.get("settings", {}).get("seeds") or [marker.get("seed")]
-        return set(self.seeds or [marker.get("seed")]) != set(done)
+    def hashed(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The schedule as it resolves for the model (an unset learning rate hashes as the
+        value it trains with), and no ``min_steps`` where there is no floor: a stage that
+        trains as it did before the floor existed keeps its hash."""
+        schedule = self.schedule()
+        out = dict(settings)
+        for key in ("learning_rate", "warmup_steps", "epochs"):
+            if key in out:
+                out[key] = getattr(schedule, key)
+        if schedule.min_steps:
+            out["min_steps"] = schedule.min_steps
+        else:
+            out.pop("min_steps", None)
+        return out
+
+    def extension_settings(self) -> frozenset[str]:
+        """``seeds``: other seeds keep the seeds a finished stage trained."""
+        return frozenset({"seeds"})
 
 
 @register_stage(
