@@ -4,7 +4,6 @@ ids, and rows the source lacks) and rebuild exactly from them and the shared dat
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -12,18 +11,15 @@ from typing import Any
 
 import pytest
 
+from script_module import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "training_sets.py"
 POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
 
 
 @pytest.fixture(scope="module")
 def sets() -> Any:
-    spec = importlib.util.spec_from_file_location("training_sets", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("training_sets")
 
 
 def test_the_pool_experiment_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:

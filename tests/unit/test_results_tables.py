@@ -3,23 +3,18 @@ labels from a small run folder written here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "results_tables.py"
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def tables() -> Any:
-    spec = importlib.util.spec_from_file_location("results_tables", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results_tables")
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
