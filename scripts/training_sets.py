@@ -28,7 +28,7 @@ from typing import Any
 
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_records
+from zdebias.data.writers import write_json, write_records
 
 SETS_FILE = "sets.json"
 
@@ -79,7 +79,7 @@ def publish(
             plain.unlink()
         sets[name] = entry
     doc = {"source": source_name, "recipe": recipe, "sets": sets}
-    (out / SETS_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(doc, out / SETS_FILE)
     return doc
 
 
@@ -103,6 +103,13 @@ def rebuild(folder: Path, data: Path) -> dict[str, list[Record]]:
             own = {r.id: r for r in read_records(folder / entry["rows_file"])}
         with gzip.open(folder / entry["ids"], "rt", encoding="utf-8") as fh:
             ids = [line.rstrip("\n") for line in fh if line.strip()]
+        missing = [(n, i) for n, i in enumerate(ids, 1) if i not in own and i not in by_id]
+        if missing:
+            line, rid = missing[0]
+            raise ValueError(
+                f"{folder / entry['ids']}:{line}: id {rid!r} is neither in {doc['source']} nor "
+                f"in the set's own rows ({len(missing):,} such ids)"
+            )
         records = [_bare(own[i] if i in own else by_id[i]) for i in ids]
         if len(records) != entry["rows"]:
             raise ValueError(f"{name}: {len(records)} rows rebuilt, {entry['rows']} recorded")

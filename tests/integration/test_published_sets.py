@@ -57,6 +57,10 @@ def test_a_changed_row_fails_the_rebuild(sets: Any, data_dir: Path, tmp_path: Pa
         fh.write("\n".join(ids[:-1]) + "\n")
     with pytest.raises(ValueError, match="d0: 4999 rows rebuilt, 5000 recorded"):
         sets.rebuild(folder, data_dir)
+    with gzip.open(folder / "d0.ids.txt.gz", "wt") as fh:  # an id snli_20k does not have
+        fh.write("\n".join([*ids[:2], "no-such-id", *ids[3:]]) + "\n")
+    with pytest.raises(ValueError, match=r"d0\.ids\.txt\.gz:3: id 'no-such-id' is neither in "):
+        sets.rebuild(folder, data_dir)
 
 
 def test_rows_the_source_lacks_are_published_whole(sets: Any, tmp_path: Path) -> None:

@@ -148,12 +148,16 @@ class Schedule:
             f"{self.epochs:g} epochs, at least {self.min_steps} steps"
         )
 
+    def epoch_steps(self, steps_per_epoch: int) -> int:
+        """Optimizer steps of the epochs alone, without the floor."""
+        return math.ceil(steps_per_epoch * self.epochs)
+
     def total_steps(self, steps_per_epoch: int, max_steps: int = -1) -> int:
         """Optimizer steps of a training with ``steps_per_epoch``: ``max_steps`` when set,
         else the epochs' steps raised to the floor."""
         if max_steps > 0:
             return max_steps
-        return max(math.ceil(steps_per_epoch * self.epochs), self.min_steps)
+        return max(self.epoch_steps(steps_per_epoch), self.min_steps)
 
 
 #: GD-NLI Table 9 (BERT-base on all of SNLI / MNLI): the schedule of any model but minilm

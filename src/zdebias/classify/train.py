@@ -461,7 +461,7 @@ def _train(
     total_steps = schedule.total_steps(steps_per_epoch, s.max_steps)
     # the floor: small data repeats epochs until min_steps optimizer steps (HF's max_steps);
     # such a run is evaluated about FLOOR_EVALUATIONS times, not after each of its many short epochs
-    floored = s.max_steps <= 0 and total_steps > int(np.ceil(steps_per_epoch * schedule.epochs))
+    floored = s.max_steps <= 0 and total_steps > schedule.epoch_steps(steps_per_epoch)
     max_steps = total_steps if floored else s.max_steps
     eval_steps = s.eval_steps
     if floored and eval_steps is None:

@@ -152,16 +152,19 @@ class Runner:
         )
 
     def _hash(self, name: str, cfg: StageConfig, resolved: dict[str, Any]) -> str:
-        return stage_hash(self.recipe, name, cfg, self.digests.of_input(resolved, self.outputs))
+        return self._hashes(name, cfg, resolved)[0]
 
-    def _base_hash(self, name: str, cfg: StageConfig, resolved: dict[str, Any]) -> str | None:
-        """The stage's hash without its extension settings (a training stage's seeds); None
-        for a stage without any."""
-        leave_out = cfg.extension_settings()
-        if not leave_out:
-            return None
+    def _hashes(
+        self, name: str, cfg: StageConfig, resolved: dict[str, Any]
+    ) -> tuple[str, str | None]:
+        """The stage's hash, and its hash without its extension settings (a training stage's
+        seeds; None for a stage without any), from one digest of its inputs."""
         digests = self.digests.of_input(resolved, self.outputs)
-        return stage_hash(self.recipe, name, cfg, digests, leave_out=leave_out)
+        leave_out = cfg.extension_settings()
+        base = (
+            stage_hash(self.recipe, name, cfg, digests, leave_out=leave_out) if leave_out else None
+        )
+        return stage_hash(self.recipe, name, cfg, digests), base
 
     @staticmethod
     def _extends(folder: Path, marker: dict[str, Any] | None, h: str, base: str | None) -> bool:
@@ -231,8 +234,7 @@ class Runner:
     def _run_stage(self, i: int, n: int, name: str, cfg: StageConfig) -> None:
         spec = get_stage(cfg.stage)
         resolved = self._resolve(name, cfg)
-        h = self._hash(name, cfg, resolved)
-        base = self._base_hash(name, cfg, resolved)
+        h, base = self._hashes(name, cfg, resolved)
         final = self.run_dir / name
         partial = self.run_dir / f"{name}.partial"
         entry = self.manifest.stage(name)
@@ -402,8 +404,7 @@ class Runner:
             partial = self.run_dir / f"{name}.partial"
             row = {"name": name, "stage": cfg.stage}
             try:
-                resolved = self._resolve(name, cfg)
-                h = self._hash(name, cfg, resolved)
+                h, base = self._hashes(name, cfg, self._resolve(name, cfg))
             except InputPending as pending:
                 row["action"] = f"run (after {pending.stage})"
                 rows.append(row)
@@ -417,7 +418,7 @@ class Runner:
             attempt = read_json(partial / ATTEMPT)
             if self._forced(name):
                 row["action"] = "run (forced)"
-            elif self._extends(final, marker, h, self._base_hash(name, cfg, resolved)):
+            elif self._extends(final, marker, h, base):
                 row["action"] = "resume (other seeds)"
             elif is_done(final, marker, h):
                 row["action"] = "skip (up to date)"

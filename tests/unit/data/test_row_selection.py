@@ -86,6 +86,13 @@ def _plain(tmp_path: Path) -> Path:
     return path
 
 
+def _filter_sick(tmp_path: Path, where: str) -> tuple[Path, Path, int]:
+    """``zdebias filter`` on the SICK-shaped file with ``--where``: its path, --out, exit code."""
+    path, out = _sick(tmp_path), tmp_path / "out"
+    args = ["--columns", COLUMNS, "--where", where, "--out", out]
+    return path, out, run_main(["filter", path, *args])
+
+
 def test_where_on_json_values_and_missing_keys(tmp_path: Path) -> None:
     # a JSON number is compared as its digits; a row without the key holds ""
     records, report = ReadOptions(where={"n": 1}).read(_plain(tmp_path))
@@ -96,10 +103,8 @@ def test_where_on_json_values_and_missing_keys(tmp_path: Path) -> None:
 def test_a_misspelt_where_column_lists_the_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sick(tmp_path)
-    out = tmp_path / "out"
-    args = ["--columns", COLUMNS, "--where", "semeval_set=TRAIN", "--out", out]
-    assert run_main(["filter", path, *args]) == 2
+    path, out, code = _filter_sick(tmp_path, "semeval_set=TRAIN")
+    assert code == 2
     assert _error_line(capsys) == (
         f"error: {path}: --where semeval_set=TRAIN: no column 'semeval_set'; the columns are "
         "pair_ID, sentence_A, sentence_B, entailment_label, SemEval_set"
@@ -119,10 +124,8 @@ def test_a_value_no_row_holds_says_what_the_rows_hold(tmp_path: Path) -> None:
 def test_filter_where_counts_the_rows_left_out_in_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sick(tmp_path)
-    out = tmp_path / "out"
-    args = ["--columns", COLUMNS, "--where", "SemEval_set=TRAIN", "--out", out]
-    assert run_main(["filter", path, *args]) == 0
+    path, out, code = _filter_sick(tmp_path, "SemEval_set=TRAIN")
+    assert code == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["read"]["n_records"] == 6
     assert summary["read"]["n_skipped_by_where"] == 4
