@@ -36,8 +36,11 @@ T = TypeVar("T")
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
-    """Open a temp file beside ``path``; rename it to ``path`` only if the block succeeds.
+def atomic_open(
+    path: str | Path, mode: str = "w", *, temp_dir: str | Path | None = None
+) -> Iterator[IO[Any]]:
+    """Open a temp file beside ``path`` (in ``temp_dir``, on the same file system, where
+    given); rename it to ``path`` only if the block succeeds.
 
     No reader ever sees half a file, and a failed write leaves no file behind.
     """
@@ -45,8 +48,10 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     if path.is_dir():
         raise ConfigError(f"{path} is a folder; expected a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent)
+    where = path.parent if temp_dir is None else Path(temp_dir)
+    remove_stale_temps(where)
+    prefix = _temp_prefix(path.name if temp_dir is None else f"{path.parent.name}{path.name}")
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=where)
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as fh:
@@ -129,9 +134,9 @@ def current_umask() -> int:
     return mask
 
 
-def write_json(obj: Any, path: str | Path) -> Path:
-    """Write one JSON document atomically (indented, UTF-8)."""
-    with atomic_open(path) as fh:
+def write_json(obj: Any, path: str | Path, *, temp_dir: str | Path | None = None) -> Path:
+    """Write one JSON document atomically (indented, UTF-8; ``temp_dir``: :func:`atomic_open`)."""
+    with atomic_open(path, temp_dir=temp_dir) as fh:
         json.dump(obj, fh, indent=2, ensure_ascii=False, default=_json_default)
         fh.write("\n")
     return Path(path)
@@ -564,8 +569,18 @@ def _absolute(out: str | Path) -> Path:
 
 
 def mark_owned(folder: str | Path, kind: str, **extra: Any) -> Path:
-    """Write the ownership marker into ``folder`` (:func:`~zdebias.data.ownership.marker_doc`)."""
-    return write_json(marker_doc(kind, **extra), Path(folder) / MARKER)
+    """Write the ownership marker into ``folder`` (:func:`~zdebias.data.ownership.marker_doc`).
+
+    Its temp file is made beside the folder, not in it, so the folder never holds a file
+    without the marker: processes that claim one new folder together (``sample --worker 0/2``
+    and ``1/2`` started at once) find it empty or marked, never foreign. A mount point, or a
+    parent zdebias cannot write into, gets the temp file inside, as any other file."""
+    folder = Path(folder)
+    target = folder / MARKER
+    beside = folder.parent if not os.path.ismount(folder) else None
+    if beside is not None and not os.access(beside, os.W_OK | os.X_OK):
+        beside = None
+    return write_json(marker_doc(kind, **extra), target, temp_dir=beside)
 
 
 def claim(folder: str | Path, kind: str, *, adopt: bool = False, **extra: Any) -> Path:

@@ -193,3 +193,34 @@ def test_overwrite_checks_every_input_before_removing_anything(
     assert "own" not in err.split(":")[1], err  # it failed on the input, not on the output
     assert _contents(own) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl", "own"]
+
+
+def test_a_folder_being_claimed_is_never_foreign_to_a_second_claimer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes claiming one new folder at once (`sample --worker 0/2` and `1/2` started
+    together): at the worst moment, the first one's marker written but not yet renamed into
+    place, the second one must find the folder empty, not holding files zdebias did not write."""
+    import os
+
+    from zdebias.data import writers
+    from zdebias.data.ownership import MARKER, check_ours
+
+    out = tmp_path / "w"
+    seen: list[list[str]] = []
+    replace = os.replace
+
+    def at_rename(src: str, dst: str) -> None:
+        if not seen:  # the first claimer's rename: the second one steps in just before it
+            seen.append(sorted(p.name for p in out.iterdir()))
+            check_ours(out)  # no ConfigError
+            writers.claim(out, "samples")  # and it claims the folder too
+        replace(src, dst)
+
+    monkeypatch.setattr(writers.os, "replace", at_rename)
+    writers.claim(out, "samples")
+    monkeypatch.undo()
+    assert seen[0] == []  # the first claimer's temp file was beside the folder, not in it
+    assert sorted(p.name for p in out.iterdir()) == [MARKER]
+    assert owner_of(out) == {"zdebias": owner_of(out)["zdebias"], "kind": "samples"}
+    assert [p.name for p in tmp_path.iterdir()] == ["w"]  # no temp file left beside it
