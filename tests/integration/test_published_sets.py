@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
+GD_NLI = ROOT / "docs" / "data" / "snli20k-cpu"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,20 @@ def test_the_pool_experiment_sets_rebuild_exactly(sets: Any, data_dir: Path) -> 
     # the same-size random control and Z-Aug share only what chance gives
     added = {r.id for r in built["z_aug"][5000:]}
     assert len(added) == len({r.id for r in built["d0_random"][5000:]}) == 2693
+
+
+def test_the_gd_nli_filtered_and_random_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
+    built = sets.rebuild(GD_NLI, data_dir)
+    assert {name: len(rows) for name, rows in built.items()} == {
+        "zfilter": 7139,
+        "random_subset": 7139,
+    }
+    # both are subsets of D0 without repeats, and overlap about as chance gives (7139² / 19993)
+    kept, random = ({r.id for r in built[name]} for name in ("zfilter", "random_subset"))
+    assert len(kept) == len(random) == 7139
+    assert 2300 < len(kept & random) < 2800
+    labels = Counter(r.label for r in built["zfilter"])
+    assert labels == {"entailment": 2177, "neutral": 2446, "contradiction": 2516}
 
 
 def test_a_changed_row_fails_the_rebuild(sets: Any, data_dir: Path, tmp_path: Path) -> None:
