@@ -151,9 +151,6 @@ class Runner:
             target.name, target.output or "", info["kind"], self.run_dir / info["path"]
         )
 
-    def _hash(self, name: str, cfg: StageConfig, resolved: dict[str, Any]) -> str:
-        return self._hashes(name, cfg, resolved)[0]
-
     def _hashes(
         self, name: str, cfg: StageConfig, resolved: dict[str, Any]
     ) -> tuple[str, str | None]:

@@ -6,6 +6,7 @@ Each stage config is its operation's settings (``zdebias.classify.settings``) pl
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from pydantic import Field, model_validator
@@ -93,23 +94,15 @@ class TrainClassifierConfig(ClassifierSettings, StageConfig):
 
     def filled(self, settings: dict[str, Any]) -> dict[str, Any]:
         """The schedule the stage trains with (the model's, where unset)."""
-        schedule = self.schedule()
-        keys = ("learning_rate", "warmup_steps", "epochs", "min_steps")
-        return {**settings, **{k: getattr(schedule, k) for k in keys}}
+        return {**settings, **asdict(self.schedule())}
 
     def hashed(self, settings: dict[str, Any]) -> dict[str, Any]:
         """The schedule as it resolves for the model (an unset learning rate hashes as the
         value it trains with), and no ``min_steps`` where there is no floor: a stage that
         trains as it did before the floor existed keeps its hash."""
-        schedule = self.schedule()
-        out = dict(settings)
-        for key in ("learning_rate", "warmup_steps", "epochs"):
-            if key in out:
-                out[key] = getattr(schedule, key)
-        if schedule.min_steps:
-            out["min_steps"] = schedule.min_steps
-        else:
-            out.pop("min_steps", None)
+        out = self.filled(settings)
+        if not out["min_steps"]:
+            del out["min_steps"]
         return out
 
     def extension_settings(self) -> frozenset[str]:
