@@ -28,7 +28,7 @@ from typing import Any
 
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
-from zdebias.data.writers import write_json, write_records
+from zdebias.data.writers import atomic_open, write_json, write_records
 
 SETS_FILE = "sets.json"
 
@@ -68,19 +68,24 @@ def publish(
             "digest": content_digest(records),
             "ids": f"{name}.ids.txt.gz",
         }
-        with gzip.GzipFile(out / entry["ids"], "wb", mtime=0) as fh:
-            fh.write("".join(f"{r.id}\n" for r in records).encode())
+        _write_gzip(out / entry["ids"], "".join(f"{r.id}\n" for r in records).encode())
         if own:
             entry["rows_file"] = f"{name}.rows.jsonl.gz"
             plain = out / f"{name}.rows.jsonl"
             write_records([_bare(r) for r in own], plain)
-            with gzip.GzipFile(out / entry["rows_file"], "wb", mtime=0) as fh:
-                fh.write(plain.read_bytes())
+            _write_gzip(out / entry["rows_file"], plain.read_bytes())
             plain.unlink()
         sets[name] = entry
     doc = {"source": source_name, "recipe": recipe, "sets": sets}
     write_json(doc, out / SETS_FILE)
     return doc
+
+
+def _write_gzip(path: Path, data: bytes) -> None:
+    """``data`` gzipped into ``path`` atomically; the same bytes for the same data (no time
+    stamp, the header names ``path`` as a plain GzipFile of it would)."""
+    with atomic_open(path, "wb") as raw, gzip.GzipFile(str(path), "wb", fileobj=raw, mtime=0) as fh:
+        fh.write(data)
 
 
 def _content(r: Record) -> tuple[Any, ...]:
