@@ -6,8 +6,10 @@
 forward passes the in-process path makes (:func:`~zdebias.classify.predict.length_batches`),
 one Ray Data row per pass, and ``map_batches`` runs them on a pool of actors that each hold the
 model (:class:`BatchScorer`, :func:`~zdebias.classify.predict.score_batch`). The probabilities
-come back by pass index, so they are the in-process ones, and the caller writes its outputs as
-it does without Ray. The model folder must be readable on every node (a shared filesystem).
+come back by pass index, so they are the in-process ones (to float32's last digits: the math
+library may sum a matrix product in another order in another process), and the caller writes
+its outputs as it does without Ray. The model folder must be readable on every node (a shared
+filesystem).
 """
 
 from __future__ import annotations
