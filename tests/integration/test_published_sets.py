@@ -45,6 +45,9 @@ def test_the_gd_nli_filtered_and_random_sets_rebuild_exactly(sets: Any, data_dir
     assert {name: len(rows) for name, rows in built.items()} == {
         "zfilter": 7139,
         "random_subset": 7139,
+        "z_aug": 20162,
+        "par_z": 7618,
+        "seq_z": 7180,
     }
     # both are subsets of D0 without repeats, and overlap about as chance gives (7139² / 19993)
     kept, random = ({r.id for r in built[name]} for name in ("zfilter", "random_subset"))
@@ -52,6 +55,22 @@ def test_the_gd_nli_filtered_and_random_sets_rebuild_exactly(sets: Any, data_dir
     assert 2300 < len(kept & random) < 2800
     labels = Counter(r.label for r in built["zfilter"])
     assert labels == {"entailment": 2177, "neutral": 2446, "contradiction": 2516}
+    # the recipes' sets: D0 or Z(D0) whole, plus the generated rows each recipe accepted out of
+    # the 479 confident samples (Z-Aug 169, Par-Z all, Seq-Z 41), none of them twice
+    d0 = {r.id for r in built["z_aug"] if not r.id.startswith("gen-")}
+    assert len(d0) == 19993
+    generated = {}
+    for name, base in (("z_aug", d0), ("par_z", kept), ("seq_z", kept)):
+        ids = [r.id for r in built[name]]
+        assert {i for i in ids if not i.startswith("gen-")} == base
+        generated[name] = {i for i in ids if i.startswith("gen-")}
+        assert len(ids) == len(set(ids)) == len(base) + len(generated[name])
+    assert {name: len(ids) for name, ids in generated.items()} == {
+        "z_aug": 169,
+        "par_z": 479,
+        "seq_z": 41,
+    }
+    assert generated["z_aug"] | generated["seq_z"] <= generated["par_z"]
 
 
 def test_a_changed_row_fails_the_rebuild(sets: Any, data_dir: Path, tmp_path: Path) -> None:
