@@ -17,6 +17,7 @@ from script_module import load_script
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
 GD_NLI = ROOT / "docs" / "data" / "snli20k-cpu"
+AUTOCAD = ROOT / "docs" / "data" / "autocad-sst2-cpu"
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,25 @@ def test_the_gd_nli_filtered_and_random_sets_rebuild_exactly(sets: Any, data_dir
         "seq_z": 41,
     }
     assert generated["z_aug"] | generated["seq_z"] <= generated["par_z"]
+
+
+def test_the_autocad_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
+    built = sets.rebuild(AUTOCAD, data_dir)
+    assert {name: len(rows) for name, rows in built.items()} == {"train": 2000, "augmented": 3158}
+    # D0 is 2,000 distinct SST-2 training sentences, whole and first in the augmented set; the
+    # 1,158 counterfactuals the classifier accepted follow, each the other label of its source
+    d0 = built["train"]
+    assert len({r.id for r in d0}) == 2000
+    assert all(r.id.startswith("train_full.tsv:") for r in d0)
+    assert [r.id for r in built["augmented"][:2000]] == [r.id for r in d0]
+    by_id = {r.id: r for r in d0}
+    added = built["augmented"][2000:]
+    assert len({r.id for r in added}) == 1158
+    for r in added:
+        source, kind, target, _ = r.id.rsplit(":", 3)
+        assert kind == "cf" and source in by_id and r.label == target != by_id[source].label
+        assert r.text != by_id[source].text
+    assert Counter(r.label for r in d0) == {"positive": 1100, "negative": 900}
 
 
 def test_a_changed_row_fails_the_rebuild(sets: Any, data_dir: Path, tmp_path: Path) -> None:
