@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
 GD_NLI = ROOT / "docs" / "data" / "snli20k-cpu"
 AUTOCAD = ROOT / "docs" / "data" / "autocad-sst2-cpu"
+FILTERS = ROOT / "docs" / "data" / "snli20k-filters-cpu"
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,33 @@ def test_the_gd_nli_filtered_and_random_sets_rebuild_exactly(sets: Any, data_dir
         "seq_z": 41,
     }
     assert generated["z_aug"] | generated["seq_z"] <= generated["par_z"]
+
+
+def test_the_filters_comparison_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
+    built = sets.rebuild(FILTERS, data_dir)
+    assert {name: len(rows) for name, rows in built.items()} == {
+        "aflite": 7139,
+        "carto_ambiguous": 7139,
+        "carto_hard": 7139,
+    }
+    # each filter keeps the size of Z(D0), rows of D0 without repeats; the hard-to-learn region
+    # leans to neutral (its rows are the ones the data map's model got wrong most)
+    assert {name: dict(Counter(r.label for r in rows)) for name, rows in built.items()} == {
+        "aflite": {"entailment": 2314, "neutral": 2445, "contradiction": 2380},
+        "carto_ambiguous": {"entailment": 2180, "neutral": 2596, "contradiction": 2363},
+        "carto_hard": {"entailment": 1652, "neutral": 3266, "contradiction": 2221},
+    }
+    from zdebias.data.readers import read_records
+
+    d0 = {r.id for r in read_records(data_dir / "snli_20k" / "train.jsonl")}
+    kept = {name: {r.id for r in rows} for name, rows in built.items()}
+    assert all(len(ids) == 7139 and ids <= d0 for ids in kept.values())
+    with gzip.open(GD_NLI / "zfilter.ids.txt.gz", "rt") as fh:
+        zfilter = set(fh.read().split())
+    # chance overlap of two 7,139-row thirds of 19,993 rows is about 2,549
+    overlap = {name: len(ids & zfilter) for name, ids in kept.items()}
+    assert overlap == {"aflite": 2911, "carto_ambiguous": 2732, "carto_hard": 3403}
+    assert len(kept["carto_ambiguous"] & kept["carto_hard"]) == 3640
 
 
 def test_the_autocad_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
