@@ -530,7 +530,7 @@ def _train(
         )
         trainer.dynamics = dynamics
         route_logs(trainer)  # off stdout: logged, or under the progress bar on stderr
-        resume = run.resume(early_stopping=best, training_dynamics=dynamics)
+        resume = run.resume(trainer, early_stopping=best, training_dynamics=dynamics)
         result = trainer.train(resume_from_checkpoint=resume)
         best.restore_best(net)
         for attr in (GATE_ATTR, BIAS_HEAD_ATTR):
@@ -586,8 +586,10 @@ def _train(
             "train_label_counts": dict(Counter(r.label for r in train)),
             "dev_label_counts": dict(Counter(r.label for r in dev)) if dev else {},
             "steps": int(result.global_step),
-            "train_loss": float(result.training_loss),
-            "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
+            "train_loss": run.train_loss(result),  # a resumed run's: over all its steps
+            "train_runtime_s": round(
+                float(result.metrics.get("train_runtime", 0.0)) + run.seconds_before, 3
+            ),
             "train_samples_per_second": float(result.metrics.get("train_samples_per_second", 0)),
             "history": best.history,
             "log_history": trainer.state.log_history,
@@ -599,7 +601,7 @@ def _train(
             "stopped_early": best.stopped_early,
             "resumed_from_step": run.resumed_from,
             "training_dynamics": None,  # filled in when saved
-            "wall_time_s": round(time.time() - started, 3),
+            "wall_time_s": round(time.time() - started + run.seconds_before, 3),
         }
         metrics["did_not_learn"] = did_not_learn(metrics)
         if metrics["did_not_learn"] and is_main_process() and warn_unlearned():

@@ -287,7 +287,7 @@ def train_infiller(
             "skipped": dict(skipped),
             "n_dev": len(dev_feats),
             "n_dev_skipped": sum(dev_skipped.values()),
-            "train_loss": round(float(result.training_loss), 6),
+            "train_loss": round(run.train_loss(result), 6),
             "eval_loss": None if eval_loss is None else round(float(eval_loss), 6),
             "parameters_changed": changed,
             "compute": compute_record(args.device, "bfloat16" if args.bf16 else "float32"),

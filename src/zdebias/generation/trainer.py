@@ -503,7 +503,7 @@ def train_generator(
             "n_dropped_too_long": len(long_pos) + len(long_neg),
             "dropped_too_long_ids": (long_pos + long_neg)[:50],
             "steps": result.global_step,
-            "train_loss": round(float(result.training_loss), 4),
+            "train_loss": round(run.train_loss(result), 4),
             "train_seconds": round(seconds, 2),
             "train_tokens": tokens[1],
             "train_tokens_per_s": round(tokens[0] / max(seconds, 1e-9), 1),

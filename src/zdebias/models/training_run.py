@@ -13,7 +13,8 @@ Every trainer does, in this order::
     with TrainingRun(out, settings, records_digest(train), model_identity(base)) as run:
         args = run.arguments(MyTrainingArguments, {"learning_rate": 1e-5})
         trainer = MyTrainer(model=net, args=args, callbacks=[run.checkpoints])
-        result = trainer.train(resume_from_checkpoint=run.resume())
+        result = trainer.train(resume_from_checkpoint=run.resume(trainer))
+        loss = run.train_loss(result)  # the whole run's, a resumed one's too
         run.publish(trainer, net.save_pretrained)
 
 This module imports transformers (through :mod:`zdebias.models.checkpoints`): import it lazily.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +59,7 @@ class TrainingRun:
         run_id = fingerprint(settings.run_identity(), *identity)
         self.checkpoints = Checkpointing(out, settings, run_id)
         self.work = work_dir_for(out)
+        self.totals = RunTotals()
 
     def __enter__(self) -> TrainingRun:
         return self
@@ -84,15 +87,44 @@ class TrainingRun:
         own = {**values, **self.checkpoints.arguments(), **s.tracking_arguments(), **s.extra}
         return make_arguments(args_cls, own)
 
-    def resume(self, **states: Stateful) -> str | None:
+    def resume(self, trainer: Any = None, **states: Stateful) -> str | None:
         """The checkpoint to hand to ``trainer.train(resume_from_checkpoint=...)``: this
         run's last complete one, with ``states`` (what a checkpoint keeps beyond HF's own, by
         name: early stopping, the trainer's counters) restored from it; ``None`` to start
-        over."""
-        self.checkpoints.states.update(states)
+        over. ``trainer``: the HF ``Trainer`` about to train (its counters are kept as state
+        ``trainer`` when it has them), whose loss and time :class:`RunTotals` carries across
+        a cut."""
+        if trainer is not None:
+            self.totals.trainer = trainer
+            if hasattr(trainer, "checkpoint_state"):
+                states = {"trainer": trainer, **states}
+        self.checkpoints.states.update(states, run_totals=self.totals)
         resume = self.checkpoints.resume_point()
+        self.totals.known = resume is None  # a checkpoint's totals make it known
         self.checkpoints.restore(resume)
+        self.totals.started = time.perf_counter()
         return resume
+
+    def train_loss(self, result: Any) -> float:
+        """The mean training loss over all the run's steps, for a resumed run too (HF's
+        ``result.training_loss`` covers the steps of one ``train()`` call). A checkpoint
+        written before zdebias kept totals has only its logged losses: they stand in for the
+        steps before the cut (exact up to the steps after its last log line)."""
+        trainer = self.totals.trainer
+        if self.resumed_from is None or trainer is None:
+            return float(result.training_loss)
+        before = (
+            self.totals.loss
+            if self.totals.known
+            else _logged_loss(trainer.state.log_history, self.resumed_from)
+        )
+        return (before + float(trainer._total_loss_scalar)) / max(trainer.state.global_step, 1)
+
+    @property
+    def seconds_before(self) -> float:
+        """Seconds the run trained before the cut it resumed from (0.0: not resumed, or a
+        checkpoint without totals)."""
+        return self.totals.seconds if self.resumed_from is not None and self.totals.known else 0.0
 
     def publish(
         self,
@@ -119,6 +151,47 @@ class TrainingRun:
         else:
             shutil.rmtree(self.work, ignore_errors=True)
         barrier()  # the others return once OUT is whole
+
+
+class RunTotals:
+    """What a checkpoint keeps so that a resumed run reports the whole run: the training loss
+    summed over the steps before it and the seconds they took. Reads the ``Trainer``'s running
+    sums (``_total_loss_scalar``, the logged part; ``_tr_loss``, since the last log line)."""
+
+    def __init__(self) -> None:
+        self.trainer: Any = None
+        self.loss = 0.0
+        self.seconds = 0.0
+        self.known = True
+        self.started = time.perf_counter()
+
+    def checkpoint_state(self, folder: Path) -> dict[str, Any]:
+        """The sums up to this checkpoint (nothing without a trainer)."""
+        t = self.trainer
+        if t is None:
+            return {}
+        pending = getattr(t, "_tr_loss", None)
+        loss = float(t._total_loss_scalar) + (float(pending.item()) if pending is not None else 0.0)
+        return {
+            "loss_sum": self.loss + loss,
+            "seconds": self.seconds + time.perf_counter() - self.started,
+        }
+
+    def load_checkpoint_state(self, state: dict[str, Any], folder: Path) -> None:
+        """Back to the sums :meth:`checkpoint_state` saved."""
+        if "loss_sum" in state:
+            self.loss, self.seconds, self.known = state["loss_sum"], state["seconds"], True
+
+
+def _logged_loss(history: list[dict[str, Any]], step: int) -> float:
+    """The loss summed over steps 1..``step`` from a run's log lines (each the mean over the
+    steps since the previous one)."""
+    total, last = 0.0, 0
+    for row in history:
+        if "loss" in row and row.get("step", 0) <= step:
+            total += row["loss"] * (row["step"] - last)
+            last = row["step"]
+    return total
 
 
 def route_logs(trainer: Any) -> None:
@@ -159,4 +232,4 @@ def _shown(logs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-__all__ = ["TrainingRun", "route_logs"]
+__all__ = ["RunTotals", "TrainingRun", "route_logs"]

@@ -104,6 +104,8 @@ def test_classifier_resumes_to_the_same_weights(
     resumed = train_classifier(train, dev, tmp_path / "b", **kw)
     assert resumed["resumed_from_step"] == 9 and resumed["steps"] == 12
     _assert_same_weights(tmp_path / "a", tmp_path / "b")
+    # the loss is the mean over all 12 steps, not over the 3 after the last cut
+    assert resumed["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-6)
     assert resumed["history"] == whole["history"]  # early stopping's state survived
     assert len(whole["history"]) == 2 and resumed["best"] == whole["best"]
     assert not checkpoint_root(tmp_path / "b").exists()
@@ -114,6 +116,36 @@ def test_classifier_resumes_to_the_same_weights(
     dynamics = "training_dynamics.jsonl"
     assert (tmp_path / "b" / dynamics).read_bytes() == (tmp_path / "a" / dynamics).read_bytes()
     assert whole["training_dynamics"]["values"] == 96  # 48 examples x 2 epochs
+
+
+def test_a_checkpoint_without_totals_takes_the_loss_before_the_cut_from_its_log_lines(
+    tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
+) -> None:
+    """Checkpoints written before zdebias kept the loss sum: a run resumed from one adds the
+    logged losses of the steps before the cut (exact when the cut falls on a log line)."""
+    import json
+
+    from zdebias.classify.train import train_classifier
+
+    bert = tiny_model("bert")
+    train, dev = _toy_nli(48, 0), _toy_nli(12, 1)
+    kw: dict[str, Any] = dict(
+        model=str(bert), epochs=2, batch_size=8, learning_rate=5e-3, warmup_steps=0,
+        patience=5, checkpoint_steps=3, logging_steps=3, device="cpu", progress=False,
+    )  # fmt: skip
+    whole = train_classifier(train, dev, tmp_path / "a", **kw)
+    cut_after(9)
+    with pytest.raises(Cut):
+        train_classifier(train, dev, tmp_path / "b", **kw)
+    state = checkpoint_root(tmp_path / "b") / "checkpoint-9" / ck.STATE_FILE
+    saved = json.loads(state.read_text())
+    assert saved["run_totals"]["seconds"] > 0
+    steps_1_to_9 = saved["run_totals"]["loss_sum"]
+    assert steps_1_to_9 / 9 != pytest.approx(whole["train_loss"], rel=1e-3)  # it matters
+    state.write_text(json.dumps({k: v for k, v in saved.items() if k != "run_totals"}))
+    resumed = train_classifier(train, dev, tmp_path / "b", **kw)
+    assert resumed["resumed_from_step"] == 9
+    assert resumed["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-6)
 
 
 def test_generator_resumes_to_the_same_weights(
@@ -138,6 +170,7 @@ def test_generator_resumes_to_the_same_weights(
     resumed = train_generator(records, gpt, tmp_path / "b", **kw)
     assert (whole["steps"], resumed["steps"], resumed["resumed_from_step"]) == (9, 9, 4)
     assert resumed["train_tokens"] == whole["train_tokens"]  # our counters survived
+    assert resumed["train_loss"] == pytest.approx(whole["train_loss"], abs=1e-4)  # all 9 steps
     _assert_same_weights(tmp_path / "a", tmp_path / "b")
     assert not checkpoint_root(tmp_path / "b").exists()
 
@@ -163,6 +196,7 @@ def test_infiller_resumes_to_the_same_weights(
     resumed = train_infiller(records, tmp_path / "b", **kw)
     assert resumed["resumed_from_step"] == 4
     _assert_same_weights(tmp_path / "a", tmp_path / "b")
+    assert resumed["train_loss"] == pytest.approx(whole["train_loss"], abs=1e-6)  # all 6 steps
     evals = [[h for h in run["history"] if "eval_loss" in h] for run in (whole, resumed)]
     assert evals[0] == evals[1] and len(evals[0]) == 3  # 2 epochs + the final evaluation
     assert not checkpoint_root(tmp_path / "b").exists()
