@@ -411,9 +411,14 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
     return lines
 
 
+def _pair(row: dict[str, Any]) -> list[str]:
+    return [row["premise"], row["hypothesis"]]
+
+
 def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     """Hand labels of a sample stage's rows against the generated labels and each judge's verdict
-    (``{"stage", "labels": {id: label or null}}``; null: too garbled to label)."""
+    (``{"stage", "labels": {id: label or null}, "texts": {id: [premise, hypothesis, label]}}``;
+    null: too garbled to label; ``texts``, optional, must match the run's rows)."""
     doc = load(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("labels"), dict) or "stage" not in doc:
         raise SystemExit(f'{path}: expected {{"stage": NAME, "labels": {{ID: LABEL or null}}}}')
@@ -423,6 +428,13 @@ def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     missing = sorted(set(hand) - set(rows))
     if missing:
         raise SystemExit(f"{path}: {len(missing)} ids not in {samples}, e.g. {missing[0]!r}")
+    texts: dict[str, list[str]] = doc.get("texts") or {}
+    other = [i for i, t in texts.items() if [*_pair(rows[i]), rows[i]["label"]] != t]
+    if other:
+        raise SystemExit(
+            f"{path}: {len(other)} rows were labelled as other text than {samples} holds "
+            f"(e.g. {other[0]!r}); these labels belong to another run"
+        )
     right = {i for i, label in hand.items() if label is not None and label == rows[i]["label"]}
     garbled = sum(label is None for label in hand.values())
     gen = Counter(rows[i]["label"] for i in hand)

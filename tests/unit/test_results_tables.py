@@ -182,6 +182,31 @@ def test_hand_labels_of_unknown_rows_are_refused(tables: Any, run: tuple[Path, A
         tables.hand_labels(folder, manifest, hand)
 
 
+def test_hand_labels_of_other_samples_with_the_same_ids_are_refused(
+    tables: Any, run: tuple[Path, Any]
+) -> None:
+    """A rerun writes new samples under the same ids: labels kept with their texts are
+    checked against the run's rows, not silently counted against other text."""
+    folder, manifest = run
+    hand = folder / "hand.json"
+    labels = {"gen-s1:0": "neutral", "gen-s1:2": "contradiction"}
+    texts = {
+        "gen-s1:0": ["premise 0", "h0", "neutral"],
+        "gen-s1:2": ["premise 2", "h2", "entailment"],
+    }
+    hand.write_text(json.dumps({"stage": "s", "labels": labels, "texts": texts}))
+    assert tables.hand_labels(folder, manifest, hand)[0].endswith(
+        "1 carry the label the labeller gave, 0 too garbled to label, "
+        "1 readable with another label."
+    )
+    texts["gen-s1:2"][1] = "an older run's hypothesis"
+    hand.write_text(json.dumps({"stage": "s", "labels": labels, "texts": texts}))
+    with pytest.raises(
+        SystemExit, match=r"hand\.json: 1 rows were labelled as other text than .*'gen-s1:2'"
+    ):
+        tables.hand_labels(folder, manifest, hand)
+
+
 def test_trainings_counts_the_runs_that_did_not_learn(tables: Any, tmp_path: Path) -> None:
     """One row per train-classifier stage: its seeds, steps, best dev accuracy as mean±std over
     seeds (sample std), and the runs that did not learn; the total under the table."""
