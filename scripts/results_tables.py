@@ -411,10 +411,6 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
     return lines
 
 
-def _pair(row: dict[str, Any]) -> list[str]:
-    return [row["premise"], row["hypothesis"]]
-
-
 def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     """Hand labels of a sample stage's rows against the generated labels and each judge's verdict
     (``{"stage", "labels": {id: label or null}, "texts": {id: [premise, hypothesis, label]}}``;
@@ -429,7 +425,11 @@ def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     if missing:
         raise SystemExit(f"{path}: {len(missing)} ids not in {samples}, e.g. {missing[0]!r}")
     texts: dict[str, list[str]] = doc.get("texts") or {}
-    other = [i for i, t in texts.items() if [*_pair(rows[i]), rows[i]["label"]] != t]
+    other = [
+        i
+        for i, t in texts.items()
+        if i not in rows or [rows[i]["premise"], rows[i]["hypothesis"], rows[i]["label"]] != t
+    ]
     if other:
         raise SystemExit(
             f"{path}: {len(other)} rows were labelled as other text than {samples} holds "
