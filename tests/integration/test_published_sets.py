@@ -19,6 +19,7 @@ POOL = ROOT / "docs" / "data" / "snli-pool-cpu"
 GD_NLI = ROOT / "docs" / "data" / "snli20k-cpu"
 AUTOCAD = ROOT / "docs" / "data" / "autocad-sst2-cpu"
 FILTERS = ROOT / "docs" / "data" / "snli20k-filters-cpu"
+TARGETED = ROOT / "docs" / "data" / "snli20k-targeted-cpu"
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,41 @@ def test_the_filters_comparison_sets_rebuild_exactly(sets: Any, data_dir: Path) 
     overlap = {name: len(ids & zfilter) for name, ids in kept.items()}
     assert overlap == {"aflite": 2911, "carto_ambiguous": 2732, "carto_hard": 3403}
     assert len(kept["carto_ambiguous"] & kept["carto_hard"]) == 3640
+
+
+def test_the_targeted_variants_rebuild_exactly(sets: Any, data_dir: Path) -> None:
+    built = sets.rebuild(TARGETED, data_dir)
+    # each variant is D0 whole and first, then the candidates Z-Aug accepted, none twice
+    d0 = built["z_aug"][:19993]
+    assert len({r.id for r in d0}) == 19993
+    added: dict[str, Counter[tuple[str, str]]] = {}
+    for name, rows in built.items():
+        assert [r.id for r in rows[:19993]] == [r.id for r in d0]
+        assert len({r.id for r in rows}) == len(rows)
+        added[name] = Counter((r.id.split("-")[0], r.label) for r in rows[19993:])
+    assert {name: len(rows) - 19993 for name, rows in built.items()} == {
+        "z_aug": 141,
+        "z_aug_targeted": 546,
+        "z_aug_no_rules": 138,
+        "z_aug_tau_judge": 480,
+        "z_aug_untargeted": 603,
+        "z_aug_unconditioned": 618,
+        "z_aug_rules_only": 408,
+    }
+    # the same 408 transforms in every variant that offers them: 406 of them inversions and
+    # subsequences labelled neutral, which break the overlap shortcut; 2 entailment transforms
+    rules = {("tf", "neutral"): 406, ("tf", "entailment"): 2}
+    assert added["z_aug_rules_only"] == rules
+    assert added["z_aug_targeted"] == rules | {
+        ("gen", "contradiction"): 126,
+        ("gen", "neutral"): 11,
+        ("gen", "entailment"): 1,
+    }
+    assert added["z_aug_targeted"] - Counter(rules) == added["z_aug_no_rules"]
+    assert added["z_aug_tau_judge"] == rules | {("gen", "contradiction"): 69, ("gen", "neutral"): 3}
+    transforms = {r.id for r in built["z_aug_rules_only"][19993:]}
+    for name in ("z_aug_targeted", "z_aug_tau_judge", "z_aug_untargeted", "z_aug_unconditioned"):
+        assert {r.id for r in built[name][19993:] if r.id.startswith("tf-")} == transforms
 
 
 def test_the_autocad_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
