@@ -138,6 +138,28 @@ def test_the_targeted_variants_rebuild_exactly(sets: Any, data_dir: Path) -> Non
         assert {r.id for r in built[name][19993:] if r.id.startswith("tf-")} == transforms
 
 
+def test_the_hard_to_learn_hand_labels_are_of_snli_20k_rows(data_dir: Path) -> None:
+    from zdebias.data.readers import read_records
+
+    doc = json.loads((ROOT / "docs" / "data" / "carto-hard-hand-labels.json").read_text())
+    d0 = {r.id: r for r in read_records(data_dir / "snli_20k" / "train.jsonl")}
+    with gzip.open(FILTERS / "carto_hard.ids.txt.gz", "rt") as fh:
+        region = set(fh.read().split())
+    rows = doc["rows"]
+    assert Counter(r["group"] for r in rows) == {"hard": 30, "d0": 30}
+    for r in rows:  # each label is of the pair snli_20k holds, with its gold label
+        pair = d0[r["id"]]
+        assert (pair.premise, pair.hypothesis, pair.label) == (
+            r["premise"],
+            r["hypothesis"],
+            r["gold"],
+        )
+    assert all(r["id"] in region for r in rows if r["group"] == "hard")
+    # docs/results.md: 30 of the 37 pairs in the region get their gold label back, 23 of 23 outside
+    agree = Counter((r["id"] in region, r["hand"] == r["gold"]) for r in rows)
+    assert agree == {(True, True): 30, (True, False): 7, (False, True): 23}
+
+
 def test_the_autocad_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
     built = sets.rebuild(AUTOCAD, data_dir)
     assert {name: len(rows) for name, rows in built.items()} == {"train": 2000, "augmented": 3158}
