@@ -40,6 +40,18 @@ COLORS = [
 ]
 
 
+def method_colors(n: int) -> list[str]:
+    """One colour per method of a bar chart: tab10 up to 10 methods, tab20 up to 20 (so two
+    methods never share a colour), tab10 repeated beyond that."""
+    if n <= len(COLORS) or n > 20:
+        return [COLORS[i % len(COLORS)] for i in range(n)]
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cmap = colormaps["tab20"]
+    return [to_hex(cmap(i)) for i in range(n)]
+
+
 def plot_paths(out: str | Path) -> tuple[Path, Path]:
     """``--plot OUT`` → (PNG path, HTML path): ``x.png``/``x.html`` beside each other."""
     out = Path(out)
@@ -422,6 +434,7 @@ def evaluation_bars(table: dict[str, Any], *, title: str | None = None) -> bytes
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(columns))
+    colors = method_colors(len(rows))
     for i, row in enumerate(rows):
         cells = [row["cells"].get(c) or {} for c in columns]
         mean = [100 * c["mean"] if c.get("mean") is not None else np.nan for c in cells]
@@ -432,7 +445,7 @@ def evaluation_bars(table: dict[str, Any], *, title: str | None = None) -> bytes
             width,
             yerr=std,
             capsize=2,
-            color=COLORS[i % len(COLORS)],
+            color=colors[i],
             label=row["name"],
             error_kw={"linewidth": 0.8},
         )
@@ -442,7 +455,8 @@ def evaluation_bars(table: dict[str, Any], *, title: str | None = None) -> bytes
     ax.grid(axis="y", linewidth=0.3)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower left", ncols=2)
+    # beside the axes, where it hides no bar
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})

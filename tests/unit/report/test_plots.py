@@ -16,3 +16,13 @@ def test_evaluation_bars_draw_the_table() -> None:
     assert one[:8] == b"\x89PNG\r\n\x1a\n"
     assert evaluation_bars(table(0.9), title="evaluate") == one  # same table, same bytes
     assert evaluation_bars(table(0.6), title="evaluate") != one  # a bar's height shows
+
+
+def test_up_to_20_methods_get_20_different_colours() -> None:
+    from zdebias.report.plots import COLORS, method_colors
+
+    assert method_colors(3) == COLORS[:3]
+    twelve = method_colors(12)  # the targeted recipe's evaluation: 12 methods
+    assert len(set(twelve)) == 12
+    assert len(set(method_colors(20))) == 20
+    assert method_colors(21)[10] == COLORS[0]  # beyond tab20: tab10 repeats
