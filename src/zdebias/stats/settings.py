@@ -17,6 +17,8 @@ DEFAULT_BATCH_SIZE = 1000
 #: batches by default, so that an unseeded run's first batch, kept unconditionally, is at most
 #: 1/20 of it (:func:`scaled_batch_size`)
 SMALL_DATA_BATCHES = 20
+#: z-filtering warns when it keeps less than this share of a label's rows
+DEFAULT_WARN_LABEL_SHARE = 0.25
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
 #: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (SPEC §12)
@@ -36,7 +38,37 @@ class PriorSettings(Settings):
     )
 
 
-class StatsSettings(FeatureSettings, PriorSettings):
+class KeepSettings(Settings):
+    """Features that are the task (:mod:`zdebias.stats.keep`), one field shared by the
+    statistics (they report them, marked as kept), the z-filter (they are never biased) and
+    the shortcut split (they never vote)."""
+
+    keep_features: list[str] = setting(
+        default_factory=list,
+        help="Features that are the task, not a shortcut (a toxicity set's slurs): the "
+        "z-filter never rejects a row for them and the shortcut split never lets them vote; "
+        "the stats still report them, marked as kept. Exact names (idiot@text), globs "
+        "(*@hypothesis, hypo-len*) or @FILE (one per line): repeat the option or separate "
+        "them by commas.",
+        repeat=True,
+        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
+    )
+
+    @field_validator("keep_features", mode="before")
+    @classmethod
+    def _patterns(cls, value: Any) -> Any:
+        """``--keep-features a --keep-features b,@words.txt`` → ``[a, b, <the file's>]``."""
+        from zdebias.stats.keep import expand_patterns
+
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple):
+            parts = [p.strip() for v in value for p in str(v).split(",")]
+            return expand_patterns([p for p in parts if p])
+        return value
+
+
+class StatsSettings(FeatureSettings, PriorSettings, KeepSettings):
     """A z-statistics report: top features per label, significance, Gardner-plot points."""
 
     help_panel: ClassVar[str] = "Statistics"
@@ -63,7 +95,7 @@ class StatsSettings(FeatureSettings, PriorSettings):
         return value
 
 
-class ShortcutSplitSettings(FeatureSettings, PriorSettings):
+class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
     """A shortcut split of a test set (SPEC §13): the training set's significant features
     (the stats' feature settings, α and Bonferroni) or its hypothesis-only model give each
     test row a verdict; aligned, conflicting or free."""
@@ -89,7 +121,7 @@ class ShortcutSplitSettings(FeatureSettings, PriorSettings):
         return self.model_copy(update={"features": [*self.features, "hypo-only"]})
 
 
-class ZFilterSettings(FeatureSettings, PriorSettings):
+class ZFilterSettings(FeatureSettings, PriorSettings, KeepSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""
 
     help_panel: ClassVar[str] = "z-filter"
@@ -110,7 +142,28 @@ class ZFilterSettings(FeatureSettings, PriorSettings):
         deprecated=("--batch-size", "batch_size"),
     )
     shuffle: bool = setting(True, "Visit examples in a seeded random order (else file order).")
-    min_z: float = setting(0.0, "A feature is biased only if its z exceeds this.")
+    min_z: float | Literal["critical"] = setting(
+        0.0,
+        "A feature is biased only if its z exceeds this: 0 (the paper's Algorithm 1: the top "
+        "k with z > 0, significant or not) or critical (the input's z_critical: rows are "
+        "removed only for significant features).",
+    )
+    warn_label_share: float = setting(
+        DEFAULT_WARN_LABEL_SHARE,
+        "Warn when z-filtering keeps less than this share of a label's rows.",
+        ge=0,
+        le=1,
+        exclude_if=lambda value: value == DEFAULT_WARN_LABEL_SHARE,  # a report setting only
+    )
+    min_label_share: float | None = setting(
+        None,
+        "Keep at least this share of each label's rows: a row the biased features would "
+        "reject is kept while its label's kept share of the rows visited is below it. "
+        "Default: none (Algorithm 1 as published).",
+        gt=0,
+        le=1,
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -269,6 +322,7 @@ __all__ = [
     "AFLITE_RULE",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TOP_K",
+    "DEFAULT_WARN_LABEL_SHARE",
     "FILTER_METHODS",
     "RECIPE_NAMES",
     "SCALED_RULE",
@@ -277,6 +331,7 @@ __all__ = [
     "CartographySettings",
     "CombineSettings",
     "FilterSettings",
+    "KeepSettings",
     "ShortcutSplitSettings",
     "StatsSettings",
     "ZFilterSettings",

@@ -36,15 +36,19 @@ from zdebias.data.labels import infer_task
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.stats.keep import kept_features, mark_kept
 from zdebias.stats.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_TOP_K,
+    DEFAULT_WARN_LABEL_SHARE,
     SCALED_RULE,
     ZFilterSettings,
     scaled_batch_size,
 )
 from zdebias.stats.zstats import (
     checked_inputs,
+    exact_test,
+    guard_z,
     imbalance,
     imbalance_line,
     label_counts,
@@ -92,6 +96,10 @@ class FilterArrays:
     n_batches: int
     rejected_by_z: np.ndarray | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
+    #: the z floor used (``min_z`` ``critical``: the data's z_critical)
+    min_z: float = 0.0
+    #: sorted rows the biased features rejected but ``min_label_share`` kept
+    floored: np.ndarray | None = None
 
     def rejected_by(self) -> dict[int, list[int]]:
         """Rejected row → its biased feature columns."""
@@ -197,6 +205,7 @@ def _z_rows(
     p0 = 1.0 / num_labels if p0 is None else p0[None, :]
     safe = np.maximum(n, 1.0)[:, None]
     z = (c / safe - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
+    guard_z(z, c, n, None if np.isscalar(p0) else p0[0])
     z[n == 0] = -np.inf
     return z.T
 
@@ -211,8 +220,10 @@ def z_filter_matrix(
     top_k: int = DEFAULT_TOP_K,
     batch_size: int | None = None,
     shuffle_seed: int | None = 0,
-    min_z: float = 0.0,
+    min_z: float | str = 0.0,
     label_prior: str | None = None,
+    keep: np.ndarray | None = None,
+    min_label_share: float | None = None,
     progress: bool = False,
 ) -> FilterArrays:
     """Algorithm 1 over a presence matrix ``[N, F]`` and labels ``[N]``.
@@ -223,7 +234,13 @@ def z_filter_matrix(
     (:func:`~zdebias.stats.settings.scaled_batch_size`). ``label_prior``: ``empirical`` tests
     z against the label shares of all the rows the filter sees (seed and D'), decided once, so
     the filter drives each feature toward those shares and keeps them (SPEC §14); uniform or
-    None: 1/L. Returns row indices, not records.
+    None: 1/L. ``keep``: ``[F]`` bool, the features that are the task (``keep_features``):
+    never in B_Z(l), so top-k is taken over the other features and they reject no row.
+    ``min_z``: a feature is biased only with z above it (0, the paper's top-k; ``critical``:
+    z_critical at α 0.01 over the features present in the rows seen, so only significant
+    features reject). ``min_label_share``: a row that B_Z(l) rejects is kept instead while
+    the kept share of label l's rows visited so far, this one included, is below it
+    (:func:`_floor_rescue`); None: Algorithm 1 exactly. Returns row indices, not records.
     """
     if batch_size is not None and batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
@@ -252,10 +269,19 @@ def z_filter_matrix(
     big_l = num_labels
     seen = np.concatenate([y[seed], y[cand]])
     p0 = prior_p0(np.bincount(seen, minlength=big_l), label_prior)
+    min_z = _min_z(min_z, m, seed, cand)
+    floor_seen = np.zeros(big_l, dtype=np.int64)  # input rows of each label visited ...
+    floor_kept = np.zeros(big_l, dtype=np.int64)  # ... and kept, for min_label_share
+    floored: list[np.ndarray] = []
     counts = np.zeros(n_feat * big_l, dtype=np.int64)
     if len(seed):
         counts += label_counts(m[seed], y[seed], big_l).ravel()
     z = _z_rows(counts, np.arange(n_feat), big_l, p0)  # [L, F]
+    kept = None if keep is None or not np.any(keep) else np.asarray(keep, dtype=bool)
+    if kept is not None and kept.shape != (n_feat,):
+        raise ValueError(f"keep has shape {kept.shape}; expected ({n_feat},)")
+    if kept is not None:  # -inf: never among the top-k (min_z is finite)
+        z[:, kept] = -np.inf
     topk = _TopK(z, top_k, min_z, pool=max(TOPK_POOL_MIN, TOPK_POOL_PER_K * top_k))
     # each batch's rows are gathered when it comes (a permuted copy of the whole matrix would
     # double its memory)
@@ -304,6 +330,14 @@ def z_filter_matrix(
                 rank = flag[codes]
                 hit = rank > 0
                 reject = np.bincount(row_local[hit], minlength=size) > 0
+                if min_label_share is not None:
+                    rescue = _floor_rescue(
+                        reject, y_sub[start:end], floor_seen, floor_kept, min_label_share
+                    )
+                    if rescue.any():
+                        floored.append(order[start + np.flatnonzero(rescue)])
+                        reject &= ~rescue
+                        hit &= reject[row_local]
                 if hit.any():
                     rej_rows.append(order[start + row_local[hit]])
                     rej_feats.append(idx[hit])
@@ -314,6 +348,8 @@ def z_filter_matrix(
                 keep = ~reject
             else:
                 keep = np.ones(size, dtype=bool)
+                if min_label_share is not None:
+                    _floor_rescue(~keep, y_sub[start:end], floor_seen, floor_kept, 1.0)
             accepted[start:end] = keep
             entry_keep = keep[row_local]
             acc_codes = codes[entry_keep]
@@ -321,6 +357,8 @@ def z_filter_matrix(
                 np.add.at(counts, acc_codes, 1)
                 touched = _unique(idx[entry_keep])
                 z[:, touched] = _z_rows(counts, touched, big_l, p0)
+                if kept is not None:
+                    z[:, touched[kept[touched]]] = -np.inf
                 topk.update(touched)
             if bar is not None:
                 bar.update(task, advance=size)
@@ -336,6 +374,9 @@ def z_filter_matrix(
     else:
         rr = rf = np.zeros(0, dtype=np.int64)
         rz = np.zeros(0, dtype=np.float64)
+    floored_rows = None
+    if min_label_share is not None:
+        floored_rows = np.sort(np.concatenate(floored)) if floored else np.zeros(0, np.int64)
     return FilterArrays(
         accepted=np.sort(order[accepted]),
         rejected=np.sort(order[~accepted]),
@@ -345,7 +386,45 @@ def z_filter_matrix(
         n_batches=n_batches,
         rejected_by_z=rz,
         batch_size=batch_size,
+        min_z=float(min_z),
+        floored=floored_rows,
     )
+
+
+def _min_z(min_z: float | str, m: sp.csr_matrix, seed: np.ndarray, cand: np.ndarray) -> float:
+    """The z floor: ``min_z`` itself, or for ``critical`` z_critical (α 0.01, as the summary
+    counts significance) over the features present in the seed and candidate rows."""
+    if min_z != "critical":
+        if isinstance(min_z, str):
+            raise ConfigError(f"min_z must be a number or 'critical', not {min_z!r}")
+        return float(min_z)
+    rows = np.concatenate([seed, cand])
+    sub = m if len(rows) == m.shape[0] else m[np.sort(rows)]
+    present = np.bincount(sub.indices, minlength=m.shape[1]) > 0
+    return z_critical(int(present.sum()))
+
+
+def _floor_rescue(
+    reject: np.ndarray, y_b: np.ndarray, seen: np.ndarray, kept: np.ndarray, floor: float
+) -> np.ndarray:
+    """The rows of a batch (in visiting order, labels ``y_b``) that ``reject`` marks but the
+    floor keeps: a row of label l is kept while l's kept rows are fewer than ``floor`` × its
+    rows visited so far, this one included; so after every row each label keeps at least
+    that share of its rows. ``seen`` / ``kept``: the running counts per label, updated."""
+    rescue = np.zeros(len(reject), dtype=bool)
+    if reject.any():
+        s, k = seen.copy(), kept.copy()
+        for i, (lab, rej) in enumerate(zip(y_b.tolist(), reject.tolist(), strict=True)):
+            s[lab] += 1
+            if rej:
+                if k[lab] >= floor * s[lab] - 1e-9:
+                    continue
+                rescue[i] = True
+            k[lab] += 1
+    final = ~reject | rescue
+    seen += np.bincount(y_b, minlength=len(seen))
+    kept += np.bincount(y_b[final], minlength=len(kept))
+    return rescue
 
 
 # --------------------------------------------------------------------------- records API
@@ -487,8 +566,28 @@ def summarize_filter(
     }
     summary["label_prior"] = prior or "uniform"
     summary["visiting_order"] = visiting_order(settings)
-    note = still_significant(n_significant_after, z_c, arrays.batch_size, seeded=n_seed > 0)
+    summary.update(discards(y, labels, arrays, z_c))
+    if p0[0] is not None:  # cells with too few expected rows, tested exactly (of the input)
+        summary["exact_test"] = exact_test(before, p0[0], z_c, labels)
+    kept = kept_features(fm.names, settings.get("keep_features") or [])
+    n_kept_after = 0
+    if kept is not None:  # the features that are the task: reported, marked, never filtered
+        n_kept_after = int(((z_after > z_c).any(axis=1) & kept.mask).sum())
+        block = kept.block((z_before > z_c).any(axis=1))
+        unmatched = block.pop("unmatched")
+        block["n_significant_before"] = block.pop("n_significant")
+        block.update(n_significant_after=n_kept_after, unmatched=unmatched)
+        summary["kept_features"] = block
+        mark_kept(kept, summary["top_before"], summary["top_after"], summary["top_before_after"])
+    note = still_significant(
+        n_significant_after - n_kept_after, z_c, arrays.batch_size, seeded=n_seed > 0
+    )
     summary["warnings"] = [note] if note else []
+    summary["warnings"].extend(
+        label_share_warnings(y, labels, arrays, settings.get("warn_label_share"))
+    )
+    if kept is not None:
+        summary["warnings"].extend(kept.warnings())
     if prior is None:
         summary["imbalance"] = imbalance(before, totals_before, z_c, alpha, labels)
         line = imbalance_line(summary["imbalance"])
@@ -497,6 +596,59 @@ def summarize_filter(
                 line + ": z-filtering against 1/L rebalances the labels and drops rows for it"
             )
     return summary
+
+
+def discards(
+    y: np.ndarray, labels: Sequence[str], arrays: FilterArrays, z_c: float
+) -> dict[str, Any]:
+    """What the filter removed, for the summary: the share of the input rows rejected,
+    overall and per label (seed rows excluded: they are never filtered), the z floor used,
+    how many rejected rows no feature above ``z_c`` rejected (biased only as the top k of
+    their label, not significant), and with ``min_label_share`` the rows it kept."""
+    rejected = np.bincount(y[arrays.rejected], minlength=len(labels))
+    visited = rejected + np.bincount(y[arrays.accepted], minlength=len(labels))
+    n_input = int(visited.sum())
+    rows, zs = arrays.rejected_by_rows, arrays.rejected_by_z
+    below = None
+    if zs is not None:
+        below = 0
+        if len(rows):
+            starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+            below = int((np.maximum.reduceat(zs, starts) <= z_c).sum())
+    out: dict[str, Any] = {
+        "discarded_share": round(len(arrays.rejected) / n_input, 4) if n_input else None,
+        "label_discarded_share": {
+            name: (round(int(rejected[i]) / int(visited[i]), 4) if visited[i] else None)
+            for i, name in enumerate(labels)
+        },
+        "min_z_used": arrays.min_z,
+        "n_rejected_below_critical": below,
+    }
+    if arrays.floored is not None:
+        floored = np.bincount(y[arrays.floored], minlength=len(labels))
+        out["n_kept_by_floor"] = len(arrays.floored)
+        out["label_kept_by_floor"] = {name: int(floored[i]) for i, name in enumerate(labels)}
+    return out
+
+
+def label_share_warnings(
+    y: np.ndarray, labels: Sequence[str], arrays: FilterArrays, floor: float | None
+) -> list[str]:
+    """One warning per label of which the filter kept less than ``floor`` (the setting
+    ``warn_label_share``; None: its default) of the input rows (the seed's not counted)."""
+    floor = DEFAULT_WARN_LABEL_SHARE if floor is None else floor
+    kept = np.bincount(y[arrays.accepted], minlength=len(labels))
+    visited = kept + np.bincount(y[arrays.rejected], minlength=len(labels))
+    out = []
+    for i, name in enumerate(labels):
+        if not visited[i] or kept[i] >= floor * visited[i]:
+            continue
+        out.append(
+            f"z-filtering kept {kept[i]:,} of the {visited[i]:,} {name} rows "
+            f"({100 * kept[i] / visited[i]:.1f}%), below --warn-label-share {floor:g}: "
+            f"--min-label-share {floor:g} keeps at least that share of each label"
+        )
+    return out
 
 
 def visiting_order(settings: dict[str, Any]) -> str:
@@ -599,16 +751,24 @@ def tag_rejected(
     return out
 
 
-def filter_options(cfg: ZFilterSettings) -> dict[str, Any]:
+def filter_options(cfg: ZFilterSettings, names: Sequence[str] | None = None) -> dict[str, Any]:
     """The keywords of :func:`z_filter_matrix` that the settings give: k, batch size (None:
-    scaled to the data), visiting order and the z floor."""
-    return {
+    scaled to the data), visiting order, the z floor, the label prior and, with
+    ``keep_features``, the kept columns among ``names`` (the feature matrix's)."""
+    out: dict[str, Any] = {
         "top_k": cfg.biased_k,
         "batch_size": cfg.zfilter_batch_size,
         "shuffle_seed": cfg.shuffle_seed,
         "min_z": cfg.min_z,
         "label_prior": cfg.label_prior,
+        "min_label_share": cfg.min_label_share,
     }
+    if cfg.keep_features:
+        if names is None:
+            raise ValueError("keep_features needs the feature names")
+        kept = kept_features(names, cfg.keep_features)
+        out["keep"] = None if kept is None else kept.mask
+    return out
 
 
 def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
@@ -622,6 +782,9 @@ def summary_settings(cfg: ZFilterSettings) -> dict[str, Any]:
         "min_z": cfg.min_z,
         "label_prior": cfg.label_prior,
         "features": cfg.features if cfg.features is not None else "default",
+        "warn_label_share": cfg.warn_label_share,
+        **({"min_label_share": cfg.min_label_share} if cfg.min_label_share is not None else {}),
+        **({"keep_features": cfg.keep_features} if cfg.keep_features else {}),
     }
 
 
@@ -678,7 +841,7 @@ def _filter(
         rows=np.arange(n_seed, len(everything)),
         seed_rows=np.arange(n_seed),
         progress=progress,
-        **filter_options(cfg),
+        **filter_options(cfg, fm.names),
     )
     return fm, y, arrays
 

@@ -107,11 +107,116 @@ def prior_p0(
     return np.clip(shares, 1e-12, 1 - 1e-12)
 
 
+#: a cell (feature x, label l) whose expected count under the null, n·p0(l), is below this is
+#: tested exactly when p0(l) < 1/L (:func:`guarded_cells`; the normal approximation's rule of
+#: thumb n·p ≥ 5)
+MIN_EXPECTED = 5.0
+
+
+def guarded_cells(counts: np.ndarray, n: np.ndarray, p0: np.ndarray | None) -> np.ndarray | None:
+    """Boolean ``[F, L]``: the cells whose z is the exact binomial tail's (:func:`exact_z`),
+    or None when there are none (always under the uniform prior).
+
+    A cell is guarded when its label's null share is below 1/L, its expected count
+    n·p0(l) is below :data:`MIN_EXPECTED` and it favours the label (c > n·p0(l)). Below 1/L
+    the binomial is skewed right and the normal approximation overstates the upper tail
+    (one row of a label among 300: z = √299 = 17.3 for a feature seen once, where the exact
+    p-value is 1/300, z 2.71); at p0 = 1/L (the papers' test, and balanced data under either
+    prior) nothing changes.
+    """
+    if p0 is None:
+        return None
+    counts = np.asarray(counts)
+    p0 = np.asarray(p0, dtype=np.float64)
+    low = p0 < 1.0 / counts.shape[1] - 1e-12
+    if not low.any():
+        return None
+    expected = np.asarray(n, dtype=np.float64)[:, None] * p0[None, :]
+    mask = low[None, :] & (expected < MIN_EXPECTED) & (counts > expected)
+    return mask if mask.any() else None
+
+
+def exact_z(c: np.ndarray, n: np.ndarray, p0: np.ndarray) -> np.ndarray:
+    """The normal-equivalent z of the exact one-sided binomial tail: Φ⁻¹(1 − P(X ≥ c)) for
+    X ~ Binomial(n, p0), elementwise (``c`` ≥ 1).
+
+    >>> round(float(exact_z(np.array([1]), np.array([1]), np.array([1 / 300]))[0]), 4)
+    2.7131
+    """
+    from scipy.special import bdtrc, gammaln, ndtri_exp
+
+    c = np.asarray(c, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    p0 = np.asarray(p0, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_tail = np.log(bdtrc(c - 1, n, p0))
+    tiny = ~np.isfinite(log_tail)
+    if tiny.any():  # the tail underflows (z > 37): log P(X = c) and the geometric bound
+        ct, nt, pt = c[tiny], n[tiny], p0[tiny]
+        log_pmf = (
+            gammaln(nt + 1)
+            - gammaln(ct + 1)
+            - gammaln(nt - ct + 1)
+            + ct * np.log(pt)
+            + (nt - ct) * np.log1p(-pt)
+        )
+        ratio = (nt - ct) / (ct + 1) * pt / (1 - pt)
+        log_tail[tiny] = log_pmf - np.log1p(-np.minimum(ratio, 1 - 1e-12))
+    return -ndtri_exp(np.minimum(log_tail, 0.0))
+
+
+def guard_z(
+    z: np.ndarray, counts: np.ndarray, n: np.ndarray, p0: np.ndarray | None
+) -> np.ndarray | None:
+    """Replace, in place, the z of the :func:`guarded_cells` of ``counts [F, L]`` (``n [F]``)
+    by their :func:`exact_z`; the mask, or None when no cell is guarded."""
+    mask = guarded_cells(counts, n, p0)
+    if mask is None:
+        return None
+    rows, cols = np.nonzero(mask)
+    assert p0 is not None
+    z[rows, cols] = exact_z(
+        np.asarray(counts)[rows, cols], np.asarray(n)[rows], np.asarray(p0)[cols]
+    )
+    return mask
+
+
+def exact_test(
+    counts: np.ndarray, p0: np.ndarray | None, z_c: float, labels: Sequence[str]
+) -> dict[str, Any] | None:
+    """What the exact test changed in the statistics of ``counts [F, L]`` (for reports):
+    the cells tested exactly (:func:`guarded_cells`), per label, and how many of them the
+    normal approximation would call significant (z > ``z_c``) and the exact test does not.
+    None when no cell is guarded.
+
+    >>> info = exact_test(np.array([[0, 1], [3, 0]]), np.array([0.75, 0.25]), 1.0, ["a", "b"])
+    >>> info["n_cells"], info["per_label"], info["n_not_significant"]
+    (1, {'a': 0, 'b': 1}, 1)
+    """
+    counts = np.asarray(counts)
+    n = counts.sum(axis=1)
+    mask = guarded_cells(counts, n, p0)
+    if mask is None:
+        return None
+    assert p0 is not None
+    rows, cols = np.nonzero(mask)
+    null = np.asarray(p0, dtype=np.float64)[cols]
+    normal = (counts[rows, cols] / n[rows] - null) / np.sqrt(null * (1 - null) / n[rows])
+    exact = exact_z(counts[rows, cols], n[rows], null)
+    return {
+        "rule": f"n·p0(l) < {MIN_EXPECTED:g} and p0(l) < 1/L: exact binomial tail",
+        "n_cells": int(mask.sum()),
+        "per_label": {name: int(mask[:, i].sum()) for i, name in enumerate(labels)},
+        "n_not_significant": int(((normal > z_c) & (exact <= z_c)).sum()),
+    }
+
+
 def z_from_counts(
     counts: np.ndarray, p0: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(z [F, L], n [F], p_hat [F, L])`` from label counts ``[F, L]``; ``p0``: the null
-    share of each label ``[L]`` (:func:`prior_p0`; None: 1/L)."""
+    share of each label ``[L]`` (:func:`prior_p0`; None: 1/L). Cells with too few expected
+    rows under a null share below 1/L get the exact test's z (:func:`guarded_cells`)."""
     counts = np.asarray(counts)
     num_labels = counts.shape[1]
     null = 1.0 / num_labels if p0 is None else np.asarray(p0, dtype=np.float64)[None, :]
@@ -122,6 +227,7 @@ def z_from_counts(
     empty = n == 0
     z[empty] = 0.0
     p_hat[empty] = 0.0
+    guard_z(z, counts, n, p0)
     return z, n, p_hat
 
 
@@ -348,6 +454,8 @@ def describe_matrix(
     }
     if label_prior is None:
         prior["imbalance"] = imbalance(counts, totals, z_c, alpha, labels)
+    if p0 is not None:  # cells with too few expected rows, tested exactly
+        prior["exact_test"] = exact_test(counts, p0, z_c, labels)
     return {
         "n_examples": len(y),
         "labels": list(labels),

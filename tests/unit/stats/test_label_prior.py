@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -43,8 +44,11 @@ def test_z_against_the_label_shares_by_hand() -> None:
     assert z_u[0, 0] == pytest.approx(0.3 / math.sqrt(0.025))  # 1.897
     # empirical: p̂ equals the share, so z = 0 for both labels
     assert z_e[0].tolist() == pytest.approx([0.0, 0.0])
-    # all 5 rows of feature 1 are label 1: (1 - 0.2) / sqrt(0.2 * 0.8 / 5) against 0.5 for 1/L
-    assert z_e[1, 1] == pytest.approx(0.8 / math.sqrt(0.032))  # 4.472
+    # all 5 rows of feature 1 are label 1: the normal approximation would say
+    # (1 - 0.2) / sqrt(0.2 * 0.8 / 5) = 4.472, but 5 rows expect 5 * 0.2 = 1 < 5 of label 1
+    # (share 0.2 < 1/L), so z is the exact tail's: P(X >= 5) = 0.2^5, z = Φ⁻¹(1 - 0.00032)
+    assert z_e[1, 1] == pytest.approx(NormalDist().inv_cdf(1 - 0.2**5))  # 3.414
+    assert z_e[1, 1] < 0.8 / math.sqrt(0.032)
     assert z_u[1, 1] == pytest.approx(0.5 / math.sqrt(0.05))  # 2.236
     # <null> is the label imbalance under 1/L, and nothing under the label shares
     assert z_u[2, 0] == pytest.approx(0.3 / math.sqrt(0.0025))  # 6.0
@@ -108,7 +112,10 @@ def test_stats_report_names_the_prior_and_counts_what_only_reflects_the_shares()
     assert "imbalance" not in empirical
     assert empirical["n_significant"] == 4
     top_neg = empirical["top"]["negative"][0]
-    assert top_neg["z"] == pytest.approx(0.8 / math.sqrt(0.016))
+    # bad, dull: 10 rows expect 10 * 0.2 = 2 < 5 negative ones, so the exact tail decides:
+    # P(X >= 10) = 0.2^10, z 5.195 (the normal approximation's 6.32), still significant
+    assert top_neg["z"] == pytest.approx(NormalDist().inv_cdf(1 - 0.2**10))
+    assert empirical["exact_test"]["per_label"] == {"negative": 2, "positive": 0}
 
 
 def test_balanced_labels_give_no_imbalance_and_the_same_z() -> None:
