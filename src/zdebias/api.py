@@ -157,7 +157,8 @@ def z_filter(
     :func:`zdebias.stats.zfilter.z_filter` does.
 
     ``settings`` / keywords: :class:`ZFilterSettings` fields (``biased_k``,
-    ``zfilter_batch_size``, ``seed``, ``features``, ...) and :class:`ReadOptions` fields
+    ``zfilter_batch_size``, ``seed``, ``features``, ``keep_features`` (the task's own
+    features: they reject no row), ...) and :class:`ReadOptions` fields
     (``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``).
     ``seed_data``: D_seed for conditional z-filtering (any of the same types; it is kept
     whole and not part of the returned rows). ``return_summary``: return ``(rows, summary)``;
@@ -462,9 +463,10 @@ def find_shortcuts(
     """The z-statistics of ``data``'s features (GD-NLI §3.1, Gardner et al. 2021).
 
     ``data`` as for :func:`z_filter`; ``settings`` / keywords: :class:`StatsSettings` fields
-    (``top``, ``alpha``, ``min_n``, ``track``, ``features``, ...) and :class:`ReadOptions`
-    fields. Returns a :class:`Shortcuts`: the table, the rows with their shortcuts, the
-    summary and :meth:`Shortcuts.plot`.
+    (``top``, ``alpha``, ``min_n``, ``track``, ``features``, ``keep_features``, ...) and
+    :class:`ReadOptions` fields. Returns a :class:`Shortcuts`: the table, the rows with their
+    shortcuts, the summary and :meth:`Shortcuts.plot`. With ``keep_features`` the table has a
+    ``kept`` column (True: the feature is the task's own, not a shortcut).
     """
     import pandas as pd
 
@@ -489,11 +491,21 @@ def find_shortcuts(
                 "n": row["n"],
                 "p": row["p"],
                 "significant": bool(row["z"] > z_c),
+                "kept": bool(row.get("kept", False)),
             }
             for label, top in summary["top"].items()
             for rank, row in enumerate(top, start=1)
         ],
-        columns=["label", "rank", "feature", "z", "n", "p", "significant"],
+        columns=[
+            "label",
+            "rank",
+            "feature",
+            "z",
+            "n",
+            "p",
+            "significant",
+            *(["kept"] if cfg.keep_features else []),
+        ],
     )
     y = label_ids(rows.records, m.labels)
     per_names, per_z = _row_shortcuts(m, y.tolist(), z_c)
@@ -524,8 +536,9 @@ def shortcut_split(
     ``shortcut_features`` (the deciding features, strongest first). A list of
     :class:`Record` returns the :class:`~zdebias.stats.shortcut_split.ShortcutSplit`.
     ``settings`` / keywords: :class:`ShortcutSplitSettings` fields (``by``, ``alpha``,
-    ``features``, ...) and :class:`ReadOptions` fields. ``return_summary``: ``(rows,
-    summary)``, the summary ``zdebias shortcut-split`` writes, plus ``read``.
+    ``features``, ``keep_features`` (they do not vote), ...) and :class:`ReadOptions`
+    fields. ``return_summary``: ``(rows, summary)``, the summary ``zdebias shortcut-split``
+    writes, plus ``read``.
 
     >>> out = zdebias.shortcut_split(train_df, test_df, task="nli")   # doctest: +SKIP
     >>> out["shortcut_slice"].value_counts()["conflicting"]           # doctest: +SKIP

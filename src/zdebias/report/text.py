@@ -38,10 +38,16 @@ def inspect_text(info: dict[str, Any]) -> str:
     )
     for line in info["skipped_errors"][:5]:
         console.print(f"  {line}", markup=False)
-    lengths = Table("field", "min", "mean", "median", "max", title="length (words)")
+    lengths = Table("field", "min", "mean", "median", "max", title="length (words between spaces)")
     for fld, st in info["length_words"].items():
         lengths.add_row(fld, *(str(st[k]) for k in ("min", "mean", "median", "max")))
     console.print(lengths)
+    if info.get("length_tokens"):
+        title = "length (tokens, as the features cut them)"
+        lengths = Table("field", "min", "mean", "median", "max", title=title)
+        for fld, st in info["length_tokens"].items():
+            lengths.add_row(fld, *(str(st[k]) for k in ("min", "mean", "median", "max")))
+        console.print(lengths)
     return buf.getvalue().rstrip("\n")
 
 
@@ -57,13 +63,17 @@ def stats_text(report: dict[str, Any], top: int) -> str:
         f"examples: {report['n_examples']:,}   features: {report['n_features']:,}   "
         f"z_critical (α={report['alpha']}, Bonferroni): {report['z_critical']:.2f}   "
         f"significant features: {report['n_significant']:,}"
+        + kept_note(report.get("kept_features"))
     )
     for line in prior_lines(report):
         _plain(console, line)
+    for line in report.get("warnings", []):
+        _plain(console, f"warning: {line}")
     for label, rows in report["top"].items():
         table = Table("feature", "z", "n", "p̂", title=f"{label} (top {top})", title_justify="left")
         for row in rows:
-            table.add_row(row["feature"], f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
+            name = row["feature"] + (" (kept)" if row.get("kept") else "")
+            table.add_row(name, f"{row['z']:.1f}", f"{row['n']:,}", f"{row['p']:.3f}")
         console.print(table)
     tracked = {k: v for k, v in (report.get("tracked") or {}).items() if v}
     if tracked:
@@ -83,6 +93,14 @@ def stats_text(report: dict[str, Any], top: int) -> str:
             f"{p['n_points']:,} plotted features above the curve)",
         )
     return buf.getvalue().rstrip("\n")
+
+
+def kept_note(block: dict[str, Any] | None, key: str = "n_significant") -> str:
+    """`` (K of them kept: the task's own, --keep-features)`` for a report's or summary's
+    ``kept_features`` block (its count under ``key``); empty without one."""
+    if not block:
+        return ""
+    return f" ({block[key]:,} of them kept: the task's own, --keep-features)"
 
 
 def _plain(console: Any, text: str) -> None:
@@ -144,16 +162,72 @@ def batches_text(summary: dict[str, Any]) -> str:
 
 def prior_lines(report: dict[str, Any]) -> list[str]:
     """What a stats report or filter summary says of its label prior (SPEC §14): the
-    empirical prior named, or the warning that the labels are imbalanced under 1/L."""
+    empirical prior named (and its cells tested exactly, :func:`exact_test_line`), or the
+    warning that the labels are imbalanced under 1/L."""
     from zdebias.stats.zstats import imbalance_line
 
     if report.get("label_prior") == "empirical":
         shares = ", ".join(f"{k} {v:.3f}" for k, v in (report.get("p0") or {}).items())
+        exact = exact_test_line(report)
+        shares = f": {shares}" if shares else ""
         return [
-            f"label prior: empirical (z against each label's share{': ' if shares else ''}{shares})"
+            f"label prior: empirical (z against each label's share{shares})",
+            *([exact] if exact else []),
         ]
     line = imbalance_line(report.get("imbalance"))
     return [f"warning: {line}"] if line else []
+
+
+def exact_test_line(report: dict[str, Any]) -> str | None:
+    """What a stats report or filter summary says of its cells tested exactly (a label
+    share below 1/L with fewer than 5 rows expected), None when there were none."""
+    info = report.get("exact_test")
+    if not info:
+        return None
+    per = ", ".join(f"{k} {v:,}" for k, v in info["per_label"].items() if v)
+    lost = info["n_not_significant"]
+    return (
+        f"exact test: {info['n_cells']:,} (feature, label) cells expect under 5 rows at a "
+        f"label share below 1/L ({per}): their z is the binomial tail's; {lost:,} of them "
+        "would pass z_critical by the normal approximation"
+    )
+
+
+def discard_lines(summary: dict[str, Any]) -> list[str]:
+    """A z-filter summary's account of what it removed: the share of the input rows
+    rejected, overall and per label; the rows rejected only by features below z_critical
+    (and the option that spares them) or that --min-z critical was used; the rows the
+    --min-label-share floor kept; the cells tested exactly."""
+    if summary.get("discarded_share") is None:
+        return []
+    per = ", ".join(
+        f"{k} {100 * v:.1f}%" for k, v in summary["label_discarded_share"].items() if v is not None
+    )
+    lines = [f"  discarded {100 * summary['discarded_share']:.1f}% of the input rows: {per}"]
+    z_c = summary["z_critical"]
+    if summary.get("min_z") == "critical":
+        lines.append(
+            f"  rows removed only for significant features (--min-z critical: z > {z_c:.2f})"
+        )
+    elif summary.get("n_rejected_below_critical") and summary["n_rejected"]:
+        below = summary["n_rejected_below_critical"]
+        lines.append(
+            f"  {below:,} of the {summary['n_rejected']:,} rejected rows were rejected only by "
+            f"features below z_c {z_c:.2f} (--min-z {summary.get('min_z', 0):g}, the paper's: "
+            "the top k per label, significant or not; --min-z critical removes rows only for "
+            "significant features)"
+        )
+    if summary.get("n_kept_by_floor") is not None:
+        per_floor = ", ".join(f"{k} {v:,}" for k, v in summary["label_kept_by_floor"].items() if v)
+        lines.append(
+            f"  --min-label-share {summary['min_label_share']:g} kept "
+            f"{summary['n_kept_by_floor']:,} rows the biased features rejected"
+            + (f" ({per_floor})" if per_floor else "")
+        )
+    line = exact_test_line(summary)
+    if line:
+        lines.append(f"  {line}")
+    return lines
 
 
 def filter_text(summary: dict[str, Any], out: Path) -> str:
@@ -166,11 +240,14 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
         + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
         + f": kept {summary['n_kept']:,}, rejected {summary['n_rejected']:,} "
         f"({batches_text(summary)})",
+        *discard_lines(summary),
     ]
     for label in summary["labels"]:
         before = summary["top_z_before"].get(label)
         after = summary["top_z_after"].get(label)
-        fmt = lambda r: f"{r['feature']} z={r['z']:.1f}" if r else "-"  # noqa: E731
+        fmt = lambda r: (  # noqa: E731
+            f"{r['feature']}{' (kept)' if r.get('kept') else ''} z={r['z']:.1f}" if r else "-"
+        )
         lines.append(f"  {label}: top z {fmt(before)}  →  {fmt(after)}")
     if "n_significant_after" in summary:
         lines.append(
@@ -178,6 +255,14 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
             f"{summary['n_significant_after']:,} (features as filtered, z_c "
             f"{summary['z_critical']:.2f})"
         )
+        kept = summary.get("kept_features")
+        if kept:
+            lines.append(
+                f"    of them kept (the task's own, --keep-features, never filtered): "
+                f"{kept['n_significant_before']:,} → {kept['n_significant_after']:,}; "
+                f"{kept['n_features']:,} feature{'s' if kept['n_features'] != 1 else ''} kept "
+                "in all"
+            )
     if summary.get("label_prior") == "empirical":
         lines.append("  label prior: empirical (z against the label shares of the input)")
     elif summary.get("imbalance") and summary["imbalance"].get("n_only_label_shares"):
@@ -305,8 +390,16 @@ def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
     if s["by"] != "hypothesis-only":
         lines.append(
             f"{s['n_significant']:,} significant training features (z > {s['z_critical']:.2f})"
+            + (
+                f", {s['kept_features']['n_significant']:,} of them kept (--keep-features: "
+                "they do not vote)"
+                if s.get("kept_features")
+                else ""
+            )
             + (f"; {s['n_tied']:,} rows tied (free)" if s["n_tied"] else "")
         )
+        if exact_test_line(s):
+            lines.append(f"  {exact_test_line(s)}")
         for row in s["deciding_features"][:5]:
             lines.append(
                 f"  {row['feature']} → {row['label']}: decides {row['n_rows']:,} rows "

@@ -10,6 +10,8 @@ import numpy as np
 
 from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
+from zdebias.features.short_fields import short_fields_warning
+from zdebias.stats.keep import kept_features, mark_kept
 from zdebias.stats.settings import StatsSettings
 from zdebias.stats.zstats import describe, label_ids, z_statistics
 
@@ -29,10 +31,16 @@ class Measurement:
     n: np.ndarray
     p_hat: np.ndarray
     features: FeatureMatrix | None = field(default=None, repr=False)
+    #: ``[F]`` bool, the features ``keep_features`` names (the task's own); None: none
+    kept: np.ndarray | None = field(default=None, repr=False)
 
     def gardner_points(self, min_n: int) -> dict[str, Any]:
-        """The Gardner-plot data: every feature with n > min_n, its n, p̂ and z per label."""
+        """The Gardner-plot data: every feature with n > min_n, its n, p̂ and z per label
+        (and ``kept``: those of them that ``keep_features`` names, when it names some)."""
         keep = np.flatnonzero(np.asarray(self.n) > min_n)
+        marked = {}
+        if self.kept is not None:
+            marked["kept"] = [self.names[j] for j in keep.tolist() if self.kept[j]]
         return {
             "min_n": min_n,
             "features": [self.names[j] for j in keep.tolist()],
@@ -45,6 +53,7 @@ class Measurement:
                 lab: [round(float(v), 3) for v in self.z[keep, i]]
                 for i, lab in enumerate(self.labels)
             },
+            **marked,
         }
 
     def tracked(self, track: Sequence[str]) -> dict[str, Any]:
@@ -104,6 +113,16 @@ def measure(
     m = Measurement(report, list(fm.names), list(labels), z, n, p_hat, fm)
     report["features_used"] = cfg.features or "default"
     report["tracked"] = m.tracked(cfg.track)
+    short = short_fields_warning(records, cfg.feature_kwargs())  # Chinese read with \w+, ...
+    if short:
+        report["warnings"] = [*report.get("warnings", []), short]
+    kept = kept_features(m.names, cfg.keep_features)
+    if kept is not None:  # the task's own features: reported as any other, marked as kept
+        m.kept = kept.mask
+        mark_kept(kept, report["top"])
+        report["keep_features"] = cfg.keep_features
+        report["kept_features"] = kept.block((z > report["z_critical"]).any(axis=1))
+        report["warnings"] = [*report.get("warnings", []), *kept.warnings()]
     return m
 
 

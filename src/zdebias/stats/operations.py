@@ -158,6 +158,8 @@ def _way(
     method = getattr(settings, "method", "z")
     if isinstance(settings, FilterSettings) and settings.dynamics and method != "cartography":
         raise ConfigError("--dynamics is for --method cartography")
+    if method != "z" and settings.keep_features:  # they look at no feature: it would do nothing
+        raise ConfigError(f"--keep-features is for z-filtering; --method {method} uses no features")
     if method != "z" and seed is not None:
         raise ConfigError(
             f"--seed-data (seed_data) is for z-filtering; --method {method} takes none"

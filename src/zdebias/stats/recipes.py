@@ -30,6 +30,7 @@ from zdebias.data.labels import infer_task
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.stats.keep import kept_features, mark_kept
 from zdebias.stats.settings import RECIPE_NAMES, SCALED_RULE, ZFilterSettings
 from zdebias.stats.zfilter import (
     SUMMARY_TOP,
@@ -130,7 +131,7 @@ class _Combined:
         self.fm = extract_features(
             self.records, self.features, labels=self.labels, progress=progress, **kwargs
         )
-        self.options = filter_options(settings)
+        self.options = filter_options(settings, self.fm.names)
 
     def filter(self, rows: np.ndarray, seed_rows: np.ndarray | None = None) -> FilterArrays:
         return z_filter_matrix(
@@ -202,6 +203,11 @@ class _Combined:
             "top_z_output": first(top_out),
             "top_output": top_out,
         }
+        kept = kept_features(self.fm.names, self.settings.keep_features)
+        if kept is not None:  # the features that are the task: never filtered, marked
+            mark_kept(kept, top_out)
+            summary["kept_features"] = kept.block()
+            summary["warnings"] = kept.warnings()
         return RecipeResult(records=records, rejected=rejected, summary=summary)
 
 

@@ -96,7 +96,7 @@ def filter_sharded(
             rows=np.arange(len(rows.y)),
             seed_rows=np.arange(0),
             progress=progress,
-            **filter_options(settings),
+            **filter_options(settings, rows.fm.names),
         )
 
         def write(work: Path) -> Filtered:

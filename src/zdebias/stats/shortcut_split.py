@@ -24,9 +24,11 @@ runs them on records (the features extracted once over train and test together).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,7 @@ import numpy as np
 from zdebias.data.labels import label_ids
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+from zdebias.stats.keep import kept_features
 from zdebias.stats.settings import ShortcutSplitSettings
 from zdebias.stats.zstats import z_critical, z_from_counts, z_statistics
 
@@ -238,6 +241,10 @@ def split_records(
     significant = (z > z_c).any(axis=1)
     blind = np.array([name in ROW_BLIND for name in names], dtype=bool)
     voting = significant & ~blind
+    n_significant = int(voting.sum())
+    kept = kept_features(names, cfg.keep_features)
+    if kept is not None:  # the task's own features (keep_features) never vote
+        voting = voting & ~kept.mask
     test_matrix = matrix[n_train:]
     verdicts: dict[str, np.ndarray] = {}
     tied = np.zeros(len(test), dtype=bool)
@@ -259,13 +266,32 @@ def split_records(
         label_prior=cfg.label_prior or "uniform",
         n_features=n_features,
         z_critical=z_c,
-        n_significant=int(voting.sum()),
+        n_significant=n_significant,
     )
+    if cfg.label_prior == "empirical":  # cells with too few expected rows: tested exactly
+        summary["exact_test"] = _exact_test(matrix[:n_train], y_train, labels, z_c)
+    if kept is not None:
+        summary["keep_features"] = cfg.keep_features
+        summary["kept_features"] = kept.block(significant & ~blind)
+        summary["warnings"].extend(kept.warnings())
     parts = {
         name: [r for r, c in zip(out, codes, strict=True) if c == k]
         for k, name in enumerate(SLICES)
     }
     return ShortcutSplit(parts["aligned"], parts["conflicting"], parts["free"], summary, codes, out)
+
+
+def _exact_test(
+    matrix: sp.csr_matrix, y: np.ndarray, labels: tuple[str, ...], z_c: float
+) -> dict[str, Any] | None:
+    """The training set's cells tested exactly under the empirical prior
+    (:func:`~zdebias.stats.zstats.exact_test`): a feature significant only by the normal
+    approximation gets no vote."""
+    from zdebias.stats.zstats import exact_test, label_counts, prior_p0
+
+    totals = np.bincount(np.asarray(y, dtype=np.int64), minlength=len(labels))
+    counts = label_counts(matrix, y, len(labels))
+    return exact_test(counts, prior_p0(totals, "empirical"), z_c, labels)
 
 
 def _annotated(
@@ -345,6 +371,28 @@ def _deciding(
     ]
 
 
+def rows_digest(records: Iterable[Record]) -> str:
+    """What ties a split to its test set (``summary.json``: ``test_digest`` and per slice
+    ``digests``): sha256 over the sorted sha256 of each row's ``[premise, hypothesis, text,
+    label]``. The rows a model is graded on decide it: not their order, ids or ``meta``, so
+    it survives a format conversion, new ids and a shuffle, and the slices' rows together
+    have the test set's rows.
+
+    >>> a, b = Record("1", "neutral", "p", "h"), Record("2", "neutral", "p", "h2")
+    >>> rows_digest([a, b]) == rows_digest([b.replace(id="x"), a])
+    True
+    >>> rows_digest([a, b]) == rows_digest([a, b.replace(label="entailment")])
+    False
+    """
+    rows = sorted(
+        hashlib.sha256(
+            json.dumps([r.premise, r.hypothesis, r.text, r.label], ensure_ascii=False).encode()
+        ).digest()
+        for r in records
+    )
+    return hashlib.sha256(b"".join(rows)).hexdigest()
+
+
 def reliable_gap_warning(n_conflicting: int) -> str | None:
     """The warning for a split with fewer conflicting rows than :data:`MIN_CONFLICTING`."""
     if n_conflicting >= MIN_CONFLICTING:
@@ -403,6 +451,11 @@ def _summary(
         "n_train": n_train,
         "n_test": len(out),
         "counts": counts,
+        "test_digest": rows_digest(out),
+        "digests": {
+            name: rows_digest(r for r, c in zip(out, codes, strict=True) if c == k)
+            for k, name in enumerate(SLICES)
+        },
         "per_label": per_label,
         "n_tied": int(tied.sum()),
         "alpha": cfg.alpha,
@@ -424,6 +477,7 @@ __all__ = [
     "feature_verdicts",
     "imbalance_warning",
     "reliable_gap_warning",
+    "rows_digest",
     "slices",
     "split_records",
     "z_table",
