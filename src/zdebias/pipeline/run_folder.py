@@ -15,6 +15,13 @@ Layout of a run folder::
 Only one run uses a folder at a time (:func:`locked`), and a run never mixes its files into a
 folder that is not a run of the same recipe (:func:`check_run_dir`; the folder's ownership
 marker, :mod:`zdebias.data.ownership`, names the recipe).
+
+A stage's folder is the run's, but not every file in it: a stage that is redone replaces
+``STAGE/`` only when it holds nothing but what the stage wrote (the done-marker lists those
+files, ``written``), as ``--out`` of a command is never a folder holding a user's files. A
+user's file there (``RUN/zf/my_analysis.txt``) stops the run before the stage runs, with one
+line naming it (:func:`check_stage_folder`); ``STAGE.partial/`` is removed only when it is a
+work folder of the run (its markers).
 """
 
 from __future__ import annotations
@@ -103,8 +110,91 @@ def locked(folder: Path) -> Iterator[None]:
         fh.close()
 
 
-def promote(partial: Path, final: Path) -> None:
-    """Rename a finished stage's work folder into place, replacing an older result."""
+#: the run's own files in a stage folder, whatever the stage wrote
+_RUN_FILES = (MARKER, ATTEMPT, OWNER)
+#: how many of a stage folder's foreign files a refusal names
+_NAMED = 3
+
+
+def stage_files(folder: Path) -> list[str]:
+    """Every file (and link) under the stage folder ``folder``, relative (``/``-separated),
+    sorted; the run's markers left out. What a done-marker lists as ``written``."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        for name in (*files, *links):
+            rel = Path(os.path.relpath(os.path.join(root, name), folder)).as_posix()
+            if rel not in _RUN_FILES:
+                found.append(rel)
+    return sorted(found)
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """The files in the stage folder ``folder`` that the run did not write: those its
+    done-marker does not list (all of them without a marker). A marker of an earlier zdebias
+    lists none: there, a file is the stage's when it is one of the stage's declared
+    outputs or older than the marker (a stage writes its marker last)."""
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    present = stage_files(folder)
+    marker = read_json(folder / MARKER)
+    if not isinstance(marker, dict):
+        return present
+    written = marker.get("written")
+    if isinstance(written, list):
+        own = set(written)
+        return [rel for rel in present if rel not in own]
+    stamp = (folder / MARKER).stat().st_mtime_ns
+    outputs = [
+        str(info.get("path", "")).rstrip("/")
+        for info in (marker.get("outputs") or {}).values()
+        if isinstance(info, dict) and info.get("path")
+    ]
+
+    def theirs(rel: str) -> bool:
+        if any(rel == out or rel.startswith(f"{out}/") for out in outputs):
+            return False
+        return os.lstat(folder / rel).st_mtime_ns > stamp
+
+    return [rel for rel in present if theirs(rel)]
+
+
+def check_stage_folder(name: str, final: Path, partial: Path | None = None) -> None:
+    """Raise :class:`ConfigError` when redoing stage ``name`` would delete what zdebias did
+    not write: a file in its folder ``final`` (:func:`foreign_files`), a file (not a folder)
+    at ``final``, or a ``partial`` folder to be removed that is not a work folder of the run."""
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise ConfigError(
+            f"{final} is not a stage folder of this run (a file or link where stage {name!r} "
+            "writes); move it away and run again"
+        )
+    theirs = foreign_files(final)
+    if theirs:
+        shown = ", ".join(theirs[:_NAMED]) + (" ..." if len(theirs) > _NAMED else "")
+        n = len(theirs)
+        raise ConfigError(
+            f"{final / theirs[0]}: stage {name!r} is redone, which replaces {final}, but it "
+            f"holds {n} file{'s' if n != 1 else ''} zdebias did not write ({shown}); move "
+            f"{'it' if n == 1 else 'them'} out of {final} and run again"
+        )
+    if partial is None or not os.path.lexists(partial):
+        return
+    ours = partial.is_dir() and not partial.is_symlink()
+    ours = ours and (
+        owner_of(partial) is not None or (partial / ATTEMPT).is_file() or not any(partial.iterdir())
+    )
+    if not ours:
+        raise ConfigError(
+            f"{partial} is not a work folder of this run (it holds files zdebias did not "
+            f"write), where stage {name!r} works; move it away and run again"
+        )
+
+
+def promote(partial: Path, final: Path, name: str | None = None) -> None:
+    """Rename a finished stage's work folder into place, replacing an older result of the
+    stage ``name`` (refused when that holds files zdebias did not write,
+    :func:`check_stage_folder`)."""
+    check_stage_folder(name or final.name, final)
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)

@@ -45,11 +45,13 @@ from zdebias.pipeline.run_folder import (
     DIGEST_CACHE,
     MARKER,
     check_run_dir,
+    check_stage_folder,
     claim_run_dir,
     locked,
     promote,
     read_json,
     run_dir_for,
+    stage_files,
 )
 from zdebias.pipeline.settings import RunSettings
 
@@ -245,6 +247,7 @@ class Runner:
                 if self._extends(folder, marker, h, base):
                     # other seeds: the finished run becomes the attempt the stage resumes
                     if folder is final:
+                        check_stage_folder(name, final, partial)
                         if partial.exists():
                             shutil.rmtree(partial)
                         final.rename(partial)
@@ -253,7 +256,7 @@ class Runner:
                     break
                 if is_done(folder, marker, h):
                     if folder is partial:  # cut between marker and rename: finish the rename
-                        promote(partial, final)
+                        promote(partial, final, name)
                     self._adopt(name, marker)
                     entry.update(
                         status="skipped",
@@ -274,6 +277,9 @@ class Runner:
         resumed = bool(
             partial.is_dir() and attempt and attempt.get("hash") == h and not self._forced(name)
         )
+        # nothing zdebias did not write is removed: not in STAGE/ (replaced at the end), nor
+        # a STAGE.partial/ that is not the run's work folder
+        check_stage_folder(name, final, partial if partial.exists() and not resumed else None)
         if partial.exists() and not resumed:
             shutil.rmtree(partial)
         claim(partial, "stage", adopt=True)  # the run's own: a stage may write into it in place
@@ -336,10 +342,11 @@ class Runner:
             "metrics": result.metrics,
             "notes": ctx.notes,
             "outputs": outputs,
+            "written": stage_files(partial),  # all the stage's files: others are not replaced
         }
         write_json(marker, partial / MARKER)
         (partial / ATTEMPT).unlink(missing_ok=True)
-        promote(partial, final)
+        promote(partial, final, name)
         self._adopt(name, marker)
         entry.update(
             status="done",
@@ -437,6 +444,12 @@ class Runner:
             for row in plan
             if row["action"].startswith("error: ")
         ]
+        for row in plan:  # a stage to redo whose folder holds a user's file
+            if row["action"].startswith(("run", "resume")):
+                try:
+                    check_stage_folder(row["name"], self.run_dir / row["name"])
+                except ConfigError as err:
+                    found.append(str(err))
         try:
             check_run_dir(self.run_dir, self.recipe.name, self.recipe.extends)
         except ConfigError as err:

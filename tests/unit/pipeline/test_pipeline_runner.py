@@ -18,7 +18,7 @@ from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
-from zdebias.pipeline.run_folder import MARKER, claim_run_dir
+from zdebias.pipeline.run_folder import MARKER, claim_run_dir, foreign_files
 from zdebias.pipeline.runner import Runner, plan_recipe, run_recipe
 
 CALLS: list[str] = []
@@ -528,3 +528,88 @@ def test_the_manifest_records_the_running_zdebias_even_when_not_installed(
     got = versions()
     assert got["zdebias"] == zdebias.__version__
     assert got["torch"] == real("torch")
+
+
+# issue 52.5: a changed recipe redoing a stage deleted a user's file in the stage's folder
+# (RUN/up/my_analysis.txt); now the run stops before the stage, naming the file, as
+# `filter --out` does for a folder holding files zdebias did not write
+
+
+def _stage_status(manifest: dict, name: str) -> str:
+    return next(s["status"] for s in manifest["stages"] if s["name"] == name)
+
+
+def test_the_done_marker_lists_every_file_the_stage_wrote(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    up = json.loads((run_dir / "up" / MARKER).read_text())
+    assert up["written"] == ["data.jsonl", "summary.json"]
+    shards = json.loads((run_dir / "shards" / MARKER).read_text())
+    assert shards["written"] == [
+        "data.jsonl",
+        "shard-0.jsonl",
+        "shard-1.jsonl",
+        "shard-2.jsonl",
+    ]
+    assert foreign_files(run_dir / "up") == []
+
+
+def test_a_users_file_in_a_redone_stage_is_kept_and_named(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    mine = run_dir / "up" / "my_analysis.txt"
+    mine.write_text("my notes\n")
+    (run_dir / "up" / "plots").mkdir()
+    (run_dir / "up" / "plots" / "a.png").write_bytes(b"png")
+    CALLS.clear()
+    # a file in a stage that stays up to date is no one's business
+    assert _stage_status(run_recipe(_recipe(), run_dir), "up") == "skipped"
+    with pytest.raises(ConfigError) as info:
+        run_recipe(_recipe(up__keep=4), run_dir)  # changed: "up" is redone
+    message = str(info.value)
+    assert message.startswith(f"{run_dir / 'up' / 'my_analysis.txt'}: stage 'up' is redone")
+    assert "2 files zdebias did not write (my_analysis.txt, plots/a.png)" in message
+    assert mine.read_text() == "my notes\n"
+    assert "up" not in CALLS  # refused before the stage ran
+    problems = Runner(_recipe(up__keep=4), run_dir).problems(
+        Runner(_recipe(up__keep=4), run_dir).plan()
+    )
+    assert any("my_analysis.txt" in p for p in problems)  # --dry-run says so too
+    mine.unlink()
+    (run_dir / "up" / "plots" / "a.png").unlink()
+    manifest = run_recipe(_recipe(up__keep=4), run_dir)
+    assert _stage_status(manifest, "up") == "done"
+
+
+def test_forced_redo_keeps_a_users_file_too(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    mine = run_dir / "src" / "notes.md"
+    mine.write_text("x")
+    with pytest.raises(ConfigError, match=r"notes\.md"):
+        run_recipe(_recipe(), run_dir, force=["src"])
+    assert mine.read_text() == "x"
+
+
+def test_a_marker_of_an_older_zdebias_tells_files_by_their_age(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    marker_path = run_dir / "up" / MARKER
+    marker = json.loads(marker_path.read_text())
+    del marker["written"]
+    stamp = marker_path.stat().st_mtime_ns
+    marker_path.write_text(json.dumps(marker))
+    os.utime(marker_path, ns=(stamp, stamp))
+    extra = run_dir / "up" / "examples.json"  # written by the stage, undeclared, older
+    extra.write_text("{}")
+    os.utime(extra, ns=(stamp - 10**9, stamp - 10**9))
+    later = run_dir / "up" / "later.txt"
+    later.write_text("mine")
+    os.utime(later, ns=(stamp + 10**9, stamp + 10**9))
+    assert foreign_files(run_dir / "up") == ["later.txt"]
+
+
+def test_a_foreign_partial_folder_is_not_removed(run_dir: Path) -> None:
+    run_recipe(_recipe(), run_dir)
+    partial = run_dir / "up.partial"
+    partial.mkdir()
+    (partial / "theirs.txt").write_text("x")
+    with pytest.raises(ConfigError, match=r"up\.partial is not a work folder of this run"):
+        run_recipe(_recipe(up__keep=4), run_dir)
+    assert (partial / "theirs.txt").read_text() == "x"
