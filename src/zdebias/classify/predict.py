@@ -24,6 +24,7 @@ from zdebias.classify.settings import InputKind
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.models.compute import model_device
+from zdebias.models.coverage import warn_vocabulary
 from zdebias.models.resolve import resolve_model
 
 log = logging.getLogger("zdebias")
@@ -163,6 +164,7 @@ def predict_proba(
     """Probabilities ``[len(records), num_labels]`` in the classifier's label order."""
     if not isinstance(clf, LoadedClassifier):
         clf = load_classifier(clf)
+    warn_vocabulary(clf.tokenizer, records, clf.model.config.name_or_path)
     first, second = model_inputs(records, clf.input)
     out = np.zeros((len(records), len(clf.labels)), dtype=np.float64)
     batches: Any = length_batches(first, second, batch_size)

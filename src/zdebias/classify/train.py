@@ -55,6 +55,7 @@ from zdebias.errors import ConfigError, DataError
 from zdebias.features.hypothesis_only import DEFAULT_FOLDS
 from zdebias.models.checkpoints import check_extra, model_identity, records_digest
 from zdebias.models.compute import compute_record
+from zdebias.models.coverage import warn_vocabulary
 from zdebias.models.datasets import ListDataset
 from zdebias.models.distributed import (
     GPU_PAD_MULTIPLE,
@@ -430,6 +431,7 @@ def _train(
         raise ConfigError(f"cannot load model {s.model!s}: {' '.join(str(err).split())}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+    warn_vocabulary(tokenizer, train, s.model)  # an English model given Chinese, ...
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     if net.config.pad_token_id is None:

@@ -8,11 +8,12 @@ import typer
 
 from zdebias.commands._cli import check_output, emit, log, require
 from zdebias.data.options import ReadOptions, read_logged, warn_repeated_ids
+from zdebias.features.settings import TokenSettings
 from zdebias.settings_cli import CliOptions, InputArg, command
 
 
 @command
-def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
+def inspect(input: InputArg, read: ReadOptions, tokens: TokenSettings, cli: CliOptions) -> None:
     """Show a dataset's format, size, label counts, skipped rows and text lengths."""
     from zdebias.data.inspect import inspect_dataset
     from zdebias.data.options import no_records_error
@@ -20,7 +21,7 @@ def inspect(input: InputArg, read: ReadOptions, cli: CliOptions) -> None:
 
     path, read = read.for_input(require(input, "INPUT"))
     ds = read.open(path)
-    info = inspect_dataset(ds, limit=read.limit)
+    info = inspect_dataset(ds, limit=read.limit, tokens=tokens)
     for line in info["warnings"]:
         log.warning("%s", line)
     if not info["n_examples"]:  # described, but every other command refuses it

@@ -6,6 +6,8 @@ import itertools
 from collections import Counter
 from typing import Any
 
+from zdebias.features.settings import TokenSettings
+
 
 def _length_stats(lengths: list[int]) -> dict[str, float]:
     if not lengths:
@@ -21,25 +23,38 @@ def _length_stats(lengths: list[int]) -> dict[str, float]:
     }
 
 
-def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
-    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words),
-    and ``warnings`` (repeated ids, records named ``FILE:LINE`` where others have an id)."""
+def inspect_dataset(
+    ds: Any, *, limit: int | None = None, tokens: TokenSettings | None = None
+) -> dict[str, Any]:
+    """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words
+    between spaces, and tokens as the features cut them with ``tokens``' settings), and
+    ``warnings`` (repeated ids, records named ``FILE:LINE`` where others have an id, texts
+    whose median is 1-2 tokens)."""
+    from zdebias.features.short_fields import short_fields_line
+    from zdebias.features.tokenize import Tokenizer
+
+    tokenizer = Tokenizer.from_settings((tokens or TokenSettings()).token_kwargs())
     labels: Counter[str] = Counter()
     lengths: dict[str, list[int]] = {}
+    token_lengths: dict[str, list[int]] = {}
     ids: list[str] = []
     for record in itertools.islice(ds, limit):
         labels[record.label] += 1
         ids.append(record.id)
         fields = ("premise", "hypothesis") if record.is_pair else ("text",)
         for fld in fields:
-            lengths.setdefault(fld, []).append(len(getattr(record, fld).split()))
+            text = getattr(record, fld)
+            lengths.setdefault(fld, []).append(len(text.split()))
+            token_lengths.setdefault(fld, []).append(len(tokenizer(text)))
     rep = ds.report
     task = ds.task or None
     from zdebias.data.labels import get_task
     from zdebias.data.options import repeated_ids_line
 
     names = list(get_task(rep.task).labels) if rep.task != "?" else sorted(labels)
-    warnings = [repeated_ids_line(ids, rep.path), rep.derived_ids_line()]
+    by_tokens = {fld: _length_stats(v) for fld, v in token_lengths.items()}
+    short = short_fields_line({fld: st["median"] for fld, st in by_tokens.items()}, tokenizer)
+    warnings = [repeated_ids_line(ids, rep.path), rep.derived_ids_line(), short]
     return {
         "path": rep.path,
         "format": rep.format,
@@ -53,6 +68,7 @@ def inspect_dataset(ds: Any, *, limit: int | None = None) -> dict[str, Any]:
         "skipped_errors": [str(e) for e in rep.errors[:20]],
         **({"where": rep.where, "n_skipped_by_where": rep.n_skipped_by_where} if rep.where else {}),
         "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
+        "length_tokens": by_tokens,
         "n_derived_ids": rep.n_derived_ids,
         "warnings": [line for line in warnings if line is not None],
         **({"task_forced": task.name} if task else {}),

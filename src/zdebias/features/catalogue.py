@@ -27,7 +27,7 @@ DEFAULT_PAIR_FEATURES = ("ngrams", "hypo-len", "len-ratio", "lex-overlap", "hypo
 DEFAULT_TEXT_FEATURES = ("ngrams", "hypo-len", "null")
 
 #: Settings every extraction understands, whatever groups it runs.
-GLOBAL_SETTINGS = frozenset({"lowercase", "token_pattern", "tokenizer", "seed"})
+GLOBAL_SETTINGS = frozenset({"lowercase", "token_pattern", "tokenizer", "segmenter", "seed"})
 
 
 def available_features() -> dict[str, str]:

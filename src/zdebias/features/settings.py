@@ -9,7 +9,35 @@ from pydantic import field_validator, model_validator
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 
-class FeatureSettings(Settings):
+class TokenSettings(Settings):
+    """How text is cut into word tokens (:class:`zdebias.features.tokenize.Tokenizer`): the
+    features' tokenisation, and the lengths ``inspect`` reports."""
+
+    help_panel: ClassVar[str] = "Features"
+
+    token_pattern: str | None = setting(
+        None,
+        "Regular expression of a word token, applied to all text (default: \\w+(?:'\\w+)?, "
+        "and one token per character in scripts written without spaces: Chinese, Japanese, "
+        "Thai, ...).",
+    )
+    lowercase: bool = setting(True, "Lower-case tokens before n-grams.", cli=False)
+    segmenter: Literal["jieba"] | None = setting(
+        None,
+        "Cut Chinese into words instead of characters: jieba (pip install 'zdebias[zh]').",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
+
+    def token_kwargs(self) -> dict[str, Any]:
+        """The tokeniser settings that are set, by keyword (for ``Tokenizer.from_settings``)."""
+        out: dict[str, Any] = {} if self.lowercase else {"lowercase": False}
+        for key in ("token_pattern", "segmenter"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+class FeatureSettings(TokenSettings):
     """Which features to extract and how; ``None`` means the feature's own default."""
 
     help_panel: ClassVar[str] = "Features"
@@ -26,10 +54,6 @@ class FeatureSettings(Settings):
         "cartography's ties).",
         deprecated=("--shuffle-seed",),
     )
-    token_pattern: str | None = setting(
-        None, "Regular expression of a word token (default: \\w+(?:'\\w+)?)."
-    )
-    lowercase: bool = setting(True, "Lower-case tokens before n-grams.", cli=False)
     ngram_range: tuple[int, int] | None = setting(None, "n-gram sizes, e.g. 1,2.", cli=False)
     ngram_fields: list[str] | None = setting(None, "Fields for n-grams.", cli=False)
     hypo_len_bins: list[int] | None = setting(None, "Hypothesis length bin edges.", cli=False)
@@ -96,11 +120,8 @@ class FeatureSettings(Settings):
 
     def feature_kwargs(self) -> dict[str, Any]:
         """The settings the feature functions read, by keyword (only those that are set)."""
-        out: dict[str, Any] = {"seed": self.seed}
-        if not self.lowercase:
-            out["lowercase"] = False
+        out: dict[str, Any] = {"seed": self.seed, **self.token_kwargs()}
         for key in (
-            "token_pattern",
             "ngram_range",
             "ngram_fields",
             "hypo_len_bins",
@@ -118,4 +139,4 @@ class FeatureSettings(Settings):
         return {**out, **self.feature_options}
 
 
-__all__ = ["FeatureSettings"]
+__all__ = ["FeatureSettings", "TokenSettings"]

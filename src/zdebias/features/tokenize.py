@@ -1,11 +1,13 @@
 """Word tokenisation: the one tokeniser of n-gram, length and overlap features and of
 unlikelihood masks (SPEC §2).
 
-The default: lower-case, then the regex ``\\w+(?:'\\w+)?``. The settings ``token_pattern``
-(another regex), ``lowercase`` and ``tokenizer`` (a function ``text -> list[str]`` or its dotted
-path) change it; :meth:`Tokenizer.from_settings` reads them. ``spans`` gives character offsets
-too, so a model's sub-word tokens can be mapped back to the words they belong to, and
-:attr:`Tokenizer.spec` names a non-default tokeniser in a string that
+The default: lower-case, then the regex ``\\w+(?:'\\w+)?``, except in scripts written without
+spaces (Han, kana, Thai, ...), cut into characters (:mod:`zdebias.features.scripts`). The
+settings ``token_pattern`` (another regex, applied to all text as it is), ``segmenter``
+(``jieba``: Chinese words), ``lowercase`` and ``tokenizer`` (a function ``text -> list[str]`` or
+its dotted path) change it; :meth:`Tokenizer.from_settings` reads them. ``spans`` gives
+character offsets too, so a model's sub-word tokens can be mapped back to the words they
+belong to, and :attr:`Tokenizer.spec` names a non-default tokeniser in a string that
 :meth:`Tokenizer.from_spec` turns back into it (stored with biased n-gram features, so a mask
 finds the same words the feature counted).
 """
@@ -21,10 +23,13 @@ from typing import Any
 import numpy as np
 
 from zdebias.errors import ConfigError
+from zdebias.features.scripts import cut, has_unspaced, load_segmenter
 
 TOKEN_RE = re.compile(r"\w+(?:'\w+)?")
-#: Spec prefixes: a token regex, or the dotted path of a tokeniser function.
-_RE_SPEC, _FN_SPEC = "re:", "fn:"
+#: TOKEN_RE or a NUL (the separator of the batch route).
+_TOKEN_NUL_RE = re.compile(TOKEN_RE.pattern + r"|\x00")
+#: Spec prefixes: a token regex, the dotted path of a tokeniser function, a word segmenter.
+_RE_SPEC, _FN_SPEC, _SEG_SPEC = "re:", "fn:", "seg:"
 #: ASCII characters that are not word characters (``\w``), mapped to a space; NUL is kept.
 _ASCII_NON_WORD = str.maketrans(
     {c: " " for c in range(1, 128) if not (chr(c).isalnum() or chr(c) == "_")}
@@ -32,17 +37,29 @@ _ASCII_NON_WORD = str.maketrans(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens: ``tokenize("Nobody's sleeping.") == ["nobody's", "sleeping"]``."""
-    return TOKEN_RE.findall(text.lower())
+    """Lower-cased word tokens: ``tokenize("Nobody's sleeping.") == ["nobody's", "sleeping"]``;
+    ``tokenize("没有人") == ["没", "有", "人"]``."""
+    return _default_tokens(text.lower())
 
 
-def word_spans(text: str) -> list[tuple[str, int, int]]:
+def _default_tokens(text: str, segment: Callable[[str], list[str]] | None = None) -> list[str]:
+    """The default tokens of ``text`` as it is (no lower-casing)."""
+    if segment is None and not has_unspaced(text):
+        return TOKEN_RE.findall(text)
+    return [tok for tok, _, _ in cut(text, TOKEN_RE, segment)]
+
+
+def word_spans(
+    text: str, segment: Callable[[str], list[str]] | None = None
+) -> list[tuple[str, int, int]]:
     """``(token, start, end)`` for each default word token, offsets into ``text``.
 
     Lower-casing can change string length for a few characters (e.g. "İ"); offsets are taken
     on the original text so they always index ``text`` itself.
     """
-    return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    if segment is None and not has_unspaced(text):
+        return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    return [(tok.lower(), start, end) for tok, start, end in cut(text, TOKEN_RE, segment)]
 
 
 def _module_from_file(file: str) -> Any:
@@ -109,7 +126,9 @@ def load_function(path: str) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class Tokenizer:
-    """Cuts text into word tokens: a regex (default :data:`TOKEN_RE`), or a user function.
+    """Cuts text into word tokens: the default (:data:`TOKEN_RE`, and characters in scripts
+    without spaces), a regex applied to all text, the default with a word segmenter for Han,
+    or a user function.
 
     >>> Tokenizer(r"[\\w-]+")("A t-shirt.")
     ['a', 't-shirt']
@@ -118,8 +137,10 @@ class Tokenizer:
     pattern: str | None = None
     lowercase: bool = True
     function: str | Callable[[str], list[str]] | None = None
+    segmenter: str | None = None
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _fn: Callable[[str], list[str]] | None = field(init=False, repr=False, compare=False)
+    _segment: Callable[[str], list[str]] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fn = None
@@ -127,6 +148,13 @@ class Tokenizer:
             fn = load_function(self.function) if isinstance(self.function, str) else self.function
             if not callable(fn):
                 raise ConfigError("setting 'tokenizer' must be a function text -> list[str]")
+        segment = None
+        if self.segmenter is not None:
+            if self.pattern is not None or self.function is not None:
+                other = "token_pattern" if self.pattern is not None else "tokenizer"
+                raise ConfigError(f"settings 'segmenter' and '{other}': give one of them")
+            segment = load_segmenter(self.segmenter)
+        object.__setattr__(self, "_segment", segment)
         regex = TOKEN_RE
         if self.pattern is not None:
             try:
@@ -138,11 +166,13 @@ class Tokenizer:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Tokenizer:
-        """The tokeniser of the settings ``token_pattern``, ``lowercase`` and ``tokenizer``."""
+        """The tokeniser of the settings ``token_pattern``, ``lowercase``, ``tokenizer`` and
+        ``segmenter``."""
         return cls(
             settings.get("token_pattern"),
             bool(settings.get("lowercase", True)),
             settings.get("tokenizer"),
+            settings.get("segmenter"),
         )
 
     @classmethod
@@ -154,12 +184,29 @@ class Tokenizer:
             return cls(spec[len(_RE_SPEC) :])
         if spec.startswith(_FN_SPEC):
             return cls(function=spec[len(_FN_SPEC) :])
-        raise ConfigError(f"bad tokenizer spec {spec!r}; expected re:PATTERN or fn:pkg.mod:fn")
+        if spec.startswith(_SEG_SPEC):
+            return cls(segmenter=spec[len(_SEG_SPEC) :])
+        raise ConfigError(
+            f"bad tokenizer spec {spec!r}; expected re:PATTERN, fn:pkg.mod:fn or seg:NAME"
+        )
 
     @property
     def is_default(self) -> bool:
-        """True for the default (lower-cased :data:`TOKEN_RE`), which has fast batch routes."""
-        return self._fn is None and self._regex is TOKEN_RE and self.lowercase
+        """True for the default (lower-cased :data:`TOKEN_RE`, unspaced scripts cut into
+        characters) and for :data:`TOKEN_RE` given as ``token_pattern``: they have fast batch
+        routes."""
+        return (
+            self._fn is None
+            and self._segment is None
+            and self._regex is TOKEN_RE
+            and self.lowercase
+        )
+
+    @property
+    def _scripts(self) -> bool:
+        """Whether scripts without spaces are cut apart (the default pattern, not a regex
+        given as ``token_pattern``, which applies to all text as it is)."""
+        return self._fn is None and self.pattern is None
 
     @property
     def spec(self) -> str | None:
@@ -169,13 +216,18 @@ class Tokenizer:
         """
         if self.function is not None:
             return _FN_SPEC + self.function if isinstance(self.function, str) else None
+        if self.segmenter is not None:
+            return _SEG_SPEC + self.segmenter
         return None if self.pattern is None else _RE_SPEC + self.pattern
 
     def __call__(self, text: str) -> list[str]:
         """The tokens of ``text``."""
         if self._fn is not None:
             return self._fn(text)
-        return self._regex.findall(text.lower() if self.lowercase else text)
+        source = text.lower() if self.lowercase else text
+        if self._scripts:
+            return _default_tokens(source, self._segment)
+        return self._regex.findall(source)
 
     def spans(self, text: str) -> list[tuple[str, int, int]]:
         """``(token, start, end)`` for each token, offsets into ``text``; tokens lower-cased.
@@ -184,12 +236,16 @@ class Tokenizer:
         (so offsets still index ``text``), else on ``text``. A function's tokens are found in
         order in the text; one that is not a substring of it is skipped.
         """
-        if self.is_default:
-            return word_spans(text)
+        if self.is_default:  # offsets on the text itself, as before lower-casing
+            if self._scripts:
+                return word_spans(text)
+            return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
         lower = text.lower()
         same = len(lower) == len(text)
         if self._fn is None:
             source = lower if self.lowercase and same else text
+            if self._scripts:
+                return [(t.lower(), s, e) for t, s, e in cut(source, TOKEN_RE, self._segment)]
             return [(m.group(0).lower(), m.start(), m.end()) for m in self._regex.finditer(source)]
         haystack = lower if same else text
         out, pos = [], 0
@@ -219,7 +275,10 @@ class Tokenizer:
                 if "'" not in joined and joined.isascii():
                     spaced = " \x00 ".join(texts).lower().translate(_ASCII_NON_WORD)
                     return spaced.split(), None
-                return re.findall(TOKEN_RE.pattern + r"|\x00", joined.lower()), None
+                lower = joined.lower()
+                if self._scripts and has_unspaced(lower):
+                    return [tok for tok, _, _ in cut(lower, _TOKEN_NUL_RE)], None
+                return _TOKEN_NUL_RE.findall(lower), None
         toks = list(map(self, texts))
         lengths = np.fromiter(map(len, toks), dtype=np.int64, count=n)
         return list(chain.from_iterable(toks)), lengths

@@ -399,6 +399,7 @@ def train_generator(
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
     from zdebias.models.compute import compute_record
+    from zdebias.models.coverage import warn_vocabulary
     from zdebias.models.resolve import resolve_model
 
     cls = type(settings) if isinstance(settings, GeneratorSettings) else GeneratorSettings
@@ -420,6 +421,7 @@ def train_generator(
         set_seed(args.seed)
         path = resolve_model(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
+        warn_vocabulary(tokenizer, records or negatives, model)  # SmolLM2 given Chinese, ...
         lm = AutoModelForCausalLM.from_pretrained(path)
         if GeneratorFormat.is_generator(path):
             fmt = GeneratorFormat.load(path)
