@@ -22,6 +22,8 @@ def inspect(input: InputArg, read: ReadOptions, tokens: TokenSettings, cli: CliO
     path, read = read.for_input(require(input, "INPUT"))
     ds = read.open(path)
     info = inspect_dataset(ds, limit=read.limit, tokens=tokens)
+    if ds.report.task_line() is not None:
+        log.info("%s", ds.report.task_line())
     for line in info["warnings"]:
         log.warning("%s", line)
     if not info["n_examples"]:  # described, but every other command refuses it

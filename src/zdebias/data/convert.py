@@ -65,16 +65,26 @@ class Conversion:
     def write(
         self, records: Iterable[Record], labels: Iterable[str] | None, *, overwrite: bool = False
     ) -> int:
-        """Write ``records`` (of label set ``labels``) to ``out``; returns how many."""
+        """Write ``records`` (of label set ``labels``) to ``out``; returns how many. A custom
+        label set is recorded with them: a ``datasets`` folder's ``ClassLabel``, else a file
+        beside ``out`` (:func:`~zdebias.data.recorded.record_task`), so that any command
+        reads the output back without ``--task``."""
         if self.folder:
             from zdebias.data.hf import publish_saved
 
             return publish_saved(records, self.out, labels, overwrite=overwrite)
+        from zdebias.data.labels import TASKS
+        from zdebias.data.recorded import record_task
         from zdebias.data.writers import write_jsonl, write_table
 
         if self.format == "jsonl":
-            return write_jsonl(records, self.out)
-        return write_table(records, self.out, self.format)
+            n = write_jsonl(records, self.out)
+        else:
+            n = write_table(records, self.out, self.format)
+        labels = tuple(labels or ())
+        custom = len(labels) > 1 and all(labels != task.labels for task in TASKS.values())
+        record_task(self.out, "labels:" + ",".join(labels) if custom else None)
+        return n
 
 
 __all__ = ["CONVERT_TO", "Conversion"]

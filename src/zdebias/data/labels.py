@@ -161,6 +161,40 @@ def infer_task(records: Iterable[Record]) -> Task:
     return Task("labels:" + ",".join(labels), labels, pair=pair, aliases=_aliases(labels))
 
 
+def implied_task(label_map: Mapping[object, object], default: Task | None = None) -> Task | None:
+    """The task a label map implies when no task is given: None when ``default`` has every
+    value among its names or aliases (it reads them, as before), else the first built-in task
+    of ``default``'s kind that has (``0=entailment,1=non-entailment`` → nli-binary), else the
+    custom task of its values in the map's order (``0=hate,1=offensive,2=neither`` →
+    ``labels:hate,offensive,neither``). None too when the map names fewer than two labels,
+    or some but not all of its values are ``default``'s labels (``0=contradiction,2=maybe``
+    for NLI: more likely a slip than a label set; the reader refuses it, naming ``--task``).
+    Values meaning "no gold label" (``-``) are left out.
+
+    >>> implied_task({"0": "hate", "1": "offensive", "2": "neither"}).name
+    'labels:hate,offensive,neither'
+    >>> implied_task({"0": "negative", "1": "pos"}) is None
+    True
+    """
+    values: list[str] = []
+    for value in label_map.values():
+        name = str(value).strip()
+        if name.lower() not in UNLABELLED and name.lower() not in map(str.lower, values):
+            values.append(name)
+    if len(values) < 2:
+        return None
+    keys = {v.lower() for v in values}
+    if default is not None and keys <= set(default.aliases):
+        return None
+    pair = default.pair if default is not None else None
+    for task in TASKS.values():
+        if keys <= set(task.aliases):
+            return task if pair is None or task.pair == pair else None
+    if default is not None and not keys.isdisjoint(default.aliases):
+        return None  # some of the default task's labels, some not: a slip, refused as one
+    return get_task("labels:" + ",".join(values))
+
+
 #: The order of each built-in task's labels in the datasets most often met on the HF hub,
 #: named in the example of the error for an unmapped number (an example, never applied).
 HUB_ORDER = {
@@ -204,13 +238,26 @@ def nearest_label(task: Task, key: str) -> str | None:
     return task.aliases[found[0]] if found else None
 
 
-def unmapped_hint(task: Task, key: str, given: Mapping[str, str], flag: str) -> str:
+def unmapped_hint(
+    task: Task,
+    key: str,
+    given: Mapping[str, str],
+    flag: str,
+    *,
+    values: Sequence[str] | None = None,
+    others: Sequence[Task] = (),
+) -> str:
     """How to say what the raw label ``key`` means, for the error of a label that is neither
     a name of ``task`` nor a key of the user's map ``given`` (``flag``: ``--label-map`` or
     ``label_map``). The example proposes a label only where the spelling or the map fixes
     it: a word's nearest label by spelling (:func:`nearest_label`), the one label a map has
     left free; a number without a map gets the task's labels in order, named as an example
-    of the hub's order; anything else ``LABEL``, for the user to fill in."""
+    of the hub's order; anything else ``LABEL``, for the user to fill in.
+
+    ``values``: the distinct numbers the label column holds, where known: the example maps
+    each of them, with the labels of the first of ``task`` and ``others`` (tasks the user
+    did not rule out) that has as many, else with names to fill in (never a task with fewer
+    labels than the column has values)."""
     shown = key if len(key) <= 20 else "VALUE"
     number = key.lstrip("-").isdigit()
     if given:
@@ -218,6 +265,23 @@ def unmapped_hint(task: Task, key: str, given: Mapping[str, str], flag: str) -> 
         target = nearest_label(task, key) if not number else free[0] if len(free) == 1 else None
         example = {**given, shown: target or "LABEL"}
         return f"it is not a key of {map_text(given, flag)}; add it, e.g. {map_text(example, flag)}"
+    if number and values and list(values) != [str(i) for i in range(task.num_labels)]:
+        fits = next((t for t in (task, *others) if t.num_labels == len(values)), None)
+        held = ", ".join(values[:10]) + (", ..." if len(values) > 10 else "")
+        what = f"the column holds {len(values)} values ({held})"
+        if fits is None:
+            names = [f"NAME{i + 1}" for i in range(len(values))]
+            example = dict(zip(values, names, strict=True))
+            return (
+                f"{what}; say what each means with {map_text(example, flag)} (names of your "
+                f"own make the label set labels:{','.join(names)})"
+            )
+        example = dict(zip(values, fits.labels, strict=True))
+        first = list(values) == [str(i) for i in range(len(values))]
+        order = f", {HUB_ORDER[fits.name]}" if first and fits.name in HUB_ORDER else ""
+        return (
+            f"{what}; say what each means with {map_text(example, flag)} (task {fits.name}{order})"
+        )
     if number:
         example = {str(i): name for i, name in enumerate(task.labels)}
         order = f" ({HUB_ORDER[task.name]})" if task.name in HUB_ORDER else ""

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import numbers
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from zdebias.data.labels import (
+    TASKS,
+    UNLABELLED,
     Task,
     check_raw_labels,
     convention_for,
     get_task,
+    implied_task,
     map_text,
     raw_key,
     unmapped_hint,
@@ -65,6 +68,10 @@ class ReadReport:
     n_skipped_by_where: int = 0
     #: why no row was selected, when none was (the values the rows hold)
     where_none: str | None = None
+    #: where the task came from when none was given and it is not the default: ``label_map``
+    #: (the values of the label map, in its order), or the file that records the task of a
+    #: zdebias output (:mod:`zdebias.data.recorded`); None otherwise
+    task_from: str | None = None
 
     @property
     def n_errors(self) -> int:
@@ -104,7 +111,23 @@ class ReadReport:
         }
         if self.where:
             out.update(where=self.where, n_skipped_by_where=self.n_skipped_by_where)
+        if self.task_from:
+            out["task_from"] = self.task_from
         return out
+
+    def task_line(self) -> str | None:
+        """Which task the read took without being told, for the user (None: the task given,
+        or the default one)."""
+        if not self.task_from:
+            return None
+        if self.task_from == "label_map":
+            order = ", in its order" if self.task.startswith("labels:") else ""
+            how = f"the values of the label map{order}; --task names another"
+        elif self.task_from == "ClassLabel":
+            how = "the names of the dataset's ClassLabel, in their order"
+        else:
+            how = f"as recorded in {self.task_from}"
+        return f"{self.path}: task {self.task} ({how})"
 
     def derived_ids_line(self) -> str | None:
         """The warning for records named ``FILE:LINE`` where others have an id of their own
@@ -167,8 +190,23 @@ class RowMapper:
                     )
                 mapping[fld] = col
         self.pair = "premise" in mapping and "hypothesis" in mapping
+        #: whether the user named the task (else a hint may propose another one)
+        self.task_given = task is not None
+        #: the distinct raw labels of a column, for the hint of an unmapped number (set by
+        #: the reader that can read its rows again; None: the hint goes without)
+        self.label_values: Callable[[str], list[str] | None] | None = None
+        #: where the task came from when none was given and the default was not used
+        #: (``label_map``: the values of the user's map, :func:`implied_task`)
+        self.task_from: str | None = None
+        default = get_task(default_task if self.pair else "sentiment")
+        if task is None and label_map:
+            task = implied_task(label_map, default)
+            self.task_from = "label_map" if task is not None else None
+        elif task is None and label_names:  # a ClassLabel's names, in their order
+            task = implied_task(dict(enumerate(label_names)), default)
+            self.task_from = "ClassLabel" if task is not None else None
         if task is None:
-            task = get_task(default_task if self.pair else "sentiment")
+            task = default
         if task.pair is None:  # a custom label set: pair or single text, as the columns say
             paired = "text" not in mapping and ("premise" in mapping or "hypothesis" in mapping)
             task = task.of_kind(self.pair or paired)
@@ -228,6 +266,8 @@ class RowMapper:
         skipped, bad rows raise their :class:`DataError` (``skip``: counted and skipped).
         ``lines``: the line of each record given is appended to it."""
         report.label_map, report.label_map_from = self.used_map(), self.label_map_from
+        if self.task_from is not None:
+            report.task_from = self.task_from
         self.report = report
         for line, row in rows:
             try:
@@ -287,7 +327,8 @@ class RowMapper:
             id_col, extra = self._layout(row)
         rid = row.get(id_col) if id_col else None
         if rid is None or rid == "":
-            rid = f"{self.id_prefix}:{line}"
+            # a JSON list's record: by its place in the list (several may share a line)
+            rid = f"{self.id_prefix}:{getattr(line, 'record', line)}"
             report = self.report
             if report is not None:
                 report.n_derived_ids += 1
@@ -340,9 +381,13 @@ class RowMapper:
         try:
             return self.task.normalize(value)
         except ValueError:
+            own = ""
+            if not self.task_given:
+                names = dict.fromkeys(v for v in self.given.values() if v not in UNLABELLED)
+                own = f"; --task labels:{','.join(names)} names a label set of your own"
             raise ConfigError(
                 f"{self.flag}: {key}={value}: {value!r} is not a label of task {self.task.name} "
-                f"({', '.join(self.task.labels)})"
+                f"({', '.join(self.task.labels)}){own}"
             ) from None
 
     def used_map(self) -> dict[str, str] | None:
@@ -382,7 +427,14 @@ class RowMapper:
         try:
             return self.task.normalize(raw)
         except ValueError as err:
-            hint = unmapped_hint(self.task, key, self.given, self.flag)
+            values, others = None, ()
+            if self.label_values is not None and not self.given and key.lstrip("-").isdigit():
+                values = self.label_values(label_col)
+                if not self.task_given:
+                    others = tuple(t for t in TASKS.values() if t.pair == self.task.pair)
+            hint = unmapped_hint(
+                self.task, key, self.given, self.flag, values=values, others=others
+            )
             raise DataError(f"{err}; {hint}", path=self.path, line=line, field=label_col) from None
 
 

@@ -15,7 +15,7 @@ from zdebias.data.mapping import ReadReport
 from zdebias.data.process import gc_paused
 from zdebias.data.readers import Dataset
 from zdebias.data.schema import Record
-from zdebias.data.where import raw_text, where_text
+from zdebias.data.where import is_quoted, raw_text, split_unquoted, unquote, where_text
 from zdebias.errors import ConfigError, DataError
 from zdebias.settings import Settings, setting
 
@@ -59,16 +59,24 @@ class ReadOptions(Settings):
     where: dict[str, str] = setting(
         default_factory=dict,
         help="Read only the rows whose column holds a value, e.g. split=TRAIN (several: "
-        "split=TRAIN,lang=en, all must hold; alternatives: split=TRAIN|TRIAL). Compared with "
-        "the raw value as a string, before any mapping; the rows left out are counted.",
+        "split=TRAIN,lang=en or the option repeated, all must hold; alternatives: "
+        'split=TRAIN|TRIAL; a value with , | = ; or spaces in double quotes: text="a|b"). '
+        "Compared with the raw value exactly, before any mapping; the rows left out are "
+        "counted.",
+        repeat=True,  # each --where adds conditions (AND); a column given twice is an error
         exclude_if=lambda value: not value,  # unset: recipe stage hashes as before it
     )
 
     @field_validator("columns", "label_map", "where", mode="before")
     @classmethod
     def _mapping(cls, value: Any, info: Any) -> Any:
+        what = {"columns": "column mapping", "label_map": "label mapping"}
+        if info.field_name == "where" and isinstance(value, list | tuple):
+            if not all(isinstance(v, str) for v in value):
+                return value
+            # --where repeated: every condition holds (a column given twice is an error)
+            return parse_mapping(",".join(v for v in value if v.strip()), "row selection")
         if isinstance(value, str) or value is None:
-            what = {"columns": "column mapping", "label_map": "label mapping"}
             return parse_mapping(value, what.get(info.field_name, "row selection"))
         if isinstance(value, dict):  # label_map={0: "contradiction"}: keys as the file has them
             if info.field_name == "label_map":
@@ -158,18 +166,29 @@ def split_input(spec: str | Path) -> tuple[str, dict[str, str]]:
 
     A part after ``::`` that holds ``=`` gives settings (``;`` or another ``::`` between
     them); one without is a split, as in ``DIR::dev``. The value of a setting is written as
-    its CLI option's (``columns=premise=s1,hypothesis=s2``, ``where=split=TRAIN|TRIAL``); an
-    empty one resets it (``columns=``: detect the columns)."""
+    its CLI option's (``columns=premise=s1,hypothesis=s2``, ``where=split=TRAIN|TRIAL``,
+    double quotes around a value that holds ``;`` or ``::``); an empty one resets it
+    (``columns=``: detect the columns). A key given twice (in either spelling) is an error,
+    except ``where``, whose conditions add up as ``--where`` repeated does. A path that
+    exists as written is read as it is, ``::`` in its name included; a path in double
+    quotes (``"a::b.jsonl"::where=split=TRAIN``) is taken as it is, options after it."""
     text = str(spec)
-    head, *parts = text.split("::")
-    if not parts or not any("=" in p for p in parts):
+    if "::" not in text or Path(text).exists():
         return text, {}
+    head, parts = _path_and_parts(text)
+    if not any("=" in p for p in parts):  # DIR::SPLIT, "PATH" or "PATH"::SPLIT
+        if not text.startswith('"'):
+            return text, {}
+        if len(parts) > 1:
+            raise ConfigError(f'bad input {text!r}: expected "PATH"[::SPLIT][::KEY=VALUE...]')
+        return _shown_path(head, parts[0] if parts else None), {}
     split = [p for p in parts if "=" not in p]
     if len(split) > 1 or (split and parts[0] != split[0]):
         raise ConfigError(f"bad input {text!r}: expected PATH[::SPLIT][::KEY=VALUE;KEY=VALUE...]")
     options: dict[str, str] = {}
+    given: dict[str, str] = {}  # field → the item that set it, as written
     for part in (p for p in parts if "=" in p):
-        for item in part.split(";"):
+        for item in split_unquoted(part, ";"):
             key, sep, value = item.partition("=")
             key = key.strip()
             if not item.strip():
@@ -180,25 +199,72 @@ def split_input(spec: str | Path) -> tuple[str, dict[str, str]]:
                     f"bad input option {item.strip()!r} in {text!r}: expected KEY=VALUE, "
                     f"KEY one of {keys}"
                 )
-            options[INPUT_OPTIONS[key]] = value.strip()
-    path = head if not split else f"{head}::{split[0]}"
-    return path, options
+            name, value = INPUT_OPTIONS[key], value.strip()
+            if name in given and name != "where":
+                raise ConfigError(
+                    f"bad input {text!r}: {name} is given twice ({given[name]} and "
+                    f"{item.strip()}); give each key once"
+                )
+            if name == "where" and options.get(name) and value:  # conditions add up
+                value = f"{options[name]},{value}"
+            given[name] = item.strip()
+            options[name] = value
+    return _shown_path(head, split[0] if split else None), options
+
+
+def _path_and_parts(text: str) -> tuple[str, list[str]]:
+    """The path of ``PATH::...`` (unquoted when written ``"PATH"::...``) and the parts after
+    it (split at each ``::`` outside double quotes)."""
+    if text.startswith('"'):
+        end = text.find('"', 1)
+        rest = text[end + 1 :] if end > 0 else ""
+        if end < 0 or (rest and not rest.startswith("::")):
+            raise ConfigError(
+                f'bad input {text!r}: expected "PATH" or "PATH"::... (the path in double '
+                "quotes, then its options)"
+            )
+        return text[1:end], split_unquoted(rest[2:], "::") if rest else []
+    head, _, rest = text.partition("::")
+    return head, split_unquoted(rest, "::")
+
+
+def _shown_path(path: str, split: str | None) -> str:
+    """The path (and split) as the readers take it: a path holding ``::`` quoted unless it
+    exists and has no split (:func:`~zdebias.data.files.split_path_and_split`)."""
+    if "::" in path and (split is not None or not Path(path).exists()):
+        path = f'"{path}"'
+    return path if split is None else f"{path}::{split}"
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
-    """Parse ``a=b,c=d`` (a CLI option) into a dict, failing clearly."""
+    """Parse ``a=b,c=d`` (a CLI option) into a dict, failing clearly.
+
+    Double quotes keep ``,`` ``=`` ``|`` ``;`` and spaces in a key or value
+    (:mod:`zdebias.data.where`). A row selection's values keep their quotes (its ``|``
+    separates alternatives, read by :func:`~zdebias.data.where.alternatives`); the others'
+    are unquoted here. A key given twice is an error, never last-wins."""
     if not text:
         return {}
     out: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ConfigError(f"bad {what} {part!r}: expected KEY=VALUE[,KEY=VALUE...]")
-        key, value = key.strip(), value.strip()
+    selection = what == "row selection"
+    for part in split_unquoted(text, ","):
+        key_text, *rest = split_unquoted(part, "=", maxsplit=1)
+        key = unquote(key_text)
+        raw = rest[0].strip() if rest else ""
+        value = raw if selection else unquote(raw)
+        empty = not unquote(raw) and not (selection and is_quoted(raw))
+        if not rest or not key or empty:
+            raise ConfigError(
+                f"bad {what} {part.strip()!r}: expected KEY=VALUE[,KEY=VALUE...] (a value "
+                'with , = | ; or spaces in double quotes: KEY="a,b")'
+            )
         if key in out:
+            hint = "give each key once"
+            if selection:  # every condition must hold: one value of a column at a time
+                hint = f"every condition must hold; either value: {key}={out[key]}|{value}"
             raise ConfigError(
                 f"bad {what} {text!r}: {key!r} is given twice ({key}={out[key]} and "
-                f"{key}={value}); give each key once"
+                f"{key}={value}); {hint}"
             )
         out[key] = value
     return out
@@ -327,7 +393,11 @@ def skip_message(report: ReadReport) -> list[str]:
 
 
 def log_skips(report: ReadReport) -> None:
-    """Tell the user (stderr, via logging) what a read skipped: nothing is dropped silently."""
+    """Tell the user (stderr, via logging) what a read skipped: nothing is dropped silently;
+    and which task it took without being told (:meth:`ReadReport.task_line`)."""
+    task_line = report.task_line()
+    if task_line is not None:
+        log.info("%s", task_line)
     for line in skip_message(report):
         log.warning("%s", line)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zdebias.data.files import FORMATS, detect_format, split_path_and_split
-from zdebias.data.labels import Task, get_task
+from zdebias.data.labels import UNLABELLED, Task, get_task, raw_key
 from zdebias.data.mapping import ReadReport, RowMapper
 from zdebias.data.schema import Record
 from zdebias.data.sources import Rows, format_rows, jsonl_rows
@@ -32,6 +32,8 @@ from zdebias.data.where import Selection
 from zdebias.errors import ConfigError, DataError
 
 OnError = Literal["raise", "skip"]
+#: the formats zdebias writes rows in, whose task may be recorded beside them
+_RECORDED_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet"})
 
 
 def _default_task_for(row: Mapping[str, Any], default: str) -> str:
@@ -79,11 +81,22 @@ class Dataset:
         self.task = get_task(task) if task is not None else None
         self.columns = dict(columns or {})
         self.label_map = dict(label_map or {})
+        #: the custom task recorded beside a zdebias output and the file recording it, taken
+        #: when neither a task nor a label map is given (:mod:`zdebias.data.recorded`)
+        self.recorded: tuple[Task, str] | None = None
+        if self.task is None and not self.label_map and self.format in _RECORDED_FORMATS:
+            from zdebias.data.recorded import recorded_task
+
+            found = recorded_task(self.path)
+            if found is not None:
+                self.recorded = get_task(found[0]), found[1]
         self.on_error = on_error
         #: the row selection (:mod:`zdebias.data.where`): column → wanted value(s)
         self.where = dict(where or {})
         #: the columns the last pass's source named first (its header or first object)
         self.keys: list[str] = []
+        #: whether those came from a header (every row has them) rather than a first row
+        self.header = False
         self.report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
         #: how the last pass maps rows to records (None before one began)
         self.mapper: RowMapper | None = None
@@ -140,9 +153,12 @@ class Dataset:
             if mapper is None:
                 return
         report.task = mapper.task.name
+        if self.recorded is not None and mapper.task.labels == self.recorded[0].labels:
+            report.task_from = self.recorded[1]
         self.mapper = mapper
         if self.where:  # before any mapping: rows left out are never checked
-            rows = Selection(self.where, self.keys, self.spec).rows(rows, report)
+            selection = Selection(self.where, self.keys, self.spec, fixed=self.header)
+            rows = selection.rows(rows, report)
         yield from mapper.records(rows, report, skip=skip)
 
     def _first_mapper(
@@ -156,8 +172,10 @@ class Dataset:
         """The mapper of the columns a source names first (its header, line 0, or the first
         JSON object), and the rows left to map (that first object among them)."""
         default_task = "nli-binary" if self.format == "hans" else "nli"
+        self.header = False
         for line, row in rows:
             if line == 0:  # a header (sources number data rows from 1)
+                self.header = True
                 return self._mapper(row, default_task, id_prefix, label_names), rows
             try:
                 if isinstance(row, DataError):
@@ -179,14 +197,45 @@ class Dataset:
             return mapper, itertools.chain(((line, row),), rows)
         return None, rows
 
+    def label_values(self, column: str, limit: int = 100) -> list[str] | None:
+        """The distinct raw labels (keys) of ``column`` in a new pass over the rows, numbers
+        in their order, for the hint of an unmapped number; None when one is not a number,
+        or when more than ``limit`` differ (not a label column)."""
+        seen: set[str] = set()
+        try:
+            rows, _, _ = format_rows(self.format, self.spec, self.path, self.split)
+            for _, row in rows:
+                if not isinstance(row, Mapping) or row.get(column) is None:
+                    continue
+                try:
+                    key = raw_key(row[column])
+                except ValueError:
+                    return None
+                if key in UNLABELLED:
+                    continue
+                if not key.lstrip("-").isdigit() or len(key) > 9 or len(seen) == limit:
+                    return None
+                seen.add(key)
+        except DataError:  # the rows fail further on: no hint rather than another error
+            return None
+        return sorted(seen, key=int) or None
+
     def _mapper(
         self, keys: list[str], default_task: str, id_prefix: str, label_names: list[str] | None
     ) -> RowMapper:
         self.keys = list(keys)
+        mapper = self._new_mapper(keys, default_task, id_prefix, label_names)
+        if label_names is None:
+            mapper.label_values = self.label_values
+        return mapper
+
+    def _new_mapper(
+        self, keys: list[str], default_task: str, id_prefix: str, label_names: list[str] | None
+    ) -> RowMapper:
         return RowMapper(
             path=self.spec,
             keys=keys,
-            task=self.task,
+            task=self.task or (self.recorded[0] if self.recorded else None),
             columns=self.columns,
             label_map=self.label_map,
             default_task=default_task,

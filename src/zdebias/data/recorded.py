@@ -1,0 +1,85 @@
+"""The task a zdebias output's rows were written with, recorded beside them and read back.
+
+A rows file of a custom label set (``labels:hate,offensive,neither``) cannot tell its task by
+its rows: a label with no row left (all rejected) would be missing, and the order of the
+labels (the label ids) would be lost. So every zdebias output of a custom label set records
+it beside the rows, and a read with no ``--task`` and no ``--label-map`` takes it from there:
+
+- an output folder (``filter``, ``combine``, ``shortcut-split``, ...): its ``summary.json``
+  says how the input was read, ``read.task``; it counts for the record files the folder's
+  marker lists (:mod:`zdebias.data.ownership`), unless they were written in the input's
+  schema (``--output-schema input``: raw labels, read with the input's options);
+- a single file (``convert``): a small JSON document beside it, ``FILE`` + :data:`SIDECAR`.
+
+Built-in tasks (nli, nli-binary, sentiment) need no record and get none, so their outputs
+stay as they were; a recorded built-in task is not taken (the defaults read those files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+#: the suffix of a single output file's task record: ``out.jsonl`` → ``out.jsonl.zdebias.json``
+SIDECAR = ".zdebias.json"
+#: the biggest summary read for a task (a filter's is ~10 KB; larger ones are not trusted)
+MAX_SUMMARY_BYTES = 64 << 20
+
+
+def is_custom(task: str | None) -> bool:
+    """Whether ``task`` names a custom label set (``labels:a,b``), the kind recorded."""
+    return bool(task) and str(task).startswith("labels:") and len(str(task)) > len("labels:")
+
+
+def _json(path: Path, limit: int = MAX_SUMMARY_BYTES) -> Any:
+    """The JSON document in ``path`` (a regular file, no link), or None."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def recorded_task(path: str | Path) -> tuple[str, str] | None:
+    """The custom task recorded for the rows file ``path`` and the file that records it, or
+    None (no record, a built-in task, or a file the record does not cover)."""
+    path = Path(path)
+    sidecar = path.with_name(path.name + SIDECAR)
+    doc = _json(sidecar, 1 << 20)
+    if isinstance(doc, dict) and doc.get("kind") == "task" and is_custom(doc.get("task")):
+        return str(doc["task"]), str(sidecar)
+    from zdebias.data.ownership import owner_of
+
+    marker = owner_of(path.parent)
+    if not marker or marker.get("kind") != "output" or path.name not in marker.get("files", ()):
+        return None
+    summary_path = path.parent / "summary.json"
+    summary = _json(summary_path)
+    if not isinstance(summary, dict) or summary.get("output_schema") == "input":
+        return None
+    read = summary.get("read")
+    task = read.get("task") if isinstance(read, dict) else None
+    return (str(task), str(summary_path)) if is_custom(task) else None
+
+
+def record_task(path: str | Path, task: str | None) -> Path | None:
+    """Record ``task`` beside the single output file ``path`` when it is a custom label set
+    (returns the record's path); otherwise remove a record an earlier output left there."""
+    from zdebias.data.ownership import marker_doc
+    from zdebias.data.writers import write_json
+
+    path = Path(path)
+    sidecar = path.with_name(path.name + SIDECAR)
+    if is_custom(task):
+        return write_json(marker_doc("task", task=task), sidecar)
+    old = _json(sidecar, 1 << 20)
+    if isinstance(old, dict) and old.get("kind") == "task":
+        with contextlib.suppress(FileNotFoundError):
+            sidecar.unlink()
+    return None
+
+
+__all__ = ["SIDECAR", "is_custom", "record_task", "recorded_task"]
