@@ -224,6 +224,7 @@ def discard_lines(summary: dict[str, Any]) -> list[str]:
             f"{summary['n_kept_by_floor']:,} rows the biased features rejected"
             + (f" ({per_floor})" if per_floor else "")
         )
+    lines.extend(f"  warning: {w}" for w in summary.get("label_share_warnings") or [])
     line = exact_test_line(summary)
     if line:
         lines.append(f"  {line}")

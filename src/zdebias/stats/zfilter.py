@@ -583,8 +583,10 @@ def summarize_filter(
         n_significant_after - n_kept_after, z_c, arrays.batch_size, seeded=n_seed > 0
     )
     summary["warnings"] = [note] if note else []
-    summary["warnings"].extend(
-        label_share_warnings(y, labels, arrays, settings.get("warn_label_share"))
+    # printed with the summary (stdout), beside the share discarded, not among the warnings
+    # that go to stderr: those say what would filter better, this what the filter cost
+    summary["label_share_warnings"] = label_share_warnings(
+        y, labels, arrays, settings.get("warn_label_share")
     )
     if kept is not None:
         summary["warnings"].extend(kept.warnings())

@@ -118,10 +118,10 @@ def test_unknown_keys_fail_with_the_valid_keys() -> None:
         "aflite_n, aflite_steps, aflite_target, aflite_tau, biased_k, dynamics, encoder, "
         "feature_options, features, fraction, hypo_len_bins, hypo_only_classifier, "
         "hypo_only_folds, hypo_only_model, input, keep_features, label_prior, len_ratio_bins, "
-        "lex_overlap_thresholds, like, lowercase, max_length, method, min_z, ngram_fields, "
-        "ngram_range, num_proc, "
+        "lex_overlap_thresholds, like, lowercase, max_length, method, min_label_share, min_z, "
+        "ngram_fields, ngram_range, num_proc, "
         "region, seed, seed_data, segmenter, shuffle, stage, text_len_bins, token_pattern, "
-        "zfilter_batch_size"
+        "warn_label_share, zfilter_batch_size"
     )
     data = _base()
     data["sed"] = 3
