@@ -580,7 +580,11 @@ def summarize_filter(
         summary["kept_features"] = block
         mark_kept(kept, summary["top_before"], summary["top_after"], summary["top_before_after"])
     note = still_significant(
-        n_significant_after - n_kept_after, z_c, arrays.batch_size, seeded=n_seed > 0
+        n_significant_after - n_kept_after,
+        z_c,
+        arrays.batch_size,
+        seeded=n_seed > 0,
+        min_z=arrays.min_z,
     )
     summary["warnings"] = [note] if note else []
     # printed with the summary (stdout), beside the share discarded, not among the warnings
@@ -665,14 +669,23 @@ def visiting_order(settings: dict[str, Any]) -> str:
     )
 
 
-def still_significant(n: int, z_c: float, batch_size: int, *, seeded: bool = False) -> str | None:
+def still_significant(
+    n: int, z_c: float, batch_size: int, *, seeded: bool = False, min_z: float = 0.0
+) -> str | None:
     """The warning for ``n`` features still significant (z > ``z_c``) in what a z-filter
     with batches of ``batch_size`` kept (``seeded``: the seed data with it), None for none:
-    what would filter more."""
+    what would filter more. With a z floor ``min_z`` above 0 (``--min-z critical``) a
+    feature rejects only once its z over the rows kept so far passes the floor, which few
+    rows cannot reach whatever the batch: the floor is what to lower."""
     if not n:
         return None
     what = f"{n:,} feature{'s' if n != 1 else ''} still significant after z-filtering"
     where = f"z > {z_c:.2f}, {'seed data included, ' if seeded else ''}batches of {batch_size}"
+    if min_z > 0:
+        return (
+            f"{what} ({where}): a feature rejects only once its z over the rows kept so far "
+            f"exceeds --min-z ({min_z:.2f}); a lower --min-z (0, the paper's) filters more"
+        )
     if batch_size > 1:
         return f"{what} ({where}): a smaller --zfilter-batch-size filters more finely"
     return f"{what} ({where}): a larger --biased-k filters more"

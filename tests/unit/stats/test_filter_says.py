@@ -222,3 +222,15 @@ def test_summary_and_text_tell_the_shares_and_the_warning() -> None:
     text = filter_text(s, Path("out"))
     assert "  discarded 95.0% of the input rows: neg 95.0%, pos 95.0%" in text
     assert "  warning: z-filtering kept 5 of the 100 pos rows (5.0%)" in text
+
+
+def test_advice_under_min_z_critical_names_the_floor_not_the_batch() -> None:
+    from zdebias.stats.zfilter import still_significant
+
+    note = still_significant(33, 5.22, 1000, min_z=5.2177)
+    assert note == (
+        "33 features still significant after z-filtering (z > 5.22, batches of 1000): a "
+        "feature rejects only once its z over the rows kept so far exceeds --min-z (5.22); a "
+        "lower --min-z (0, the paper's) filters more"
+    )
+    assert "smaller --zfilter-batch-size" in str(still_significant(33, 5.22, 1000, min_z=0.0))
