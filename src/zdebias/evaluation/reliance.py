@@ -14,15 +14,18 @@ methods over seeds like any suite).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from zdebias.data.documents import checked, read_document
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_cell
-from zdebias.evaluation.suites import Suite, summarize
+from zdebias.evaluation.suites import Suite, load_suite, summarize
+from zdebias.stats.shortcut_split import rows_digest
 
 log = logging.getLogger("zdebias")
 
@@ -43,20 +46,134 @@ MEANING = (
 )
 
 
+_Count = Annotated[StrictInt, Field(ge=0)]
+
+
+class _Counts(BaseModel):
+    aligned: _Count
+    conflicting: _Count
+    free: _Count
+
+
+class _Digests(BaseModel):
+    aligned: str
+    conflicting: str
+    free: str
+
+
+class _SplitSummary(BaseModel):
+    """The fields of a split's ``summary.json`` that evaluate reads (others pass through)."""
+
+    model_config = ConfigDict(extra="allow")
+    counts: _Counts
+    n_test: _Count | None = None
+    test_digest: str | None = None
+    digests: _Digests | None = None
+    by: str | None = None
+    test: str | None = None
+    warnings: list[str] = []
+
+
 def read_split(folder: str | Path) -> dict[str, Any]:
-    """The ``summary.json`` of a shortcut-split folder (or that file itself)."""
+    """The ``summary.json`` of a shortcut-split folder (or that file itself), checked: one
+    :class:`ConfigError` line for a missing, unreadable or foreign summary, or one whose
+    counts do not add up."""
     path = Path(folder)
     if path.is_file():
         path = path.parent
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    file = path / "summary.json"
+    missing = f"{path}: not a shortcut split (no summary.json; run zdebias shortcut-split)"
+    summary = read_document(file, missing=missing)  # a key given twice is refused there
+    split = checked(summary, _SplitSummary, file, what="a shortcut split's summary")
+    total = sum(split.counts.model_dump().values())
+    if split.n_test is not None and total != split.n_test:
         raise ConfigError(
-            f"{path}: not a shortcut split (no summary.json; run zdebias shortcut-split)"
-        ) from None
-    if not isinstance(summary, dict) or "counts" not in summary:
-        raise ConfigError(f"{path}/summary.json: not a shortcut split's summary")
+            f"{file}: field 'counts': the slices hold {total:,} rows, but n_test says "
+            f"{split.n_test:,}; not a shortcut split's summary"
+        )
     return {**summary, "folder": str(path)}
+
+
+def _short(digest: str) -> str:
+    return digest[:12]
+
+
+def check_split(
+    split: dict[str, Any], suites: Sequence[Suite], *, task: str | None = None
+) -> dict[str, Any]:
+    """Check that ``split`` (:func:`read_split`) grades the rows it was made with: each slice
+    file holds as many rows as ``summary.json`` counts, with the recorded row digest
+    (:func:`~zdebias.stats.shortcut_split.rows_digest`); a mismatch is a
+    :class:`ConfigError` naming the file. Returns ``{"suite", "warnings"}``: the suite whose
+    rows are the split's test set (None when none is), and what could not be checked or
+    does not match. A summary without digests (a split made by zdebias 0.2) is only counted
+    and says so in a warning; a suite that reads the file the split was made from, with
+    other rows, is an error."""
+    folder = Path(split["folder"])
+    summary = folder / "summary.json"
+    digests = split.get("digests") or {}
+    warnings: list[str] = []
+    for name, suite in SUITES.items():
+        count = split["counts"][name]
+        file = folder / f"{name}.jsonl"
+        if not file.exists():
+            if count:
+                raise ConfigError(f"{file}: missing; {summary} counts {count:,} {name} rows")
+            continue
+        records, _info = load_suite(Suite(suite, str(file), format="jsonl", task=task), empty=True)
+        if len(records) != count:
+            raise ConfigError(
+                f"{file}: {len(records):,} labelled rows, but {summary} records {count:,} "
+                f"{name} rows: the file changed after the split was made; restore it or "
+                "remake the split (zdebias shortcut-split)"
+            )
+        got = rows_digest(records)
+        if name in digests and got != digests[name]:
+            raise ConfigError(
+                f"{file}: its {count:,} rows are not the {name} rows the split wrote (row "
+                f"digest {_short(got)}, {summary} records {_short(digests[name])}); restore "
+                "it or remake the split (zdebias shortcut-split)"
+            )
+    want = split.get("test_digest")
+    test = split.get("test") or "its test set"
+    n_test = split.get("n_test", sum(split["counts"].values()))
+    if not want or not digests:
+        warnings.append(
+            f"{summary} records no row digests (a split made before zdebias 0.3): only its "
+            "slices' row counts are checked, not their rows nor which suite it splits; "
+            "remake it with zdebias shortcut-split"
+        )
+        return {"suite": None, "warnings": warnings}
+    seen = []
+    for s in suites:
+        records, _info = load_suite(s)
+        got = rows_digest(records)
+        if got == want:
+            return {"suite": s.name, "warnings": warnings}
+        if split.get("test") and _same_input(s.path, split["test"]):
+            raise ConfigError(
+                f"suite {s.name!r} ({s.path}) reads the file the split was made from, but not "
+                f"its rows: {len(records):,} rows now, {n_test:,} then (row digest "
+                f"{_short(got)}, {summary} records {_short(want)}); remake the split "
+                "(zdebias shortcut-split)"
+            )
+        seen.append(f"{s.name} {len(records):,} rows")
+    warnings.append(
+        f"no suite here is the test set the split was made from ({test}, {n_test:,} rows; "
+        f"the suites: {', '.join(seen) or 'none'}): the reliance gap is measured on the "
+        "split's own rows, not on any suite here"
+    )
+    return {"suite": None, "warnings": warnings}
+
+
+def _same_input(a: str, b: str) -> bool:
+    """Whether two input paths name the same file (as written, or resolved)."""
+    if a == b:
+        return True
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def split_suites(split: dict[str, Any], *, task: str | None = None) -> list[Suite]:
@@ -86,6 +203,9 @@ def evaluate_with_split(
         return evaluate_models(models, suites, settings, **options)
     split = read_split(shortcut_split)
     task = suites[0].task if suites else None
+    found = check_split(split, suites, task=task)  # before any model loads
+    split = {**split, "suite": found["suite"]}
+    split["warnings"] = [*split.get("warnings", []), *found["warnings"]]
     doc = evaluate_models(models, [*suites, *split_suites(split, task=task)], settings, **options)
     return add_reliance(doc, split)
 
@@ -125,6 +245,8 @@ def add_reliance(doc: dict[str, Any], split: dict[str, Any]) -> dict[str, Any]:
         "folder": split["folder"],
         "by": split.get("by"),
         "test": split.get("test"),
+        "suite": split.get("suite"),
+        "test_digest": split.get("test_digest"),
         "counts": split["counts"],
         "warnings": warnings,
         "meaning": MEANING,
@@ -177,8 +299,9 @@ def reliance_markdown(
         lines.append("| " + " | ".join([str(row["name"]), *cells]) + " |")
     split = next(doc["shortcut_split"] for doc in docs if "shortcut_split" in doc)
     counts = ", ".join(f"{k} {v:,}" for k, v in split["counts"].items())
+    of = f" of suite {split['suite']!r}" if split.get("suite") else ""
     out = [
-        f"Shortcut split {split['folder']} (by {split['by']}: {counts}); accuracy in %.",
+        f"Shortcut split {split['folder']}{of} (by {split['by']}: {counts}); accuracy in %.",
         "",
         *lines,
         "",
@@ -193,6 +316,7 @@ __all__ = [
     "MEANING",
     "SUITES",
     "add_reliance",
+    "check_split",
     "evaluate_with_split",
     "read_split",
     "reliance_markdown",

@@ -22,9 +22,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from zdebias.classify.learned import recorded_did_not_learn
 from zdebias.classify.settings import InferenceSettings
@@ -81,8 +82,9 @@ def parse_suite(spec: str, **options: Any) -> Suite:
     return Suite(name, path, **options)
 
 
-def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
-    """The suite's records and a description (path, format, task, counts, skipped rows)."""
+def load_suite(suite: Suite, *, empty: bool = False) -> tuple[list[Record], dict[str, Any]]:
+    """The suite's records and a description (path, format, task, counts, skipped rows);
+    a suite with no labelled records is an error unless ``empty``."""
     records, rep = suite.reader().read(suite.path)
     info = {
         "name": suite.name,
@@ -95,7 +97,7 @@ def load_suite(suite: Suite) -> tuple[list[Record], dict[str, Any]]:
     }
     if rep.where:  # the suite's own (PATH::where=...) or the command's
         info.update(where=rep.where, n_skipped_by_where=rep.n_skipped_by_where)
-    if not records:
+    if not records and not empty:
         why = f": {rep.where_none}" if rep.where_none else ""
         raise ConfigError(f"suite {suite.name!r} ({suite.path}) has no labelled records{why}")
     return records, info
@@ -234,8 +236,10 @@ def _run_info(model: str) -> dict[str, Any]:
         path = folder / name
         if path.is_file():
             try:
-                data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # unreadable, not UTF-8, not JSON: nothing to show
+                continue
+            if not isinstance(data, dict):
                 continue
             for key in ("seed", "loss", "input", "base_model"):
                 if key in data and key not in info:
@@ -431,17 +435,48 @@ def evaluate_models(
     }
 
 
+class _Run(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    results: dict[str, dict[str, Any]]
+    metrics: dict[str, float | None]
+
+
+class _SuiteInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class _Results(BaseModel):
+    """The fields of a results document that compare and report read."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["zdebias-evaluation"]
+    name: str | None = None
+    runs: Annotated[list[_Run], Field(min_length=1)]
+    suites: list[_SuiteInfo]
+    summary: dict[str, dict[str, Any]] = {}
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
-    """Load a results document written by ``zdebias evaluate``, checking its kind."""
+    """Load a results document written by ``zdebias evaluate``, checked: one
+    :class:`ConfigError` line for a file that is missing, not UTF-8 JSON, gives a key twice,
+    is of another kind or version, or lacks what the tables read."""
+    from zdebias.data.documents import checked, read_document
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such results file") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{p}: not JSON ({err.msg} at line {err.lineno})") from None
+    what = "a zdebias evaluation results file (zdebias evaluate --out FILE)"
+    doc = read_document(p, missing=f"{p}: no such results file")
     if not isinstance(doc, dict) or doc.get("kind") != FORMAT_NAME:
-        raise ConfigError(f"{p}: not a zdebias evaluation results file (run zdebias evaluate)")
+        kind = f"kind {doc.get('kind')!r}" if isinstance(doc, dict) else type(doc).__name__
+        raise ConfigError(f"{p}: {kind}, not {what}, whose kind is {FORMAT_NAME!r}")
+    for key in ("version", "format_version"):
+        if key in doc and doc[key] != FORMAT_VERSION:
+            raise ConfigError(
+                f"{p}: field '{key}': {doc[key]!r}; this zdebias reads version "
+                f"{FORMAT_VERSION} of {FORMAT_NAME} (written by a newer zdebias?)"
+            )
+    checked(doc, _Results, p, what=what)
     for key, summary in doc.get("summary", {}).items():
         if any(
             v is None or (isinstance(v, float) and math.isnan(v)) for v in summary.get("values", [])

@@ -38,8 +38,9 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
+from pydantic import BaseModel, ConfigDict
 
-from zdebias.data.documents import read_document
+from zdebias.data.documents import checked, read_document
 from zdebias.data.writers import atomic_open
 from zdebias.evaluation.cells import MISSING, format_cell, format_number
 from zdebias.evaluation.tables import unlearned_lines
@@ -94,21 +95,52 @@ class RunData:
         path = self.output(stage, name)
         if path is None or not path.is_file():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_document(path, missing=f"{path}: no such file")
 
     def side_json(self, stage: dict[str, Any], filename: str) -> Any:
         """A JSON file a stage saved beside its outputs (e.g. ``examples.json``)."""
         path = self.run_dir / stage["name"] / filename
         if not path.is_file():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_document(path, missing=f"{path}: no such file")
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    path: str
+
+
+class _StageEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    stage: str
+    outputs: dict[str, _Output | None] | None = None
+
+
+class _Versions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    zdebias: str
+
+
+class _Manifest(BaseModel):
+    """What makes a ``manifest.json`` zdebias's (``zdebias run`` writes it): the recipe's
+    name, the zdebias version and the stages; the report reads no more of it unchecked."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    versions: _Versions
+    stages: list[_StageEntry]
+    config: dict[str, Any] = {}
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read a run folder's manifest (fails clearly when the folder is not a run)."""
+    """Read a run folder's manifest (fails clearly when the folder is not a run, or its
+    manifest.json is not one zdebias wrote)."""
     run = Path(run_dir)
     missing = f"{run}: not a zdebias run folder (no {MANIFEST}); run a recipe first"
     manifest = read_document(run / MANIFEST, missing=missing)
+    what = "a zdebias run manifest (zdebias run writes one)"
+    checked(manifest, _Manifest, run / MANIFEST, what=what)
     return RunData(run, manifest, list(manifest.get("stages", [])))
 
 
@@ -417,7 +449,7 @@ def _top_section(run: RunData, top_n: int) -> dict[str, Any] | None:
         for i in range(max(len(side) for side in sides)):
             cells = [
                 {
-                    "feature": side[i]["feature"],
+                    "feature": side[i]["feature"] + (" (kept)" if side[i].get("kept") else ""),
                     "z": _z(side[i]["z"]),
                     "n": format_number(side[i]["n"]),
                     "p": format_number(side[i]["p"], digits=2, thousands=""),

@@ -23,9 +23,11 @@ import io
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from zdebias.data.documents import read_document
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from zdebias.data.documents import checked, read_document
 from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
@@ -60,6 +62,109 @@ _FOLDERS: dict[str, tuple[str, ...]] = {
     "filter": ("kept.jsonl", "rejected.jsonl", "summary.json"),
     "combine": ("combined.jsonl", "rejected.jsonl", "summary.json"),
 }
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Side(_Loose):
+    z: float
+    n: int
+    p: float
+
+
+class _Tracked(_Side):
+    rank: int
+
+
+class _Top(_Side):
+    feature: str
+
+
+class _Gardner(_Loose):
+    min_n: int
+    features: list[str]
+    n: list[int]
+    z: dict[str, list[float]]
+    p: dict[str, list[float]]
+
+
+class _Imbalance(_Loose):
+    label_shares: dict[str, float]
+    n_only_label_shares: int
+    n_significant_uniform: int
+
+
+class _Stats(_Loose):
+    """The fields of a ``zdebias stats --out FILE`` document that the report reads."""
+
+    labels: Annotated[list[str], Field(min_length=1)]
+    top: dict[str, list[_Top]]
+    z_critical: float
+    n_examples: int
+    n_significant: int
+    n_features: int
+    top_n: int = 20
+    path: str | None = None
+    tracked: dict[str, dict[str, _Tracked | None] | None] | None = None
+    gardner: _Gardner | None = None
+    label_counts: dict[str, int] | None = None
+    label_prior: str | None = None
+    p0: dict[str, float] | None = None
+    imbalance: _Imbalance | None = None
+
+    @model_validator(mode="after")
+    def _per_label(self) -> _Stats:
+        g = self.gardner
+        if g is not None and g.features:
+            for name in ("z", "p"):
+                for label in self.labels:
+                    values = getattr(g, name).get(label)
+                    if values is None or len(values) != len(g.features):
+                        raise ValueError(
+                            f"gardner.{name}.{label}: expected {len(g.features)} values, one "
+                            "per gardner feature"
+                        )
+            if len(g.n) != len(g.features):
+                raise ValueError(f"gardner.n: expected {len(g.features)} values")
+        if self.label_prior == "empirical" and self.p0 is not None:
+            missing = [lab for lab in self.labels if lab not in self.p0]
+            if missing:
+                raise ValueError(f"p0: no share for label {missing[0]!r}")
+        return self
+
+
+class _BeforeAfter(_Loose):
+    feature: str
+    z_before: float
+    n_before: int
+    p_before: float
+    z_after: float | None = None
+    n_after: int | None = None
+    p_after: float | None = None
+    rank_after: int | None = None
+
+
+class _FilterSummary(_Loose):
+    """The fields of a filter or combine ``summary.json`` that the report reads."""
+
+    labels: list[str] | None = None
+    features: list[str] | str | None = None
+    z_critical: float | None = None
+    top_before_after: dict[str, list[_BeforeAfter]] | None = None
+    path: str | None = None
+    original: str | None = None
+    generated: str | None = None
+
+    @model_validator(mode="after")
+    def _critical(self) -> _FilterSummary:
+        if self.top_before_after and self.z_critical is None:
+            raise ValueError("z_critical: missing beside top_before_after")
+        return self
+
+
+STATS_WHAT = "a zdebias stats JSON file (zdebias stats --out FILE)"
 
 
 def result_kind(path: str | Path) -> Kind:
@@ -283,7 +388,9 @@ def folder_context(folder: str | Path, kind: Kind) -> dict[str, Any]:
     from zdebias.data.readers import read_records
 
     folder = Path(folder)
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    file = folder / "summary.json"
+    summary = read_document(file, missing=f"{file}: no such file")
+    checked(summary, _FilterSummary, file, what=f"a zdebias {kind} summary")
     kept_file = "kept.jsonl" if kind == "filter" else "combined.jsonl"
     kept = read_records(folder / kept_file)
     rejected = read_records(folder / "rejected.jsonl")
@@ -356,10 +463,11 @@ def stats_context(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     stats = read_document(path, missing=f"{path}: no such file")
+    checked(stats, _Stats, path, what=STATS_WHAT)
     top = [
         {
             "label": label if rank == 1 else None,
-            "feature": row["feature"],
+            "feature": row["feature"] + (" (kept)" if row.get("kept") else ""),  # the task's
             "before": _format_side({**row, "rank": rank}),
             "after": None,
             "gone": False,
@@ -387,8 +495,9 @@ def stats_context(path: str | Path) -> dict[str, Any]:
         z = np.array([g["z"][lab] for lab in labels], dtype=np.float64).T
         p = np.array([g["p"][lab] for lab in labels], dtype=np.float64).T
         n = np.asarray(g["n"], dtype=np.int64)
+        kept = set(g.get("kept") or ())  # keep_features: the task's own, named "(kept)"
         fig = gardner_plot(
-            g["features"],
+            [f"{x} (kept)" if x in kept else x for x in g["features"]],
             labels,
             z,
             n,
