@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from zdebias.errors import ZdebiasError
-from zdebias.settings_cli import Verbosity, command
+from zdebias.settings_cli import Verbosity, command, given_once
 
 #: the module of ``zdebias.commands`` that adds each command: :func:`main` imports only the
 #: one it runs (start-up time); ``zdebias -h`` and an unknown command get them all
@@ -85,7 +85,7 @@ def build_app(modules: Sequence[str] = MODULES) -> typer.Typer:
     app.callback()(_root)
     for name in modules:
         import_module(f"zdebias.commands.{name}").register(app)
-    return app
+    return given_once(app)  # an option given twice is an error, never last-wins
 
 
 def __getattr__(name: str) -> Any:

@@ -146,6 +146,8 @@ def _option(name: str, info: Any, tp: Any, panel: str | None) -> tuple[Any, Any]
     )
     if meta["repeat"]:
         annotation, default, show_default = list[str] | None, None, False
+    if get_origin(_strip_optional(tp)[0]) in (list, tuple, set, dict):
+        _COMMA_LISTS.add(name)
     help_text = info.description or ""
     if cli_tp is bool and info.default is not True:
         show_default = False
@@ -328,6 +330,104 @@ def command(
     return wrapper
 
 
+# --------------------------------------------------------------------------- given once
+
+#: the parameters whose value is a comma-separated list or mapping (``--columns a=b,c=d``):
+#: a repeat of one of them is answered with how to give several items at once
+_COMMA_LISTS: set[str] = set()
+
+
+def _fed(name: str) -> str:
+    """The field or argument a command parameter feeds: a hidden old spelling's
+    (``learning_rate__deprecated0``, ``input__renamed0``) is its new one's."""
+    return name.split("__", 1)[0]
+
+
+def _spelling(param: Any) -> str:
+    """How a parameter is written: ``--overwrite``, ``--json/--no-json``, ``INPUT``."""
+    if type(param).__name__.endswith("Argument"):
+        return (param.name or "").upper()
+    longs = [o for o in param.opts if o.startswith("--")] or list(param.opts)
+    return "/".join([longs[0], *param.secondary_opts[:1]])
+
+
+def check_given_once(ctx: Any, order: list[Any], values: dict[str, Any]) -> None:
+    """Refuse an option given twice, and an old spelling given with its new one (or with
+    another old one): the parser would keep the last one silently. ``order``: the
+    parameters as the parser met them (one entry per occurrence); ``values``: what it
+    parsed. Options meant to repeat (``--suite``, ``--set``) and eager ones (``--help``)
+    may repeat."""
+    first: dict[str, Any] = {}
+    for param in order:
+        if getattr(param, "multiple", False) or getattr(param, "count", False):
+            continue
+        if param.is_eager or param.name is None:
+            continue
+        if type(param).__name__.endswith("Argument") and values.get(param.name) is None:
+            continue  # an argument is met once, given or not
+        fed = _fed(param.name)
+        seen = first.setdefault(fed, param)
+        if seen is param and order.count(param) == 1:
+            continue
+        if seen is param:
+            hint = "give it once"
+            if fed in _COMMA_LISTS:
+                hint += " (several items go in one comma-separated value)"
+            if fed == "where":
+                hint = "each --where adds conditions"
+            ctx.fail(f"{_spelling(param)} is given twice; {hint}")
+        new = next((p for p in ctx.command.params if p.name == fed), None)
+        old = [_spelling(p) for p in (seen, param) if p is not new]
+        what = (
+            f"{old[0]} is an old spelling"
+            if len(old) == 1
+            else f"{old[0]} and {old[1]} are old spellings"
+        )
+        verb = "disagree" if values.get(seen.name) != values.get(param.name) else "are both given"
+        only = f"; give only {_spelling(new)}" if new is not None else ""
+        ctx.fail(
+            f"{_spelling(seen)} and {_spelling(param)} {verb} ({what} of the same setting){only}"
+        )
+
+
+class _GivenOnce:
+    """A command (mixed into typer's) whose options may be given once each
+    (:func:`check_given_once`), checked before any value is used."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and not ctx.resilient_parsing:
+            parser = self.make_parser(ctx)  # type: ignore[attr-defined]
+            values, _, order = parser.parse_args(args=list(args))
+            check_given_once(ctx, order, values)
+        return super().parse_args(ctx, args)  # type: ignore[misc]
+
+
+class GivenOnceCommand(_GivenOnce, typer.core.TyperCommand):
+    """A typer command whose options may be given once each."""
+
+
+class GivenOnceGroup(_GivenOnce, typer.core.TyperGroup):
+    """A typer group whose own options (``zdebias -q``) may be given once each."""
+
+
+def given_once(app: typer.Typer) -> typer.Typer:
+    """``app`` with every command and group, its sub-apps' too, refusing a repeated option
+    (:class:`GivenOnceCommand`); a command with a class of its own keeps it."""
+    from typer.models import DefaultPlaceholder
+
+    if app.info.cls in (None, typer.core.TyperGroup) or isinstance(
+        app.info.cls, DefaultPlaceholder
+    ):
+        app.info.cls = GivenOnceGroup
+    for info in app.registered_commands:
+        if info.cls in (None, typer.core.TyperCommand):
+            info.cls = GivenOnceCommand
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            given_once(group.typer_instance)
+    return app
+
+
 def configure_logging(cli: Verbosity) -> None:
     """Messages go to stderr through ``logging``: -q warnings only, -v debug. Under a launcher
     (``torchrun``), processes other than rank 0 report errors only: the main one speaks for
@@ -383,8 +483,10 @@ __all__ = [
     "InputArg",
     "Verbosity",
     "build",
+    "check_given_once",
     "command",
     "configure_logging",
     "flag_of",
+    "given_once",
     "library_bars",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from zdebias.errors import ConfigError
+from zdebias.errors import ConfigError, ZdebiasError
 from zdebias.settings_cli import CliOptions
 
 log = logging.getLogger("zdebias")
@@ -86,13 +86,18 @@ def check_output(
 def _given_paths(out: str | Path) -> list[str]:
     """The existing paths given to the running command (its inputs, models, seed data), the
     output itself once: ``--out`` may not replace one of them or a folder holding one."""
+    from zdebias.data.files import split_path_and_split
+    from zdebias.data.options import split_input
     from zdebias.settings_cli import given_values
 
     values = [v for v in given_values() if isinstance(v, str | Path)]
     paths: list[str] = []
     skipped_out = False
     for value in values:
-        text = str(value).split("::")[0]
+        try:  # PATH[::SPLIT][::KEY=VALUE...]; a file named a::b.jsonl as it is
+            text = str(split_path_and_split(split_input(value)[0])[0])
+        except ZdebiasError:
+            text = str(value).split("::")[0]
         if not text or text.startswith("hf:") or not Path(text).exists():
             continue
         if not skipped_out and os.path.abspath(text) == os.path.abspath(out):

@@ -71,9 +71,18 @@ def decoded_lines(fh: BinaryIO, path: str) -> Iterator[tuple[int, str]]:
 
 
 def split_path_and_split(path: str | Path) -> tuple[Path, str | None]:
-    """Parse ``DIR::SPLIT`` (triplet folder and split); plain paths have no split."""
+    """Parse ``DIR::SPLIT`` (triplet folder and split); plain paths have no split. A path
+    that exists as written is taken whole (a file named ``a::b.jsonl``), and so is one in
+    double quotes: ``"a::b.jsonl"``, ``"my::dir"::dev``."""
     text = str(path)
-    if "::" in text:
+    if text.startswith('"') and text.find('"', 1) > 0:
+        end = text.find('"', 1)
+        rest = text[end + 1 :]
+        if not rest:
+            return Path(text[1:end]), None
+        if rest.startswith("::"):
+            return Path(text[1:end]), rest[2:]
+    if "::" in text and not Path(text).exists():
         head, split = text.rsplit("::", 1)
         return Path(head), split
     return Path(text), None

@@ -156,7 +156,8 @@ def read_rows(
     report.task = mapper.task.name
     numbered: Iterator[tuple[int, Any]] = enumerate(rows)
     if where:
-        numbered = Selection(where, keys, shown, option="where").rows(numbered, report)
+        fixed = kind != "dicts"  # a frame's or a Dataset's columns are every row's
+        numbered = Selection(where, keys, shown, option="where", fixed=fixed).rows(numbered, report)
     mapped = mapper.records(numbered, report, skip=on_error == "skip", lines=positions)
     with gc_paused():  # the first ``limit`` records; no row after the last is looked at
         records.extend(islice(mapped, None if limit is None else max(limit, 0)))

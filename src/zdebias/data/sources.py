@@ -327,7 +327,14 @@ def triplet_files(path: Path, split: str | None) -> tuple[Path, Path, Path, str]
         split = name.partition(".")[2]
         path = path.parent
     if not path.is_dir():
-        raise DataError("no such folder", path=str(path))
+        hint = ""
+        if split is not None:  # "a::b.jsonl": read as folder a, split b.jsonl
+            whole = f"{path}::{split}"
+            hint = (
+                f" (read {whole!r} as folder {str(path)!r} and split {split!r}; a file "
+                f"whose name holds '::' is read when it exists, or quoted: '\"{whole}\"')"
+            )
+        raise DataError(f"no such folder{hint}", path=str(path))
     if split is None:
         splits = sorted(p.name[3:] for p in path.glob("s1.*"))
         if len(splits) != 1:

@@ -56,6 +56,8 @@ def parse_sets(value: Any) -> Any:
         key, sep, text = str(item).partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"bad --set {item!r}: expected KEY=VALUE")
+        if key.strip() in out:  # never last-wins
+            raise ConfigError(f"--set {key.strip()} is given twice; give each key once")
         out[key.strip()] = yaml.safe_load(text) if text.strip() else ""
     return out
 

@@ -48,8 +48,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """A copy of ``data`` with each ``key=value`` set (intermediate mappings are created)."""
     data = copy.deepcopy(data)
+    given: dict[str, str] = {}  # each key once: a second would silently replace the first
     for text in overrides:
         path, value = parse_override(text)
+        key = ".".join(path)
+        if key in given:
+            raise ConfigError(
+                f"override {key} is given twice ({given[key]} and {text}); give it once"
+            )
+        given[key] = text
         node: Any = data
         for i, part in enumerate(path[:-1]):
             if not isinstance(node, dict):
