@@ -389,7 +389,11 @@ def gardner_files(
     :class:`~zdebias.stats.measure.Measurement`) as OUT.png and OUT.html (:func:`plot_paths`);
     what ``zdebias stats --plot OUT`` reports of it: :func:`gardner_summary` and the paths."""
     png, html = plot_paths(out)
-    arrays = (m.names, m.labels, m.z, m.n, m.p_hat)
+    kept = getattr(m, "kept", None)  # keep_features: the task's own, named "(kept)"
+    names = list(m.names)
+    if kept is not None:
+        names = [f"{x} (kept)" if k else x for x, k in zip(names, kept.tolist(), strict=True)]
+    arrays = (names, m.labels, m.z, m.n, m.p_hat)
     prior = prior_of(m.report)
     gardner_plot(*arrays, z_c=z_c, png=png, html=html, min_n=min_n, title=title, p0=prior)
     summary = gardner_summary(*arrays[1:], z_c=z_c, min_n=min_n)

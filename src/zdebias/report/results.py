@@ -553,7 +553,8 @@ def stats_context(path: str | Path) -> dict[str, Any]:
 def evaluation_context(path: str | Path) -> dict[str, Any]:
     """What the run report's page shows for a ``zdebias evaluate --out FILE`` results file:
     its evaluation section only (summary table and bar chart, macro-F1 and per-label tables,
-    heuristic tables)."""
+    heuristic tables, the reliance table of a shortcut split with its warnings)."""
+    from zdebias.evaluation.reliance import reliance_table
     from zdebias.evaluation.suites import read_results
     from zdebias.evaluation.tables import group_table, suite_names, summary_table
     from zdebias.report.html import evaluation_tables
@@ -567,7 +568,12 @@ def evaluation_context(path: str | Path) -> dict[str, Any]:
         for suite in suites
         if (table := group_table(doc, suite)) is not None
     ]
-    results = {"table": summary_table([doc]), "groups": groups, "documents": [doc]}
+    results = {
+        "table": summary_table([doc]),
+        "groups": groups,
+        "documents": [doc],
+        "reliance": reliance_table([doc]),  # empty without a shortcut split
+    }
     n_runs = len(doc.get("runs", []))
     return {
         "header": {

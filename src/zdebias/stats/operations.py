@@ -294,6 +294,8 @@ def combine_files(
         labels=orig_report.labels,
         progress=progress,
     )
+    for line in result.summary.get("warnings", []):  # keep_features that match nothing
+        original.teller.warn(line)
     if result.summary["n_ids_renamed"]:
         original.teller.warn(
             f"{original.path} and {generated.path} repeat ids: "

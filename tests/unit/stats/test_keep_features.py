@@ -223,3 +223,40 @@ def test_the_python_api_takes_keep_features() -> None:
         rows, rows, keep_features=["*"], return_summary=True, **common
     )
     assert summary["counts"]["free"] == 4  # every feature kept: nothing votes
+
+
+def test_the_gardner_plot_and_the_report_name_kept_features(tmp_path: Path) -> None:
+    from cli_main import run_main
+    from zdebias.report.plots import gardner_files
+    from zdebias.report.results import stats_context
+
+    rows = [Record(f"h{i}", "hate", text="idiot yankees") for i in range(30)]
+    rows += [Record(f"n{i}", "neither", text="nice") for i in range(30)]
+    m = measure(rows, labels=LABELS, features=["unigrams"], keep_features=["idiot@text"])
+    files = gardner_files(m, tmp_path / "g", z_c=m.report["z_critical"], min_n=0)
+    html = Path(files["html"]).read_text()
+    assert "idiot@text (kept)" in html and "yankees@text (kept)" not in html
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": r.text, "label": r.label}) + "\n" for r in rows))
+    out = tmp_path / "s.json"
+    common = ["--features", "unigrams", "--task", "labels:hate,neither", "--min-n", "0"]
+    assert run_main(["stats", data, *common, "--keep-features", "idiot@text", "--out", out]) == 0
+    shown = [row["feature"] for row in stats_context(out)["top"] if row["feature"]]
+    assert "idiot@text (kept)" in shown and "yankees@text" in shown
+
+
+def test_combine_keeps_features_and_warns_of_a_pattern_that_matches_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_main import run_main
+
+    data = _toxic_file(tmp_path)
+    args = ["combine", "--original", data, "--generated", data, "--recipe", "par-z"]
+    args += ["--features", "unigrams", "--task", "labels:hate,neither", "--biased-k", "1"]
+    args += ["--zfilter-batch-size", "1", "--no-shuffle", "--out", tmp_path / "c"]
+    assert run_main([*args, "--keep-features", "idiot@text,dolt@text"]) == 0
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["kept_features"]["unmatched"] == ["dolt@text"]
+    assert "'dolt@text' matches no feature" in capsys.readouterr().err
+    # Par-Z filters each copy as z_filter does: row 4 of each rejected by yankees
+    assert summary["n_rejected"] == 2

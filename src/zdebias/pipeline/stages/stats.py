@@ -86,6 +86,8 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
     m = measure(records, settings, labels=task_labels(ctx))
     report = m.report
     report["gardner"] = m.gardner_points(cfg.min_n)
+    for line in report.get("warnings", []):  # e.g. keep_features that match no feature
+        ctx.note(line)
     write_json(report, ctx.out_dir / "stats.json")
     return StageResult(
         {"stats": "stats.json"},
@@ -234,6 +236,8 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
         labels=task_labels(ctx),
         progress=ctx.progress,
     )
+    for line in result.summary.get("warnings", []):  # keep_features that match nothing
+        ctx.note(line)
     records = result.records
     kinds = count_types(records)
     write_examples(ctx, [r for r in records if r.meta.get("type") == "generated"])
