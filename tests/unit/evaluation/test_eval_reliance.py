@@ -190,6 +190,10 @@ def test_recipe_split_then_evaluate_stage(tmp_path: Path, monkeypatch: pytest.Mo
     results = json.loads((tmp_path / "run" / "eval" / "results.json").read_text())
     assert results["table"]["columns"] == ["test", "shortcut-aligned", "shortcut-conflicting"]
     rows = {row["name"]: row["cells"] for row in results["reliance"]}
+    # the split's summary records its test rows: the recipe's suite 'test' is that set
+    split = results["documents"][0]["shortcut_split"]
+    assert split["suite"] == "test"
+    assert [line.split(":")[0] for line in split["warnings"]] == ["only 4 conflicting rows"]
     assert rows["A"]["gap"]["mean"] == 0.75 and rows["B"]["gap"]["mean"] == -0.25
     table = (tmp_path / "run" / "eval" / "table.md").read_text()
     assert MEANING in table and "| B | 75.00 | 100.00 | – | -25.00 |" in table

@@ -5,6 +5,7 @@ and ends every bad summary in one line."""
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import shutil
@@ -208,6 +209,11 @@ def test_a_split_of_another_test_set_is_flagged(
     assert f"({made / 'test.jsonl'}, 89 rows; the suites: other 10 rows)" in line
     assert "not on any suite here" in line
     assert f"Warning: {line}" in (made / "results.md").read_text()
+    # and the report of the results file shows the reliance table with the warning
+    code, err = _zdebias(["report", str(made / "results.json")], capsys)
+    assert code == 0, err
+    page = (made / "results.html").read_text()
+    assert "gap (aligned − conflicting)" in page and html.escape(line) in page
 
 
 def test_a_split_without_digests_loads_with_a_warning(
