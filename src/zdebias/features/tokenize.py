@@ -156,7 +156,7 @@ class Tokenizer:
             segment = load_segmenter(self.segmenter)
         object.__setattr__(self, "_segment", segment)
         regex = TOKEN_RE
-        if self.pattern is not None:
+        if self.pattern is not None and self.pattern != TOKEN_RE.pattern:  # that one: fast routes
             try:
                 regex = re.compile(self.pattern)
             except re.error as err:
