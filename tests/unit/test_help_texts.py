@@ -37,3 +37,21 @@ def test_no_command_help_shows_code_markup_or_constant_names() -> None:
         in (seen["stats"])
     )
     assert "Hugging Face datasets folder" in seen["convert"]
+
+
+def _helps(runner: CliRunner, group: object, words: list[str]) -> dict[str, str]:
+    """The --help of the app and of every command and subcommand under ``group``, by name."""
+    env = {"COLUMNS": "300", "NO_COLOR": "1"}
+    out = {" ".join(words): runner.invoke(app, [*words, "--help"], env=env).output}
+    for name, command in getattr(group, "commands", {}).items():
+        out.update(_helps(runner, command, [*words, name]))
+    return out
+
+
+def test_no_help_cites_the_spec() -> None:
+    """Users have the papers, not the design notes: no help text names a SPEC section
+    (issue 53.5); the paper's own sections and tables may be named."""
+    helps = _helps(CliRunner(), typer.main.get_command(app), [])
+    assert len(helps) > 25 and {"shortcut-split", "confidence-filter"} <= set(helps)
+    assert {name: "SPEC" in text for name, text in helps.items() if "SPEC" in text} == {}
+    assert "GD-NLI §2.2.2" in helps["confidence-filter"]

@@ -67,7 +67,7 @@ from zdebias.models.distributed import (
 )
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
-from zdebias.models.training_run import TrainingRun, route_logs
+from zdebias.models.training_run import StepsClock, TrainingRun, route_logs
 from zdebias.settings import DEFAULT_SEED
 
 log = logging.getLogger("zdebias")
@@ -532,6 +532,12 @@ def _train(
         )
         trainer.dynamics = dynamics
         route_logs(trainer)  # off stdout: logged, or under the progress bar on stderr
+        plan = (
+            f"{steps_per_epoch:,} per epoch of {len(train_ds):,} examples, "
+            f"{s.batch_size * world_size():,} a step"
+            + (f"; epochs repeated up to {schedule.min_steps:,} steps" if floored else "")
+        )
+        trainer.add_callback(StepsClock("train-classifier", plan, trainer))
         resume = run.resume(trainer, early_stopping=best, training_dynamics=dynamics)
         result = trainer.train(resume_from_checkpoint=resume)
         best.restore_best(net)

@@ -84,7 +84,8 @@ def confidence_filter_cmd(
         str | None,
         typer.Option(
             "--classifier",
-            help="The judge: a classifier folder, trained on D0 (SPEC §7) or debiased.",
+            help="The judge: a classifier folder, trained on the original data (D0, as in GD-NLI "
+            "§2.2.2) or on debiased data.",
         ),
     ] = None,
     out: Annotated[

@@ -179,9 +179,9 @@ def shortcut_split_command(
     read: ReadOptions,
     cli: CliOptions,
 ) -> None:
-    """Split a test set by the training set's shortcuts (SPEC §13): DIR/aligned.jsonl (they
-    point to the gold label), conflicting.jsonl (to another label), free.jsonl (none),
-    summary.json."""
+    """Split a test set by the training set's shortcuts (its significant features):
+    DIR/aligned.jsonl (they point to the gold label), conflicting.jsonl (to another label),
+    free.jsonl (none), summary.json."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.stats.operations import shortcut_split_file
     from zdebias.stats.source import FileInput

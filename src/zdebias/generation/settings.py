@@ -134,7 +134,7 @@ class DebiasSettings(GeneratorSettings):
         1.0, "α of the masked unlikelihood loss on Z⁻.", ge=0, deprecated=("debias_alpha",)
     )
     consistency_weight: float = setting(
-        0.0, "λ during debiasing (SPEC §6's L_debias has none: 0).", ge=0
+        0.0, "λ during debiasing (the paper's debiasing loss, GD-NLI §4.1, has none: 0).", ge=0
     )
     null_mask: NullMask = setting(
         "hypothesis",

@@ -71,6 +71,8 @@ class TrainingRun:
         traceback: TracebackType | None,
     ) -> None:
         if kind is not None:
+            if self.totals.trainer is not None:  # no bar redrawn after the command's last line
+                close_bars(self.totals.trainer)
             shutil.rmtree(self.work, ignore_errors=True)
             self.checkpoints.abandon()
 
@@ -225,6 +227,102 @@ class _StderrProgress(ProgressCallback):
             self.training_bar.write(str(_shown(logs)), file=sys.stderr)
 
 
+def close_bars(trainer: Any) -> None:
+    """Close the trainer's progress bars now: a training cut short (Ctrl-C, an error) leaves
+    them open, and tqdm would redraw them at exit, after the command's last line (the resume
+    hint)."""
+    for callback in getattr(trainer.callback_handler, "callbacks", ()):
+        if isinstance(callback, ProgressCallback):
+            for attr in ("training_bar", "prediction_bar"):
+                bar = getattr(callback, attr, None)
+                if bar is not None:
+                    bar.close()
+                    setattr(callback, attr, None)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a person: ``42 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+class StepsClock(TrainerCallback):
+    """The training's steps and time for the user (main process, on stderr): the planned
+    optimizer steps at the start and the steps done and time taken at the end, also with
+    ``-q`` (``say``: one line to stderr); after the first 5 % of the steps (1 to 20), an
+    estimate of the time left, logged (INFO: under the progress bar; silenced by ``-q``).
+    ``what``: the command's name; ``plan``: how the steps come about (``3 epochs of 10``)."""
+
+    def __init__(self, what: str, plan: str = "", trainer: Any = None) -> None:
+        self.what = what
+        self.plan = plan
+        #: the trainer whose progress bar the estimate is written under
+        self.trainer = trainer
+        self.first = 0
+        self.started = 0.0
+        self.estimate_at = 0
+
+    def _bar(self) -> Any:
+        """The open training progress bar (None: none, e.g. with ``-q``)."""
+        handler = getattr(self.trainer, "callback_handler", None)
+        for callback in getattr(handler, "callbacks", ()):
+            if isinstance(callback, ProgressCallback) and callback.training_bar is not None:
+                return callback.training_bar
+        return None
+
+    def say(self, line: str) -> None:
+        """One line on stderr, written under the progress bar while one is drawn."""
+        bar = self._bar()
+        if bar is not None:
+            bar.write(line, file=sys.stderr)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        self.first, self.started = state.global_step, time.perf_counter()
+        left = state.max_steps - self.first
+        self.estimate_at = self.first + max(1, min(20, -(-left * 5 // 100)))
+        plan = f" ({self.plan})" if self.plan else ""
+        resumed = f"; resuming after step {self.first:,}" if self.first else ""
+        steps = f"{state.max_steps:,} optimizer step{'s' if state.max_steps != 1 else ''}"
+        self.say(f"{self.what}: {steps} planned{plan}{resumed}")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if not state.is_world_process_zero or state.global_step != self.estimate_at:
+            return
+        done = state.global_step - self.first
+        if done <= 0 or state.global_step >= state.max_steps:
+            return
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / done * (state.max_steps - state.global_step)
+        line = (
+            f"{self.what}: step {state.global_step:,} of {state.max_steps:,} after "
+            f"{_duration(elapsed)}; about {_duration(left)} left"
+        )
+        if self._bar() is not None:
+            self.say(line)
+        else:
+            logging.getLogger("zdebias").info("%s", line)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        elapsed = _duration(time.perf_counter() - self.started)
+        stopped = " (stopped early)" if state.global_step < state.max_steps else ""
+        this_run = f", {state.global_step - self.first:,} of them in this run" if self.first else ""
+        self.say(
+            f"{self.what}: {state.global_step:,} of {state.max_steps:,} steps done in "
+            f"{elapsed}{stopped}{this_run}"
+        )
+
+
 def _shown(logs: dict[str, Any]) -> dict[str, Any]:
     """A log line as HF shows it: floats to 4 digits, without ``total_flos``."""
     return {
@@ -232,4 +330,4 @@ def _shown(logs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-__all__ = ["RunTotals", "TrainingRun", "route_logs"]
+__all__ = ["RunTotals", "StepsClock", "TrainingRun", "close_bars", "route_logs"]
