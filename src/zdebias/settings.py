@@ -94,10 +94,11 @@ class Settings(BaseModel):
                     continue
                 out = dict(out) if out is data else out
                 value = out.pop(old)
-                if name in out and out[name] != value:
+                if name in out:  # one setting given twice: never last-wins
+                    same = "the same value" if out[name] == value else "different values"
                     raise ValueError(
-                        f"both {old!r} (deprecated) and {name!r} are set, to different values; "
-                        f"keep {name!r}"
+                        f"both {old!r} (deprecated) and {name!r} are set, to {same}; "
+                        f"keep only {name!r}"
                     )
                 logging.getLogger("zdebias").warning("%r is deprecated; use %r", old, name)
                 out[name] = value
@@ -118,7 +119,11 @@ class Settings(BaseModel):
         if type(settings) is cls and not overrides:
             return settings
         values = {} if settings is None else cls._fields_of(settings)
-        return cls.checked({**values, **cls.renamed(overrides)})
+        try:
+            renamed = cls.renamed(overrides)
+        except ValueError as err:  # an old and a new spelling of one setting
+            raise ConfigError(str(err)) from None
+        return cls.checked({**values, **renamed})
 
     @classmethod
     def _fields_of(cls, source: BaseModel) -> dict[str, Any]:

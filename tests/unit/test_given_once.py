@@ -177,3 +177,16 @@ def test_set_and_recipe_overrides_refuse_a_key_given_twice() -> None:
         parse_sets(["warmup_ratio=0.1", "warmup_ratio=0.2"])
     with pytest.raises(ConfigError, match=r"override seed is given twice \(seed=1 and seed=2\)"):
         apply_overrides({"seed": 0}, ["seed=1", "seed=2"])
+
+
+def test_an_old_and_a_new_key_of_one_setting_are_refused_even_when_equal() -> None:
+    from zdebias.commands._cli import legacy_argv
+    from zdebias.errors import ConfigError
+    from zdebias.generation.settings import GeneratorSettings
+
+    with pytest.raises(ConfigError, match=r"both 'lr' \(deprecated\) and 'learning_rate' are set"):
+        GeneratorSettings.of(None, lr=1e-3, learning_rate=1e-3)
+    with pytest.raises(ConfigError, match="logging_steps is given twice"):
+        GeneratorSettings.of(None, extra=["logging_steps=5"], logging_steps=6)
+    with pytest.raises(ConfigError, match=r"--json a.json \(the old spelling of --out a.json\)"):
+        legacy_argv(["stats", "d.jsonl", "--json", "a.json", "--out", "b.json"])

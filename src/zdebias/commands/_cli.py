@@ -42,6 +42,11 @@ def legacy_argv(argv: list[str]) -> list[str]:
         del out[i + 1]
         log.warning("--json - is deprecated; --json alone prints the JSON on stdout")
     elif value is not None and value.endswith(".json"):
+        if any(a == "--out" or a.startswith("--out=") for a in argv):
+            raise ConfigError(
+                f"--json {value} (the old spelling of --out {value}) and --out are both given; "
+                "give only --out"
+            )
         out[i] = "--out"
         log.warning("--json FILE is deprecated; use --out FILE (--json prints JSON on stdout)")
     return out

@@ -113,7 +113,11 @@ class TrainerSettings(Settings):
         passed = {k: overrides.pop(k) for k in list(overrides) if k not in known}
         if passed:
             before = getattr(settings, "extra", {}) if settings is not None else {}
-            overrides["extra"] = {**before, **parse_sets(overrides.get("extra")), **passed}
+            sets = parse_sets(overrides.get("extra"))
+            twice = sorted(set(sets) & set(passed)) if isinstance(sets, dict) else []
+            if twice:  # extra=["k=1"] and k=2: one setting given twice
+                raise ConfigError(f"{twice[0]} is given twice (in extra and as a keyword)")
+            overrides["extra"] = {**before, **sets, **passed}
         return super().of(settings, **overrides)
 
     def tracking_arguments(self) -> dict[str, Any]:
