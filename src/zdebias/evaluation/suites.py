@@ -447,6 +447,14 @@ class _SuiteInfo(BaseModel):
     name: str
 
 
+class _SplitInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    folder: str
+    by: str | None = None
+    counts: dict[str, int]
+    warnings: list[str] = []
+
+
 class _Results(BaseModel):
     """The fields of a results document that compare and report read."""
 
@@ -456,6 +464,7 @@ class _Results(BaseModel):
     runs: Annotated[list[_Run], Field(min_length=1)]
     suites: list[_SuiteInfo]
     summary: dict[str, dict[str, Any]] = {}
+    shortcut_split: _SplitInfo | None = None
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
@@ -468,7 +477,9 @@ def read_results(path: str | Path) -> dict[str, Any]:
     what = "a zdebias evaluation results file (zdebias evaluate --out FILE)"
     doc = read_document(p, missing=f"{p}: no such results file")
     if not isinstance(doc, dict) or doc.get("kind") != FORMAT_NAME:
-        kind = f"kind {doc.get('kind')!r}" if isinstance(doc, dict) else type(doc).__name__
+        kind = "not an object"
+        if isinstance(doc, dict):
+            kind = f"kind {doc['kind']!r}" if "kind" in doc else "no kind"
         raise ConfigError(f"{p}: {kind}, not {what}, whose kind is {FORMAT_NAME!r}")
     for key in ("version", "format_version"):
         if key in doc and doc[key] != FORMAT_VERSION:

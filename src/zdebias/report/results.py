@@ -153,6 +153,8 @@ class _FilterSummary(_Loose):
     features: list[str] | str | None = None
     z_critical: float | None = None
     top_before_after: dict[str, list[_BeforeAfter]] | None = None
+    seed: int | None = None
+    shuffle_seed: int | None = None  # zdebias 0.2's name of seed
     path: str | None = None
     original: str | None = None
     generated: str | None = None

@@ -49,6 +49,11 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
         b'{"kind": "zdebias-evaluation", "format_version": 99, "runs": []}',
         "field 'format_version': 99; this zdebias reads version 1",
     ),
+    "a split of the wrong shape": (
+        b'{"kind": "zdebias-evaluation", "version": 1, "suites": [{"name": "s"}], "runs": '
+        b'[{"model": "m", "results": {}, "metrics": {}}], "shortcut_split": {"folder": "f"}}',
+        "field 'shortcut_split.counts': missing",
+    ),
     "a key twice": (
         b'{"kind": "zdebias-evaluation", "runs": [], "runs": []}',
         "field 'runs': given twice",
@@ -125,6 +130,7 @@ def test_report_of_a_folder_with_a_users_manifest_is_refused(
     [
         (b'{"labels": ["negative", "positive"], "z_crit', "not valid JSON"),
         (b'{"labels": 3}', "field 'labels': expected a list (got 3); not a zdebias filter summary"),
+        (b'{"seed": "x"}', "field 'seed': expected an integer (got 'x')"),
         (
             b'{"top_before_after": {"positive": [{}]}}',
             "field 'top_before_after.positive.0.feature'",
