@@ -102,6 +102,7 @@ class Files:
             task=self.read.task or report.task,
             progress=self.progress,
             overwrite=self.overwrite,
+            tell_steps=True,
         )
         summary: dict[str, Any] = {
             "out": str(out),

@@ -318,6 +318,7 @@ def train_classifier(
     task: str | Task | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    tell_steps: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``train``, keep the best epoch on ``dev``, save a
@@ -335,14 +336,26 @@ def train_classifier(
     ``dev_subset`` train / evaluate on a seeded random subset; ``cross_fit`` K (hypothesis-only)
     also writes K-fold out-of-fold predictions to ``OUT/cross_fit_predictions.jsonl``
     (:func:`cross_fit_predictions`; summary under ``"cross_fit"`` in the returned metrics).
-    ``progress=False`` silences HF's bars and log lines.
+    ``progress=False`` silences HF's bars and log lines. ``tell_steps``: the planned steps
+    at the start and the steps done and time taken at the end go to stderr even with
+    ``-q`` (``zdebias train-classifier``); otherwise they are logged, as the estimate of the
+    time left is (:class:`~zdebias.models.training_run.StepsClock`).
     """
     s = ClassifierSettings.of(settings, **overrides)
     s.check()
     train = subset_records(train, s.subset, s.seed)
     dev = subset_records(dev, s.dev_subset, s.seed) if dev is not None else None
     with hf_progress(progress):
-        metrics = _train(train, dev, out_dir, s, task=task, progress=progress, overwrite=overwrite)
+        metrics = _train(
+            train,
+            dev,
+            out_dir,
+            s,
+            task=task,
+            progress=progress,
+            overwrite=overwrite,
+            tell_steps=tell_steps,
+        )
     if s.cross_fit is not None:
         out_file = Path(out_dir) / CROSS_FIT_FILE
         folds_dir = Path(out_dir) / "folds" if s.keep_folds else None
@@ -368,6 +381,7 @@ def _train(
     task: str | Task | None,
     progress: bool,
     overwrite: bool,
+    tell_steps: bool = False,
 ) -> dict[str, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
@@ -537,7 +551,7 @@ def _train(
             f"{s.batch_size * world_size():,} a step"
             + (f"; epochs repeated up to {schedule.min_steps:,} steps" if floored else "")
         )
-        trainer.add_callback(StepsClock("train-classifier", plan, trainer))
+        trainer.add_callback(StepsClock("train-classifier", plan, trainer, always=tell_steps))
         resume = run.resume(trainer, early_stopping=best, training_dynamics=dynamics)
         result = trainer.train(resume_from_checkpoint=resume)
         best.restore_best(net)

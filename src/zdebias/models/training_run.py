@@ -252,14 +252,18 @@ def _duration(seconds: float) -> str:
 
 class StepsClock(TrainerCallback):
     """The training's steps and time for the user (main process, on stderr): the planned
-    optimizer steps at the start and the steps done and time taken at the end, also with
-    ``-q`` (``say``: one line to stderr); after the first 5 % of the steps (1 to 20), an
-    estimate of the time left, logged (INFO: under the progress bar; silenced by ``-q``).
-    ``what``: the command's name; ``plan``: how the steps come about (``3 epochs of 10``)."""
+    optimizer steps at the start and the steps done and time taken at the end; after the
+    first 5 % of the steps (1 to 20), an estimate of the time left. Each is logged (INFO:
+    under the progress bar; silenced by ``-q``); ``always``: the start and end lines are
+    written even with ``-q`` (a command's own training, not a recipe stage's). ``what``: the
+    command's name; ``plan``: how the steps come about (``3 per epoch of 12 examples``)."""
 
-    def __init__(self, what: str, plan: str = "", trainer: Any = None) -> None:
+    def __init__(
+        self, what: str, plan: str = "", trainer: Any = None, *, always: bool = False
+    ) -> None:
         self.what = what
         self.plan = plan
+        self.always = always
         #: the trainer whose progress bar the estimate is written under
         self.trainer = trainer
         self.first = 0
@@ -274,14 +278,19 @@ class StepsClock(TrainerCallback):
                 return callback.training_bar
         return None
 
-    def say(self, line: str) -> None:
-        """One line on stderr, written under the progress bar while one is drawn."""
+    def say(self, line: str, *, always: bool = False) -> None:
+        """One line on stderr, under the progress bar while one is drawn; logged (INFO) unless
+        ``always``."""
         bar = self._bar()
+        if not always and not logging.getLogger("zdebias").isEnabledFor(logging.INFO):
+            return
         if bar is not None:
             bar.write(line, file=sys.stderr)
-        else:
+        elif always:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
+        else:
+            logging.getLogger("zdebias").info("%s", line)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if not state.is_world_process_zero:
@@ -292,7 +301,7 @@ class StepsClock(TrainerCallback):
         plan = f" ({self.plan})" if self.plan else ""
         resumed = f"; resuming after step {self.first:,}" if self.first else ""
         steps = f"{state.max_steps:,} optimizer step{'s' if state.max_steps != 1 else ''}"
-        self.say(f"{self.what}: {steps} planned{plan}{resumed}")
+        self.say(f"{self.what}: {steps} planned{plan}{resumed}", always=self.always)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if not state.is_world_process_zero or state.global_step != self.estimate_at:
@@ -306,10 +315,7 @@ class StepsClock(TrainerCallback):
             f"{self.what}: step {state.global_step:,} of {state.max_steps:,} after "
             f"{_duration(elapsed)}; about {_duration(left)} left"
         )
-        if self._bar() is not None:
-            self.say(line)
-        else:
-            logging.getLogger("zdebias").info("%s", line)
+        self.say(line)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if not state.is_world_process_zero:
@@ -319,7 +325,8 @@ class StepsClock(TrainerCallback):
         this_run = f", {state.global_step - self.first:,} of them in this run" if self.first else ""
         self.say(
             f"{self.what}: {state.global_step:,} of {state.max_steps:,} steps done in "
-            f"{elapsed}{stopped}{this_run}"
+            f"{elapsed}{stopped}{this_run}",
+            always=self.always,
         )
 
 

@@ -77,3 +77,27 @@ def test_durations_read_as_a_person_writes_them() -> None:
         "3 min 5 s",
         "2 h 10 min",
     ]
+
+
+def test_a_recipe_stage_stays_quiet_with_q(
+    tmp_path: Path, tiny_model: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library call a recipe stage makes (no ``tell_steps``) only logs the lines: ``-q``
+    silences them (``zdebias run -q`` prints nothing on stderr)."""
+    import logging
+
+    from zdebias.classify.train import train_classifier
+    from zdebias.data.readers import read_records
+
+    records = read_records(_data(tmp_path / "d.jsonl"))
+    logger = logging.getLogger("zdebias")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        train_classifier(
+            records, None, tmp_path / "clf", model=str(tiny_model("bert")), max_steps=1,
+            batch_size=4, warmup_steps=0, progress=False,
+        )  # fmt: skip
+    finally:
+        logger.setLevel(level)
+    assert "train-classifier:" not in capsys.readouterr().err
