@@ -167,3 +167,21 @@ def test_a_results_file_as_evaluate_writes_it_still_reports(
     code, err = _zdebias(["report", str(path)], capsys)
     assert code == 0, err
     assert "50.00" in path.with_suffix(".html").read_text()
+
+
+def test_report_of_a_run_with_a_truncated_stage_output_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    (run / "evaluate").mkdir(parents=True)
+    (run / "evaluate" / "results.json").write_text('{"table": {"columns": ["test"], "ro')
+    stage = {
+        "name": "evaluate",
+        "stage": "evaluate",
+        "status": "done",
+        "outputs": {"results": {"path": "evaluate/results.json", "kind": "json"}},
+    }
+    manifest = {"name": "r", "versions": {"zdebias": "0.2.0"}, "config": {}, "stages": [stage]}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    line = _one_line(*_zdebias(["report", str(run)], capsys))
+    assert line.startswith(f"error: {run / 'evaluate' / 'results.json'}: not valid JSON"), line
