@@ -141,12 +141,14 @@ class Files:
         ``model``, written to ``out``. Returns the summary: ``out``, ``n`` written, labels,
         input kind, accuracy (``None`` where the gold labels do not fit the model's) and the
         rows the read ``skipped``."""
+        from zdebias.data.recorded import record_task
         from zdebias.data.writers import write_records
         from zdebias.evaluation.suites import predict_records
 
         records, report = self.records(input, "input")
         predicted, info = predict_records(model, records, settings, progress=self.progress)
         n = write_records(predicted, out)
+        record_task(out, report.task)  # a custom label set, to read the file back with
         return {"out": str(out), "n": n, **info, "skipped": _skipped(report)}
 
     def evaluate(

@@ -5,11 +5,13 @@ its rows: a label with no row left (all rejected) would be missing, and the orde
 labels (the label ids) would be lost. So every zdebias output of a custom label set records
 it beside the rows, and a read with no ``--task`` and no ``--label-map`` takes it from there:
 
-- an output folder (``filter``, ``combine``, ``shortcut-split``, ...): its ``summary.json``
-  says how the input was read, ``read.task``; it counts for the record files the folder's
-  marker lists (:mod:`zdebias.data.ownership`), unless they were written in the input's
-  schema (``--output-schema input``: raw labels, read with the input's options);
-- a single file (``convert``): a small JSON document beside it, ``FILE`` + :data:`SIDECAR`.
+- an output folder (``filter``, ``combine``, ``shortcut-split``, ``confidence-filter``):
+  its ``summary.json`` says how the rows' input was read (:data:`READ_KEYS`: ``read.task``,
+  ``read_test.task``, ...); it counts for the record files the folder's marker lists
+  (:mod:`zdebias.data.ownership`), unless they were written in the input's schema
+  (``--output-schema input``: raw labels, read with the input's options);
+- a single file (``convert``, ``predict``): a small JSON document beside it, ``FILE`` +
+  :data:`SIDECAR`.
 
 Built-in tasks (nli, nli-binary, sentiment) need no record and get none, so their outputs
 stay as they were; a recorded built-in task is not taken (the defaults read those files).
@@ -24,6 +26,10 @@ from typing import Any
 
 #: the suffix of a single output file's task record: ``out.jsonl`` → ``out.jsonl.zdebias.json``
 SIDECAR = ".zdebias.json"
+#: the keys of a summary that hold the read report of the input the rows come from, in the
+#: order tried: filter and stats, shortcut-split (the test set), combine (the original data,
+#: whose task the generated data is read with), confidence-filter
+READ_KEYS = ("read", "read_test", "read_original", "input")
 #: the biggest summary read for a task (a filter's is ~10 KB; larger ones are not trusted)
 MAX_SUMMARY_BYTES = 64 << 20
 
@@ -60,9 +66,12 @@ def recorded_task(path: str | Path) -> tuple[str, str] | None:
     summary = _json(summary_path)
     if not isinstance(summary, dict) or summary.get("output_schema") == "input":
         return None
-    read = summary.get("read")
-    task = read.get("task") if isinstance(read, dict) else None
-    return (str(task), str(summary_path)) if is_custom(task) else None
+    for key in READ_KEYS:
+        read = summary.get(key)
+        task = read.get("task") if isinstance(read, dict) else None
+        if task is not None:
+            return (str(task), str(summary_path)) if is_custom(task) else None
+    return None
 
 
 def record_task(path: str | Path, task: str | None) -> Path | None:
@@ -82,4 +91,4 @@ def record_task(path: str | Path, task: str | None) -> Path | None:
     return None
 
 
-__all__ = ["SIDECAR", "is_custom", "record_task", "recorded_task"]
+__all__ = ["READ_KEYS", "SIDECAR", "is_custom", "record_task", "recorded_task"]

@@ -152,3 +152,22 @@ def test_integer_column_hint_maps_every_value(tmp_path: Path) -> None:
     three.write_text("premise,hypothesis,label\na,b,0\nc,d,1\ne,f,2\n", encoding="utf-8")
     with pytest.raises(DataError, match="0=entailment,1=neutral,2=contradiction \\(the SNLI"):
         list(Dataset(three))
+
+
+@pytest.mark.parametrize(
+    ("summary", "task"),
+    [
+        ({"read_train": {"task": "labels:x,y"}, "read_test": {"task": "labels:a,b,c"}}, "a,b,c"),
+        ({"read_original": {"task": "labels:a,b,c"}}, "a,b,c"),
+        ({"input": {"task": "labels:a,b,c"}}, "a,b,c"),
+        ({"read": {"task": "nli"}, "input": {"task": "labels:a,b,c"}}, None),  # built-in
+        ({"read": {"task": "labels:a,b,c"}, "output_schema": "input"}, None),  # raw labels
+    ],
+)
+def test_every_output_summary_names_the_task(
+    tmp_path: Path, summary: dict, task: str | None
+) -> None:
+    publish_files(tmp_path / "o", {"aligned.jsonl": [], "summary.json": summary})
+    found = recorded_task(tmp_path / "o" / "aligned.jsonl")
+    assert (found[0] if found else None) == (f"labels:{task}" if task else None)
+    assert recorded_task(tmp_path / "o" / "other.jsonl") is None  # not one of its files
