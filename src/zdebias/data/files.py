@@ -9,6 +9,7 @@ these.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 import zlib
@@ -184,10 +185,15 @@ def _surrogate(value: Any) -> tuple[str, str] | None:
 
 def key_count(value: Any) -> int:
     """How many object keys a parsed JSON value holds, nested objects included."""
+    nested = (dict, list)
     if isinstance(value, dict):
-        return len(value) + sum(map(key_count, value.values()))
+        n = len(value)
+        for item in value.values():
+            if isinstance(item, nested):  # a call for each string or number costs more
+                n += key_count(item)
+        return n
     if isinstance(value, list):
-        return sum(map(key_count, value))
+        return sum([key_count(item) for item in value if isinstance(item, nested)])
     return 0
 
 
@@ -285,6 +291,187 @@ def document_rows(text: str, value: Any, path: Path) -> list[Any]:
     return value
 
 
+class RecordLine(int):
+    """The line a JSON list's record starts on (its value: what errors name), that also
+    knows the record's place in the list (``record``, from 1: what names a record without an
+    id, ``FILE:N``, since several records may share a line)."""
+
+    record: int
+
+
+def record_line(line: int, record: int) -> RecordLine:
+    """A :class:`RecordLine`: ``line``, knowing ``record``."""
+    value = RecordLine(line)
+    value.record = record
+    return value
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+#: a JSON string or a bracket, for finding where a repeated key is (valid JSON only)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.S)
+
+
+class _NotPlain(Exception):
+    """The document is not a plain list (or ``{"data": [...]}``) of valid JSON: read it whole."""
+
+
+def _list_items(
+    text: str, pos: int, scan: Any, spans: list[tuple[int, int]]
+) -> tuple[list[Any], int]:
+    """The items of the JSON list that starts at ``text[pos]`` (``[``) and the offset after
+    the list; where each item starts and ends is appended to ``spans``."""
+    items: list[Any] = []
+    space, blank = _WS.match, " \t\n\r"
+    pos = space(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", pos):
+        return items, pos + 1
+    add, span = items.append, spans.append
+    try:
+        while True:
+            value, end = scan(text, pos)
+            add(value)
+            span((pos, end))
+            mark = text[end]
+            if mark in blank:
+                end = space(text, end).end()  # type: ignore[union-attr]
+                mark = text[end]
+            if mark == ",":
+                pos = end + 1
+                if text[pos] in blank:
+                    pos = space(text, pos).end()  # type: ignore[union-attr]
+            elif mark == "]":
+                return items, end + 1
+            else:
+                raise _NotPlain
+    except (StopIteration, IndexError):  # no value where one must be; the text ends early
+        raise _NotPlain from None
+
+
+def _plain_document(
+    text: str,
+) -> tuple[Any, list[Any], list[tuple[int, int]], list[tuple[str, int]]]:
+    """A JSON list, or an object holding one under ``data``, read item by item: the value,
+    the list's items, where each starts and ends, and the object's keys with their offsets.
+    Raises :class:`_NotPlain` for anything else (then :func:`json_value` says what is wrong).
+    """
+    decoder = json.JSONDecoder()
+    scan = decoder.scan_once
+    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    keys: list[tuple[str, int]] = []
+    spans: list[tuple[int, int]] = []
+    try:
+        if text.startswith("[", pos):
+            items, end = _list_items(text, pos, scan, spans)
+            value: Any = items
+        elif text.startswith("{", pos):
+            value, items = {}, []
+            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+            end = pos + 1 if text.startswith("}", pos) else -1
+            while end < 0:
+                if not text.startswith('"', pos):
+                    raise _NotPlain
+                key, after = json.decoder.scanstring(text, pos + 1)
+                keys.append((key, pos))
+                after = _WS.match(text, after).end()  # type: ignore[union-attr]
+                if not text.startswith(":", after):
+                    raise _NotPlain
+                after = _WS.match(text, after + 1).end()  # type: ignore[union-attr]
+                if key == "data" and text.startswith("[", after):
+                    spans.clear()  # a "data" given twice: the error names it
+                    items, after = _list_items(text, after, scan, spans)
+                    value[key] = items
+                else:
+                    try:
+                        value[key], after = scan(text, after)
+                    except StopIteration:
+                        raise _NotPlain from None
+                    if key == "data":
+                        items = []
+                        spans.clear()
+                pos = _WS.match(text, after).end()  # type: ignore[union-attr]
+                if text.startswith(",", pos):
+                    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+                elif text.startswith("}", pos):
+                    end = pos + 1
+                else:
+                    raise _NotPlain
+        else:
+            raise _NotPlain
+    except (ValueError, RecursionError):  # invalid JSON (JSONDecodeError), a number too long
+        raise _NotPlain from None
+    if _WS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        raise _NotPlain
+    return value, items, spans, keys
+
+
+def _repeat_offset(text: str, key: str) -> int:
+    """Where in the JSON object ``text`` the key ``key`` is given again inside one object
+    (the first time it is), else 0."""
+    stack: list[set[str] | None] = []
+    for token in _TOKEN.finditer(text):
+        mark = token.group()
+        if mark in ("{", "["):
+            stack.append(set() if mark == "{" else None)
+        elif mark in ("}", "]"):
+            if stack:
+                stack.pop()
+        elif stack and stack[-1] is not None:
+            after = _WS.match(text, token.end()).end()  # type: ignore[union-attr]
+            if text.startswith(":", after):
+                name = json.loads(mark)
+                if name == key and name in stack[-1]:
+                    return token.start()
+                stack[-1].add(name)
+    return 0
+
+
+def located_rows(text: str, path: Path) -> list[tuple[RecordLine, Any]]:
+    """The rows of a JSON document ``text`` (a list of objects, or the list under ``data``),
+    each with the line it starts on (:class:`RecordLine`); a row giving an object key twice
+    comes as its :class:`DataError` at the line of the key given again, as a JSONL line's
+    does. Anything wrong with the document as a whole is raised, located: invalid JSON, a
+    wrapper object giving a key twice, a lone surrogate, not a list. Read item by item with
+    ``json``'s scanner, so a pretty-printed list costs no second parse."""
+    try:
+        value, items, spans, keys = _plain_document(text)
+    except _NotPlain:
+        value = json_value(text, path, 1, document=True)  # raises what is wrong, located
+        rows = document_rows(text, value, path)
+        return [(record_line(1, i), row) for i, row in enumerate(rows, 1)]
+    starts = [start for start, _ in spans]
+    steps = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)
+    lines = list(map(RecordLine, itertools.accumulate(steps, initial=1)))[1:]
+    for i, at in enumerate(lines, 1):
+        at.record = i
+    names = [k for k, _ in keys]
+    for n, (key, at) in enumerate(keys):
+        if key in names[:n]:  # the wrapper gives it again here
+            raise duplicate_key_error(key, names.count(key), path, text.count("\n", 0, at) + 1)
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        for where, row in zip(lines, items, strict=True):
+            if (found := _surrogate(row)) is not None:
+                raise DataError(
+                    f"lone surrogate {found[1]} in text (not valid Unicode)",
+                    path=str(path),
+                    line=where,
+                    field=found[0] or None,
+                )
+        json_value(text, path, 1, document=True)  # one in the wrapper: raised at line 1
+    if isinstance(value, dict) and not isinstance(value.get("data"), list):
+        document_rows(text, value, path)  # raises: not a list of objects
+    rows: list[tuple[RecordLine, Any]] = list(zip(lines, items, strict=True))
+    if key_marks(text) != key_count(value):  # perhaps a key given twice: the exact check
+        for i, (start, end) in enumerate(spans):
+            piece = text[start:end]
+            if key_marks(piece) == key_count(items[i]):
+                continue
+            found = _repeated_pair(json.loads(piece, object_pairs_hook=_Pairs))
+            if found is not None:
+                where = lines[i] + piece.count("\n", 0, _repeat_offset(piece, found[0]))
+                rows[i] = (lines[i], duplicate_key_error(*found, path, where))
+    return rows
+
+
 def check_keys(text: str | bytes, value: Any, path: Path, line: int) -> None:
     """Raise a located :class:`DataError` when the JSON ``text`` (parsed as ``value``) gives
     an object key twice; a cheap count first (:func:`key_marks`), the exact check only when
@@ -341,6 +528,8 @@ __all__ = [
     "duplicate_key_error",
     "json_value",
     "key_count",
+    "located_rows",
     "open_binary",
+    "record_line",
     "split_path_and_split",
 ]

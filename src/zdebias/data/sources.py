@@ -19,9 +19,9 @@ from zdebias.data.files import (
     BadLine,
     check_keys,
     decoded_lines,
-    document_rows,
     json_value,
     key_count,
+    located_rows,
     open_binary,
 )
 from zdebias.errors import DataError
@@ -171,8 +171,10 @@ def jsonl_rows(path: Path, start: int = 0, end: int | None = None) -> Rows:
 
 
 def json_rows(path: Path) -> Rows:
-    """Rows of one JSON document: a list of objects, or ``{"data": [...]}``; an object key
-    given twice is a located error, as in JSONL (:func:`~zdebias.data.files.document_rows`)."""
+    """Rows of one JSON document: a list of objects, or ``{"data": [...]}``, each numbered by
+    the line it starts on (a record without an id is named by its place in the list); an
+    object key given twice is an error at its line, as in JSONL
+    (:func:`~zdebias.data.files.located_rows`)."""
     with open_binary(path) as fh:
         try:
             data = fh.read()
@@ -185,8 +187,7 @@ def json_rows(path: Path) -> Rows:
         raise DataError(
             f"not valid UTF-8: byte 0x{data[err.start]:02x}", path=str(path), line=line
         ) from None
-    rows = document_rows(text, json_value(text, path, 1, document=True), path)
-    yield from enumerate(rows, 1)
+    yield from located_rows(text, path)
 
 
 # --------------------------------------------------------------------------- tables
