@@ -28,7 +28,7 @@ from zdebias.data.labels import UNLABELLED, Task, get_task, raw_key
 from zdebias.data.mapping import ReadReport, RowMapper
 from zdebias.data.schema import Record
 from zdebias.data.sources import Rows, format_rows, jsonl_rows
-from zdebias.data.where import Selection
+from zdebias.data.where import Selection, where_columns
 from zdebias.errors import ConfigError, DataError
 
 OnError = Literal["raise", "skip"]
@@ -136,7 +136,11 @@ class Dataset:
                 mapper = self._mapper(
                     list(first), _default_task_for(first, "nli"), self.path.name, None
                 )
-        return self._records(jsonl_rows(self.path, start, end), None, self.path.name, mapper)
+        if self.where:  # a range may lack a column later rows carry: the whole file decides
+            where_columns(self.where, self.keys, jsonl_rows(self.path), self.spec)
+        return self._records(
+            jsonl_rows(self.path, start, end), None, self.path.name, mapper, partial=True
+        )
 
     def _records(
         self,
@@ -144,6 +148,8 @@ class Dataset:
         label_names: list[str] | None,
         id_prefix: str,
         mapper: RowMapper | None = None,
+        *,
+        partial: bool = False,
     ) -> Iterator[Record]:
         report = ReadReport(self.spec, self.format, self.task.name if self.task else "?")
         self.report = report
@@ -157,7 +163,9 @@ class Dataset:
             report.task_from = self.recorded[1]
         self.mapper = mapper
         if self.where:  # before any mapping: rows left out are never checked
-            selection = Selection(self.where, self.keys, self.spec, fixed=self.header)
+            selection = Selection(
+                self.where, self.keys, self.spec, fixed=self.header, partial=partial
+            )
             rows = selection.rows(rows, report)
         yield from mapper.records(rows, report, skip=skip)
 

@@ -30,6 +30,28 @@ from zdebias.errors import ConfigError
 _SEEN = 10
 
 
+def where_columns(
+    where: Mapping[str, str],
+    keys: Iterable[str],
+    rows: Iterable[tuple[int, Any]],
+    path: str,
+    option: str = "--where",
+) -> None:
+    """Fail as a whole read would when no row of ``rows`` (an input's, from the start)
+    carries a column ``where`` names; ``keys``: its first row's columns. Reads rows only
+    while a column is still to be found (none when the first row has them all)."""
+    selection = Selection(where, keys, path, option)
+    if not selection.pending:
+        return
+    for _, row in rows:
+        if isinstance(row, Mapping):
+            selection.keys.update(dict.fromkeys(row))
+            selection.pending[:] = [col for col in selection.pending if col not in row]
+            if not selection.pending:
+                return
+    selection._check_columns()
+
+
 def where_text(where: Mapping[str, str]) -> str:
     """The selection as the user writes it: ``split=TRAIN,lang=en|de``."""
     return ",".join(f"{k}={v}" for k, v in where.items())
@@ -115,7 +137,9 @@ class Selection:
     ``keys``: the columns the input names first (its header, or its first row); ``fixed``:
     every row has exactly those (a header), so a column missing from them is an error at
     once; otherwise a column is missing only when no row carries it, said once every row
-    was seen. ``option``: how errors name the option (``--where``, or ``where`` for Python)."""
+    was seen (``partial``: the rows are a part of the input, whose columns were checked
+    beforehand with :func:`where_columns`). ``option``: how errors name the option
+    (``--where``, or ``where`` for Python)."""
 
     def __init__(
         self,
@@ -125,6 +149,7 @@ class Selection:
         option: str = "--where",
         *,
         fixed: bool = False,
+        partial: bool = False,
     ) -> None:
         self.where = dict(where)
         self.wanted = {col: alternatives(v) for col, v in self.where.items()}
@@ -132,7 +157,7 @@ class Selection:
         #: the columns the rows carry, in the order first seen
         self.keys: dict[str, None] = dict.fromkeys(keys)
         #: the wanted columns no row has carried yet (a header: checked at once)
-        self.pending = [col for col in self.wanted if col not in self.keys]
+        self.pending = [] if partial else [col for col in self.wanted if col not in self.keys]
         if fixed:
             self._check_columns()
         #: per column, the values seen in rows (the first few distinct ones), with counts
@@ -193,5 +218,6 @@ __all__ = [
     "raw_text",
     "split_unquoted",
     "unquote",
+    "where_columns",
     "where_text",
 ]

@@ -158,3 +158,19 @@ def test_a_missing_folder_says_how_to_read_a_file_named_with_colons(tmp_path: Pa
     # quoted, the path is a file's: its own error
     with pytest.raises(DataError, match="no such file"):
         read_records(f'"{missing}"')
+
+
+def test_a_byte_range_is_checked_against_the_whole_file(tmp_path: Path) -> None:
+    from zdebias.data.readers import Dataset
+
+    path = _write(
+        tmp_path / "late.jsonl",
+        [_row(1), _row(2, "neutral", split="TRAIN"), _row(3, "contradiction", split="TEST")],
+    )
+    first_line = len(path.read_bytes().split(b"\n", 1)[0]) + 1
+    ds = Dataset(path, where={"split": "TRAIN"})
+    # the first shard holds only the row without a split: nothing selected, no error
+    assert list(ds.iter_range(0, first_line)) == []
+    assert [r.id for r in ds.iter_range(first_line, path.stat().st_size)] == ["r2"]
+    with pytest.raises(ConfigError, match="no column 'splt'; the columns are id, premise"):
+        list(Dataset(path, where={"splt": "TRAIN"}).iter_range(0, first_line))
