@@ -52,6 +52,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     for text in overrides:
         path, value = parse_override(text)
         key = ".".join(path)
+        if path[0] == "data" and len(path) == 2:  # data.train=FILE sets data.train.path
+            key += ".path"
         if key in given:
             raise ConfigError(
                 f"override {key} is given twice ({given[key]} and {text}); give it once"
