@@ -52,10 +52,12 @@ def _text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
     if not data.strip():
         raise ConfigError(f"{path}: empty file; expected a JSON or YAML document")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{path}: UTF-16 text; save it as UTF-8 (a JSON or YAML document)")
     if b"\0" in data:
         raise ConfigError(f"{path}: binary data (a NUL byte); expected a JSON or YAML document")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is fine
     except UnicodeDecodeError as err:
         raise ConfigError(
             f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "

@@ -18,6 +18,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
     "latin-1": ('{"top": {}, "label": "caf\xe9"}'.encode("latin-1"), "not UTF-8 text (byte 0xe9"),
     "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary data"),
     "empty": (b"  \n", "empty file"),
+    "utf-16": ('{"top": {}}'.encode("utf-16"), "UTF-16 text; save it as UTF-8"),
     "top a number": (
         b'{"top": 3, "z_critical": 1.0, "labels": ["a"], "n_examples": 5, "n_significant": 0, '
         b'"n_features": 2}',
@@ -167,6 +168,14 @@ def test_a_results_file_as_evaluate_writes_it_still_reports(
     code, err = _zdebias(["report", str(path)], capsys)
     assert code == 0, err
     assert "50.00" in path.with_suffix(".html").read_text()
+
+
+def test_a_byte_order_mark_is_read_as_utf8(tmp_path: Path) -> None:
+    from zdebias.data.documents import read_document
+
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"a": 1}')
+    assert read_document(path, missing="") == {"a": 1}
 
 
 def test_report_of_a_run_with_a_truncated_stage_output_is_one_line(
