@@ -48,7 +48,13 @@ INTERRUPTED_HINTS = {
         "nothing was written (the output folder is published whole at the end); run the "
         "same command again to start over",
     ),
+    "convert": "nothing was written (the output is written whole at the end); run the same "
+    "command again to start over",
+    "evaluate": "nothing was written (the results are written at the end, each file whole); "
+    "run the same command again to start over",
 }
+#: how a hint of :data:`INTERRUPTED_HINTS` that holds only when nothing was written starts
+_NOTHING = "nothing was written"
 
 
 def _version(value: bool) -> None:
@@ -121,6 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     """
     from zdebias.commands._cli import legacy_argv
 
+    writers = sys.modules.get("zdebias.data.writers")
+    if writers is not None:  # what an earlier command of this process published
+        writers.PUBLISHED.clear()
     try:
         args = legacy_argv(sys.argv[1:] if argv is None else argv)
         code = _app_for(args)(
@@ -147,9 +156,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def interrupted_line(args: Sequence[str]) -> str:
-    """What a command stopped by Ctrl-C says: how to resume it, where it can be resumed."""
+    """What a command stopped by Ctrl-C says: how to resume it, where it can be resumed, or
+    that nothing was written, unless it was stopped after putting an output in place (the
+    writers list what they renamed into place, :data:`~zdebias.data.writers.PUBLISHED`)."""
     words = [a for a in args if not a.startswith("-")][:2]
     hint = INTERRUPTED_HINTS.get(" ".join(words)) or INTERRUPTED_HINTS.get("".join(words[:1]))
+    writers = sys.modules.get("zdebias.data.writers")
+    done = [
+        p
+        for p in (writers.PUBLISHED if writers is not None else ())
+        # not the work files (hidden names) nor zdebias's caches
+        if not p.name.startswith(".") and not any(q.startswith(".zdebias") for q in p.parts)
+    ]
+    if hint and hint.startswith(_NOTHING) and done:
+        shown = ", ".join(map(str, done[:3])) + (" ..." if len(done) > 3 else "")
+        hint = f"{shown} {'was' if len(done) == 1 else 'were'} written (whole) before it stopped"
     return f"interrupted; {hint}" if hint else "interrupted"
 
 

@@ -86,3 +86,57 @@ def test_sigint_to_the_process(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1].startswith("interrupted; nothing was written")
     assert not (tmp_path / "o").exists()
+
+
+# issue 52.7: convert and evaluate said only "interrupted" on Ctrl-C
+
+
+def test_convert_says_nothing_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zdebias.data import writers
+
+    def cut(*args: object, **kwargs: object) -> None:  # Ctrl-C while the rows are written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writers.RecordEncoder, "__call__", cut)
+    out = tmp_path / "o.jsonl"
+    assert run_main(["convert", _data(tmp_path / "d.jsonl"), out]) == 130
+    assert capsys.readouterr().err == (
+        "interrupted; nothing was written (the output is written whole at the end); run the "
+        "same command again to start over\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]  # no temp file left
+
+
+def test_evaluate_says_nothing_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zdebias.evaluation import reliance
+
+    monkeypatch.setattr(reliance, "evaluate_with_split", _interrupt)
+    data = _data(tmp_path / "d.jsonl")
+    args = ["evaluate", tmp_path / "model", "--suite", f"dev={data}", "--out", tmp_path / "r.json"]
+    assert run_main([*args, "--predictions", tmp_path / "preds"]) == 130
+    assert capsys.readouterr().err == (
+        "interrupted; nothing was written (the results are written at the end, each file "
+        "whole); run the same command again to start over\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+def test_an_interrupt_after_an_output_is_in_place_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C between putting the output in place and the end: "nothing was written" would
+    be false; the line names what was written."""
+    from zdebias.commands import data as commands
+
+    monkeypatch.setattr(commands, "emit", _interrupt)
+    out = tmp_path / "o.csv"
+    assert run_main(["convert", _data(tmp_path / "d.jsonl"), out]) == 130
+    assert capsys.readouterr().err == f"interrupted; {out} was written (whole) before it stopped\n"
+    assert len(out.read_text().splitlines()) == 31
+    monkeypatch.undo()
+    assert run_main(["-q", "stats", tmp_path / "d.jsonl"]) == 0  # a later command: fresh
+    assert interrupted_line(["convert", "a", "b.csv"]).startswith("interrupted; nothing was")

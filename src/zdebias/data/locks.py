@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - not POSIX
 #: the name of a lock file (:func:`lock_path`) and what its holder writes into it
 _LOCK_NAME = re.compile(r"^\..+\.lock$")
 _MARKED = re.compile(rb"^zdebias-lock pid=([0-9]+) host=([0-9a-f]{8})\n$")
-#: what zdebias 0.3 and older wrote into a lock file: the pid alone (reused, never swept)
+#: what an earlier zdebias wrote into a lock file: the pid alone (reused, never swept)
 _LEGACY = re.compile(rb"^[0-9]+\n$")
 #: how long a locker waits for a sweep (:func:`remove_stale_lock`) that holds the lock
 _SWEEP_WAIT_S = 2.0

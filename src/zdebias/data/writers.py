@@ -34,6 +34,11 @@ from zdebias.errors import ConfigError
 
 T = TypeVar("T")
 
+#: the files and folders this process has put in place (renamed to their final path), in
+#: order: a command stopped by Ctrl-C says whether it wrote anything
+#: (:func:`zdebias.cli.interrupted_line`)
+PUBLISHED: list[Path] = []
+
 
 @contextlib.contextmanager
 def atomic_open(
@@ -60,6 +65,7 @@ def atomic_open(
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
+        PUBLISHED.append(path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -537,6 +543,7 @@ def write_together(files: Mapping[str | Path, Any]) -> list[Path]:
                 write_json(content, tmp)
         for tmp, path in staged:
             os.replace(tmp, path)
+            PUBLISHED.append(path)
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -658,12 +665,14 @@ def _replace_dir(tmp: Path, out: str | Path, *, overwrite: bool) -> Path:
         raise ValueError(f"{tmp} is not a folder")
     if not path.exists():
         os.replace(tmp, path)
+        PUBLISHED.append(path)
         return Path(out)
     old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path.name, "old"), dir=path.parent)) / "old"
     try:
         os.replace(path, old)
         try:
             os.replace(tmp, path)
+            PUBLISHED.append(path)
         except BaseException:
             os.replace(old, path)
             raise

@@ -162,7 +162,7 @@ def test_a_foreign_file_at_the_lock_path_is_named_and_kept(tmp_path: Path) -> No
     with pytest.raises(ConfigError), output_lock(out):
         pass
     assert lock.read_text() == f"{os.getpid()}\n"
-    lock.write_text(f"{_dead_pid()}\n")  # what zdebias 0.3 left when killed: reused
+    lock.write_text(f"{_dead_pid()}\n")  # what an earlier zdebias left when killed: reused
     with output_lock(out):
         assert lock.read_text() == lock_text()
     assert not lock.exists()
