@@ -106,7 +106,7 @@ def check_split(
     (:func:`~zdebias.stats.shortcut_split.rows_digest`); a mismatch is a
     :class:`ConfigError` naming the file. Returns ``{"suite", "warnings"}``: the suite whose
     rows are the split's test set (None when none is), and what could not be checked or
-    does not match. A summary without digests (a split made by zdebias 0.2) is only counted
+    does not match. A summary without digests (an older split) has only its counts checked
     and says so in a warning; a suite that reads the file the split was made from, with
     other rows, is an error."""
     folder = Path(split["folder"])
@@ -139,9 +139,9 @@ def check_split(
     n_test = split.get("n_test", sum(split["counts"].values()))
     if not want or not digests:
         warnings.append(
-            f"{summary} records no row digests (a split made before zdebias 0.3): only its "
-            "slices' row counts are checked, not their rows nor which suite it splits; "
-            "remake it with zdebias shortcut-split"
+            f"{summary} records no row digests (a split made before splits recorded them): "
+            "only its slices' row counts are checked, not their rows nor which suite it "
+            "splits; remake it with zdebias shortcut-split"
         )
         return {"suite": None, "warnings": warnings}
     seen = []
