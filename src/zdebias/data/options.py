@@ -81,6 +81,10 @@ class ReadOptions(Settings):
         if isinstance(value, dict):  # label_map={0: "contradiction"}: keys as the file has them
             if info.field_name == "label_map":
                 check_raw_labels(value, "label_map")
+            keys = [str(k) for k in value]
+            twice = next((k for k in keys if keys.count(k) > 1), None)
+            if twice is not None:  # {1: ..., "1": ...}: one key, never last-wins
+                raise ConfigError(f"{info.field_name}: key {twice!r} is given twice; give it once")
             if info.field_name == "where":  # where={"year": 2020}: compared as text
                 return {str(k): raw_text(v) for k, v in value.items()}
             return {str(k): v for k, v in value.items()}

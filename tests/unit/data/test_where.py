@@ -174,3 +174,8 @@ def test_a_byte_range_is_checked_against_the_whole_file(tmp_path: Path) -> None:
     assert [r.id for r in ds.iter_range(first_line, path.stat().st_size)] == ["r2"]
     with pytest.raises(ConfigError, match="no column 'splt'; the columns are id, premise"):
         list(Dataset(path, where={"splt": "TRAIN"}).iter_range(0, first_line))
+
+
+def test_a_python_where_naming_one_column_twice_is_refused() -> None:
+    with pytest.raises(ConfigError, match="where: key '1' is given twice"):
+        ReadOptions(where={1: "a", "1": "b"})
