@@ -30,28 +30,6 @@ from zdebias.errors import ConfigError
 _SEEN = 10
 
 
-def where_columns(
-    where: Mapping[str, str],
-    keys: Iterable[str],
-    rows: Iterable[tuple[int, Any]],
-    path: str,
-    option: str = "--where",
-) -> None:
-    """Fail as a whole read would when no row of ``rows`` (an input's, from the start)
-    carries a column ``where`` names; ``keys``: its first row's columns. Reads rows only
-    while a column is still to be found (none when the first row has them all)."""
-    selection = Selection(where, keys, path, option)
-    if not selection.pending:
-        return
-    for _, row in rows:
-        if isinstance(row, Mapping):
-            selection.keys.update(dict.fromkeys(row))
-            selection.pending[:] = [col for col in selection.pending if col not in row]
-            if not selection.pending:
-                return
-    selection._check_columns()
-
-
 def where_text(where: Mapping[str, str]) -> str:
     """The selection as the user writes it: ``split=TRAIN,lang=en|de``."""
     return ",".join(f"{k}={v}" for k, v in where.items())
@@ -159,11 +137,12 @@ class Selection:
         #: the wanted columns no row has carried yet (a header: checked at once)
         self.pending = [] if partial else [col for col in self.wanted if col not in self.keys]
         if fixed:
-            self._check_columns()
+            self.check_columns()
         #: per column, the values seen in rows (the first few distinct ones), with counts
         self.seen: dict[str, Counter[str]] = {col: Counter() for col in self.wanted}
 
-    def _check_columns(self) -> None:
+    def check_columns(self) -> None:
+        """Fail when a wanted column is one no row carried, naming the columns they did."""
         if self.pending:
             raise ConfigError(
                 f"{self.path}: {self.option} {where_text(self.where)}: no column "
@@ -198,7 +177,7 @@ class Selection:
                     continue
             selected = True
             yield line, row
-        self._check_columns()
+        self.check_columns()
         if not selected:
             report.where_none = self.none_matched()
 
@@ -209,6 +188,28 @@ class Selection:
             held = ", ".join(f"{v!r} ({n})" for v, n in counts.most_common(5)) or "nothing"
             parts.append(f"{col!r} holds {held}")
         return f"no row matches {where_text(self.where)}: {'; '.join(parts)}"
+
+
+def where_columns(
+    where: Mapping[str, str],
+    keys: Iterable[str],
+    rows: Iterable[tuple[int, Any]],
+    path: str,
+    option: str = "--where",
+) -> None:
+    """Fail as a whole read would when no row of ``rows`` (an input's, from the start)
+    carries a column ``where`` names; ``keys``: its first row's columns. Reads rows only
+    while a column is still to be found (none when the first row has them all)."""
+    selection = Selection(where, keys, path, option)
+    if not selection.pending:
+        return
+    for _, row in rows:
+        if isinstance(row, Mapping):
+            selection.keys.update(dict.fromkeys(row))
+            selection.pending[:] = [col for col in selection.pending if col not in row]
+            if not selection.pending:
+                return
+    selection.check_columns()
 
 
 __all__ = [
