@@ -191,3 +191,16 @@ def test_an_old_and_a_new_key_of_one_setting_are_refused_even_when_equal() -> No
         GeneratorSettings.of(None, extra=["logging_steps=5"], logging_steps=6)
     with pytest.raises(ConfigError, match=r"--json a.json \(the old spelling of --out a.json\)"):
         legacy_argv(["stats", "d.jsonl", "--json", "a.json", "--out", "b.json"])
+
+
+def test_a_legacy_feature_settings_key_beside_its_own_is_refused() -> None:
+    from zdebias.errors import ConfigError
+    from zdebias.features.settings import FeatureSettings
+
+    legacy = {"feature_settings": {"hypo_only_folds": 3, "my_option": 1}}
+    read = FeatureSettings.checked(legacy)
+    assert (read.hypo_only_folds, read.feature_options) == (3, {"my_option": 1})
+    with pytest.raises(ConfigError, match="'hypo_only_folds' is given both in feature_settings"):
+        FeatureSettings.checked({**legacy, "hypo_only_folds": 5})
+    with pytest.raises(ConfigError, match="'my_option' is given both in feature_settings"):
+        FeatureSettings.checked({**legacy, "feature_options": {"my_option": 2}})

@@ -111,11 +111,14 @@ class FeatureSettings(TokenSettings):
                 ", ".join(nested) or "none",
             )
             known = set(FeatureSettings.model_fields)
+            options = dict(data.get("feature_options") or {})
             for key, value in nested.items():
-                if key in known:
-                    data.setdefault(key, value)
-                else:
-                    data.setdefault("feature_options", {})[key] = value
+                where = data if key in known else options
+                if key in where:  # one setting given twice: never silently one of them
+                    raise ValueError(f"{key!r} is given both in feature_settings and beside it")
+                where[key] = value
+            if options:
+                data["feature_options"] = options
         return data
 
     def feature_kwargs(self) -> dict[str, Any]:
