@@ -144,8 +144,10 @@ class Schedule:
 
     def __str__(self) -> str:
         return (
-            f"lr {self.learning_rate:g}, {self.warmup_steps} warm-up steps, "
-            f"{self.epochs:g} epochs, at least {self.min_steps} steps"
+            f"lr {self.learning_rate:g}, {self.warmup_steps} warm-up "
+            f"step{'' if self.warmup_steps == 1 else 's'}, "
+            f"{self.epochs:g} epoch{'' if self.epochs == 1 else 's'}, at least "
+            f"{self.min_steps} step{'' if self.min_steps == 1 else 's'}"
         )
 
     def epoch_steps(self, steps_per_epoch: int) -> int:

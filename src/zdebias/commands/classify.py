@@ -21,7 +21,7 @@ from zdebias.classify.settings import (
     InferenceSettings,
 )
 from zdebias.commands._cli import check_output, emit, require, stdout_to_stderr
-from zdebias.data.options import ReadOptions
+from zdebias.data.options import ReadOptions, counted
 from zdebias.report.text import train_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 
@@ -73,7 +73,8 @@ def predict_cmd(
     path = require(input, "INPUT")
     summary = _files(read, cli).predict(model, path, out, settings)
     acc = "-" if summary["accuracy"] is None else f"{summary['accuracy']:.4f}"
-    emit(summary, cli, f"predicted {summary['n']:,} records, accuracy {acc}\nwrote {out}")
+    n = counted(summary["n"], "record")
+    emit(summary, cli, f"predicted {n}, accuracy {acc}\nwrote {out}")
 
 
 @command(renamed={"--data": "input", "--model": "classifier"})

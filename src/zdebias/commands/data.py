@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit, log, require
-from zdebias.data.options import ReadOptions, read_logged, warn_repeated_ids
+from zdebias.data.options import ReadOptions, counted, read_logged, warn_repeated_ids
 from zdebias.features.settings import TokenSettings
 from zdebias.settings_cli import CliOptions, InputArg, command
 
@@ -63,7 +63,7 @@ def convert(
     warn_repeated_ids(records, path)
     n = conversion.write(records, report.labels, overwrite=cli.overwrite)
     result = {"input": path, "out": out, "n_records": n, "read": report.summary()}
-    emit(result, cli, f"wrote {n:,} records to {out}")
+    emit(result, cli, f"wrote {counted(n, 'record')} to {out}")
 
 
 def register(app: typer.Typer) -> None:

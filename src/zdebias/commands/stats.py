@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit, require
-from zdebias.data.options import OutputOptions, ReadOptions
+from zdebias.data.options import OutputOptions, ReadOptions, counted
 from zdebias.errors import ConfigError
 from zdebias.report.text import (
     cells_text,
@@ -217,7 +217,9 @@ def data_map(
     emit(
         done,
         cli,
-        lambda: f"data map of {done['n_plotted']:,} examples: {done['png']}, {done['html']}",
+        lambda: (
+            f"data map of {counted(done['n_plotted'], 'example')}: {done['png']}, {done['html']}"
+        ),
     )
 
 

@@ -107,8 +107,8 @@ def unlearned_lines(table: dict[str, Any]) -> list[str]:
     """One line per method of a summary table some of whose runs did not learn (they stay in
     its means: the numbers are what was measured)."""
     return [
-        f"{row['name']}: {row['did_not_learn']} of {row['n_runs']} runs did not learn "
-        "(kept in the means)"
+        f"{row['name']}: {row['did_not_learn']} of {row['n_runs']} "
+        f"run{'' if row['n_runs'] == 1 else 's'} did not learn (kept in the means)"
         for row in table["rows"]
         if row.get("did_not_learn")
     ]

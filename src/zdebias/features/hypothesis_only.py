@@ -284,7 +284,8 @@ def hypothesis_only_predictions(ctx: FeatureContext) -> np.ndarray:
     todo = np.flatnonzero(preds < 0)
     if len(todo) and ctx.settings.get("hypo_only_model"):
         raise ConfigError(
-            f"hypo_only_model is set but {len(todo)} records have no meta.hypo_only_pred: "
+            f"hypo_only_model is set but {len(todo)} "
+            f"{'record has' if len(todo) == 1 else 'records have'} no meta.hypo_only_pred: "
             "zdebias commands and stages run the model first; in Python call "
             "zdebias.classify.hypo_only.with_hypothesis_only_predictions(records, DIR, labels)"
         )

@@ -263,7 +263,8 @@ def run_rounds(
             if idle_rounds >= (patience := cfg.patience_rounds):
                 so_far = dict(Counter(state["malformed"]) + Counter(malformed))
                 raise ZdebiasError(
-                    f"the generator gave no new well-formed sample in {patience} rounds "
+                    f"the generator gave no new well-formed sample in {patience} "
+                    f"round{'' if patience == 1 else 's'} "
                     f"(malformed so far: {_nonzero(so_far)}); {hint}".rstrip("; ")
                 )
             if goal is not None:  # whole rounds: the merge cuts at n

@@ -118,7 +118,7 @@ def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
         )
     if report.n_skipped_by_where:
         ctx.note(
-            f"{path}: left out {report.n_skipped_by_where} rows not selected by where "
+            f"{path}: left out {counted(report.n_skipped_by_where, 'row')} not selected by where "
             f"{where_text(report.where or {})}"
         )
     if report.mapping_line() is not None:

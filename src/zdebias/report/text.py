@@ -221,7 +221,7 @@ def discard_lines(summary: dict[str, Any]) -> list[str]:
         per_floor = ", ".join(f"{k} {v:,}" for k, v in summary["label_kept_by_floor"].items() if v)
         lines.append(
             f"  --min-label-share {summary['min_label_share']:g} kept "
-            f"{summary['n_kept_by_floor']:,} rows the biased features rejected"
+            f"{counted(summary['n_kept_by_floor'], 'row')} the biased features rejected"
             + (f" ({per_floor})" if per_floor else "")
         )
     lines.extend(f"  warning: {w}" for w in summary.get("label_share_warnings") or [])
@@ -397,13 +397,13 @@ def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
                 if s.get("kept_features")
                 else ""
             )
-            + (f"; {s['n_tied']:,} rows tied (free)" if s["n_tied"] else "")
+            + (f"; {counted(s['n_tied'], 'row')} tied (free)" if s["n_tied"] else "")
         )
         if exact_test_line(s):
             lines.append(f"  {exact_test_line(s)}")
         for row in s["deciding_features"][:5]:
             lines.append(
-                f"  {row['feature']} → {row['label']}: decides {row['n_rows']:,} rows "
+                f"  {row['feature']} → {row['label']}: decides {counted(row['n_rows'], 'row')} "
                 f"({row['aligned']:,} aligned, {row['conflicting']:,} conflicting)"
             )
     if s.get("hypothesis_only_accuracy") is not None:
@@ -415,7 +415,7 @@ def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
 
 def train_text(s: dict[str, Any]) -> str:
     best = s["best"]
-    line = f"trained on {s['n_train']:,} examples: {s['steps']} steps"
+    line = f"trained on {counted(s['n_train'], 'example')}: {counted(s['steps'], 'step')}"
     if best.get("dev_accuracy") is not None:
         line += f", best dev accuracy {best['dev_accuracy']:.4f} at step {best['step']}"
     lines = [line]

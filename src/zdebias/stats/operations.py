@@ -299,7 +299,9 @@ def combine_files(
     if result.summary["n_ids_renamed"]:
         original.teller.warn(
             f"{original.path} and {generated.path} repeat ids: "
-            f"{result.summary['n_ids_renamed']} records renamed ID@original / ID@generated "
+            f"{result.summary['n_ids_renamed']} "
+            f"record{'' if result.summary['n_ids_renamed'] == 1 else 's'} renamed "
+            "ID@original / ID@generated "
             "(their own id in meta.input_id)"
         )
     summary = {
