@@ -585,6 +585,7 @@ def summarize_filter(
         arrays.batch_size,
         seeded=n_seed > 0,
         min_z=arrays.min_z,
+        floored=0 if arrays.floored is None else len(arrays.floored),
     )
     summary["warnings"] = [note] if note else []
     # printed with the summary (stdout), beside the share discarded, not among the warnings
@@ -670,17 +671,29 @@ def visiting_order(settings: dict[str, Any]) -> str:
 
 
 def still_significant(
-    n: int, z_c: float, batch_size: int, *, seeded: bool = False, min_z: float = 0.0
+    n: int,
+    z_c: float,
+    batch_size: int,
+    *,
+    seeded: bool = False,
+    min_z: float = 0.0,
+    floored: int = 0,
 ) -> str | None:
     """The warning for ``n`` features still significant (z > ``z_c``) in what a z-filter
     with batches of ``batch_size`` kept (``seeded``: the seed data with it), None for none:
     what would filter more. With a z floor ``min_z`` above 0 (``--min-z critical``) a
     feature rejects only once its z over the rows kept so far passes the floor, which few
-    rows cannot reach whatever the batch: the floor is what to lower."""
+    rows cannot reach whatever the batch: the floor is what to lower. ``floored``: rows
+    that ``min_label_share`` kept though biased features rejected them (they keep those)."""
     if not n:
         return None
     what = f"{n:,} feature{'s' if n != 1 else ''} still significant after z-filtering"
     where = f"z > {z_c:.2f}, {'seed data included, ' if seeded else ''}batches of {batch_size}"
+    if floored:
+        return (
+            f"{what} ({where}): --min-label-share kept {floored:,} rows the biased features "
+            "rejected, and those features with them"
+        )
     if min_z > 0:
         return (
             f"{what} ({where}): a feature rejects only once its z over the rows kept so far "

@@ -234,3 +234,23 @@ def test_advice_under_min_z_critical_names_the_floor_not_the_batch() -> None:
         "lower --min-z (0, the paper's) filters more"
     )
     assert "smaller --zfilter-batch-size" in str(still_significant(33, 5.22, 1000, min_z=0.0))
+
+
+def test_floor_on_records_is_counted_and_named_in_the_warning() -> None:
+    records = [
+        Record(id=str(i), label=lab, text=f"{'good' if lab == 'pos' else 'bad'} w{i}")
+        for i, lab in enumerate(["pos", "neg"] * 100)
+    ]
+    cfg = ZFilterSettings(features=["unigrams"], shuffle=False, min_label_share=0.3)
+    result = z_filter(records, cfg, labels=("neg", "pos"))
+    s = result.summary
+    assert s["label_counts_after"] == {"neg": 30, "pos": 30}
+    assert (s["n_kept_by_floor"], s["label_kept_by_floor"]) == (50, {"neg": 25, "pos": 25})
+    assert s["min_label_share"] == 0.3 and s["label_share_warnings"] == []
+    assert s["warnings"][0].endswith(
+        "--min-label-share kept 50 rows the biased features rejected, and those features with them"
+    )
+    assert "  --min-label-share 0.3 kept 50 rows the biased features rejected (neg 25, pos 25)" in (
+        filter_text(s, Path("o"))
+    )
+    assert {r.id for r in result.rejected}.isdisjoint(r.id for r in result.kept)
