@@ -10,6 +10,9 @@ description, default and choices from its type) and hands the command validated 
 
 A value that fails validation ends in one line naming the flag (exit 2). Old flag spellings
 listed in a field's ``deprecated`` metadata still work for one release, with a warning.
+An option given twice, or with its old spelling beside it, is refused in one line
+(:func:`given_once`, applied to the whole app): only options declared to repeat
+(``repeat=True``, ``list[str]`` options such as ``--suite``) take several occurrences.
 """
 
 from __future__ import annotations
@@ -373,8 +376,6 @@ def check_given_once(ctx: Any, order: list[Any], values: dict[str, Any]) -> None
             hint = "give it once"
             if fed in _COMMA_LISTS:
                 hint += " (several items go in one comma-separated value)"
-            if fed == "where":
-                hint = "each --where adds conditions"
             ctx.fail(f"{_spelling(param)} is given twice; {hint}")
         new = next((p for p in ctx.command.params if p.name == fed), None)
         old = [_spelling(p) for p in (seen, param) if p is not new]
