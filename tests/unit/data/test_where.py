@@ -179,3 +179,14 @@ def test_a_byte_range_is_checked_against_the_whole_file(tmp_path: Path) -> None:
 def test_a_python_where_naming_one_column_twice_is_refused() -> None:
     with pytest.raises(ConfigError, match="where: key '1' is given twice"):
         ReadOptions(where={1: "a", "1": "b"})
+
+
+def test_python_rows_select_by_a_column_only_later_rows_carry() -> None:
+    from zdebias.data.memory import read_rows
+
+    rows = [_row(1), _row(2, "neutral", split="TRAIN"), _row(3, "contradiction", split="TEST")]
+    got = read_rows(rows, where={"split": "TRAIN"})
+    assert [r.id for r in got.records] == ["r2"]
+    assert got.report.n_skipped_by_where == 2
+    with pytest.raises(ConfigError, match=r"^rows: where splt=TRAIN: no column 'splt'"):
+        read_rows(rows, where={"splt": "TRAIN"})
