@@ -98,25 +98,21 @@ def _not_ours(lock: Path, out: str | Path) -> ConfigError:
     )
 
 
-def _open_lock(lock: Path, out: str | Path) -> int:
-    """Open (create) the lock file ``lock``: a regular file, never followed as a link."""
+def open_lock_file(lock: Path, what: str) -> int:
+    """Open (create) the lock file ``lock``, ``what`` it is for the messages (``OUT's lock
+    file``): a regular file, never followed as a link; anything else at that path (a folder,
+    a link, a pipe) is one :class:`ConfigError` naming it, and is left as it is."""
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except IsADirectoryError:
-        raise ConfigError(
-            f"{lock} is a folder, where {out}'s lock file goes; move it away (or choose "
-            "another --out)"
-        ) from None
+        raise ConfigError(f"{lock} is a folder, where {what} goes; move it away") from None
     except OSError as err:
         if os.path.islink(lock):
-            raise ConfigError(
-                f"{lock} is a symbolic link, where {out}'s lock file goes; remove it (or choose "
-                "another --out)"
-            ) from None
-        raise ConfigError(f"{lock}: cannot open {out}'s lock file ({err.strerror})") from None
+            raise ConfigError(f"{lock} is a symbolic link, where {what} goes; remove it") from None
+        raise ConfigError(f"{lock}: cannot open {what} ({err.strerror})") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise _not_ours(lock, out)
+        raise ConfigError(f"{lock} is not a file, where {what} goes; move it away")
     return fd
 
 
@@ -192,7 +188,7 @@ def output_lock(out: str | Path) -> Iterator[None]:
     lock.parent.mkdir(parents=True, exist_ok=True)
     sweep_ends = time.monotonic() + _SWEEP_WAIT_S
     while True:
-        fd = _open_lock(lock, out)
+        fd = open_lock_file(lock, f"{out}'s lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -229,4 +225,4 @@ def output_lock(out: str | Path) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["lock_path", "lock_text", "output_lock", "remove_stale_lock"]
+__all__ = ["lock_path", "lock_text", "open_lock_file", "output_lock", "remove_stale_lock"]

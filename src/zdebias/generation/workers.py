@@ -312,7 +312,9 @@ def worker_lock(folder: Path) -> Iterator[None]:
     except ImportError:  # not POSIX: no lock
         yield
         return
-    with open(folder / LOCK, "a+", encoding="utf-8") as fh:
+    from zdebias.data.locks import open_lock_file
+
+    with open(open_lock_file(folder / LOCK, "the worker's lock file"), "a+") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

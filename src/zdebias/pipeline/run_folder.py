@@ -98,16 +98,18 @@ def locked(folder: Path) -> Iterator[None]:
     """Hold the run folder's lock (created with the folder); another run fails at once."""
     import fcntl
 
+    from zdebias.data.locks import open_lock_file
+
     folder.mkdir(parents=True, exist_ok=True)
-    fh = (folder / _LOCK).open("w")
+    fd = open_lock_file(folder / _LOCK, "the run folder's lock file")
     try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise ConfigError(f"{folder}: another zdebias run is using this folder") from None
         yield
     finally:
-        fh.close()
+        os.close(fd)
 
 
 #: the run's own files in a stage folder, whatever the stage wrote

@@ -212,3 +212,16 @@ def test_a_folder_at_the_lock_path_exits_2_with_one_line(
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "is a folder" in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_a_workers_lock_that_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    from zdebias.generation.workers import LOCK, worker_lock
+
+    folder = tmp_path / "worker-0-of-2"
+    folder.mkdir()
+    (folder / LOCK).mkdir()
+    with pytest.raises(ConfigError, match="is a folder, where the worker's lock file goes"):
+        with worker_lock(folder):
+            pass
+    with worker_lock(tmp_path / "worker-1-of-2"):  # a plain one still works
+        assert (tmp_path / "worker-1-of-2" / LOCK).is_file()

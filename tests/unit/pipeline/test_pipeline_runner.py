@@ -613,3 +613,11 @@ def test_a_foreign_partial_folder_is_not_removed(run_dir: Path) -> None:
     with pytest.raises(ConfigError, match=r"up\.partial is not a work folder of this run"):
         run_recipe(_recipe(up__keep=4), run_dir)
     assert (partial / "theirs.txt").read_text() == "x"
+
+
+def test_a_folder_at_the_run_lock_is_one_line(run_dir: Path) -> None:
+    """``RUN/.zdebias-lock`` a folder ended the run in a traceback (IsADirectoryError)."""
+    claim_run_dir(run_dir, _recipe().name)
+    (run_dir / ".zdebias-lock").mkdir()
+    with pytest.raises(ConfigError, match=r"\.zdebias-lock is a folder, where the run folder"):
+        run_recipe(_recipe(), run_dir)
