@@ -32,7 +32,7 @@ from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
 from zdebias.pipeline.run_folder import MANIFEST
-from zdebias.report.text import prior_lines
+from zdebias.report.text import filter_notes, prior_lines
 
 #: the ``kind`` of a ``zdebias evaluate`` results document
 EVALUATION_KIND = "zdebias-evaluation"
@@ -453,6 +453,7 @@ def folder_context(folder: str | Path, kind: Kind) -> dict[str, Any]:
             _gardner(after, f"after ({len(kept):,} kept)"),
         ],
         "reasons": reason_rows(rejected),
+        "notes": filter_notes(summary),
         "rejected_examples": [_example(r) for r in rejected[:EXAMPLES]],
         "kept_examples": [_example(r) for r in kept[:EXAMPLES]],
         "stats": None,

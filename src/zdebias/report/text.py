@@ -193,6 +193,12 @@ def exact_test_line(report: dict[str, Any]) -> str | None:
     )
 
 
+def filter_notes(summary: dict[str, Any]) -> list[str]:
+    """What a z-filter summary's HTML report lists under its counts: :func:`discard_lines`
+    and the summary's warnings (none for another method or an older summary)."""
+    return [line.strip() for line in discard_lines(summary)] + list(summary.get("warnings", []))
+
+
 def discard_lines(summary: dict[str, Any]) -> list[str]:
     """A z-filter summary's account of what it removed: the share of the input rows
     rejected, overall and per label; the rows rejected only by features below z_critical

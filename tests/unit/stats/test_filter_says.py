@@ -216,7 +216,7 @@ def test_summary_and_text_tell_the_shares_and_the_warning() -> None:
     assert s["discarded_share"] == 0.95
     assert s["label_discarded_share"] == {"neg": 0.95, "pos": 0.95}
     # good / bad: 5 of 5 rows, z 0.5 / sqrt(0.25 / 5) = 2.24, below z_c over 202 features
-    assert s["z_critical"] == pytest.approx(-NormalDist().inv_cdf(0.01 / 202))  # 3.48
+    assert s["z_critical"] == pytest.approx(-NormalDist().inv_cdf(0.01 / 202))  # 3.89
     assert s["n_rejected_below_critical"] == 190
     assert s["label_share_warnings"][0].startswith("z-filtering kept 5 of the 100 neg rows (5.0%)")
     text = filter_text(s, Path("out"))
@@ -254,3 +254,31 @@ def test_floor_on_records_is_counted_and_named_in_the_warning() -> None:
         filter_text(s, Path("o"))
     )
     assert {r.id for r in result.rejected}.isdisjoint(r.id for r in result.kept)
+
+
+def test_filter_report_and_json_say_what_was_discarded(tmp_path: Path) -> None:
+    import json
+
+    from zdebias.data.writers import write_records
+    from zdebias.report.results import write_result_report
+    from zdebias.stats.operations import filter_file
+    from zdebias.stats.source import FileInput
+
+    records = [
+        Record(id=str(i), label=lab, text=f"{'good' if lab == 'pos' else 'bad'} w{i}")
+        for i, lab in enumerate(["pos", "neg"] * 100)
+    ]
+    data = tmp_path / "train.jsonl"
+    write_records(records, data)
+    cfg = ZFilterSettings(features=["unigrams"], shuffle=False, min_z="critical")
+    filter_file(FileInput(str(data)), tmp_path / "f", cfg)
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    # z_c over 202 features is 3.89: good / bad (z = sqrt(k) after k kept rows of their
+    # label) pass it at 16 rows (sqrt(15) = 3.87), so the first four batches of 10 are kept
+    assert (summary["min_z"], summary["n_rejected_below_critical"]) == ("critical", 0)
+    assert summary["min_z_used"] == pytest.approx(-NormalDist().inv_cdf(0.01 / 202))
+    assert summary["label_counts_after"] == {"negative": 20, "positive": 20}
+    html = write_result_report(tmp_path / "f").read_text()
+    notes = '<ul id="filter-notes"><li>discarded 80.0% of the input rows: negative 80.0%, '
+    assert notes in html
+    assert "rows removed only for significant features (--min-z critical: z &gt; 3.89)" in html
