@@ -151,6 +151,12 @@ class Checkpointing(TrainerCallback):
         """
         if is_main_process():
             old = _read_json(self.root / RUN_FILE)
+            foreign = self.root.exists() and (not self.root.is_dir() or self.root.is_symlink())
+            if foreign or (old is None and self.root.is_dir() and any(self.root.iterdir())):
+                raise ConfigError(  # not a checkpoint folder zdebias made: never removed
+                    f"{self.root} holds files zdebias did not write, where the checkpoints of "
+                    "this training go; move it away (or choose another --out)"
+                )
             if self.root.exists() and (old or {}).get("fingerprint") != self.fingerprint:
                 if any(self.root.glob(f"{PREFIX}*")):
                     log.warning(

@@ -296,3 +296,21 @@ def test_checkpoint_policy_is_not_part_of_a_stage_hash() -> None:
     assert hashed(learning_rate=1e-3) != plain
     assert hashed(extra=["max_grad_norm=0.5"]) != plain
     assert hashed(report_to="tensorboard") != plain
+
+
+def test_a_folder_zdebias_did_not_write_at_the_checkpoint_path_is_kept(tmp_path: Path) -> None:
+    """Issue 52 (foreign files): ``.OUT.checkpoints`` without zdebias's run file was removed
+    as "checkpoints of another run"."""
+    from zdebias.models.trainer_settings import TrainerSettings
+
+    root = checkpoint_root(tmp_path / "clf")
+    root.mkdir()
+    (root / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="holds files zdebias did not write"):
+        ck.Checkpointing(tmp_path / "clf", TrainerSettings(), "f1").resume_point()
+    assert (root / "notes.txt").read_text() == "mine"
+    ours = ck.Checkpointing(tmp_path / "other", TrainerSettings(), "f1")
+    assert ours.resume_point() is None  # a new one is made and used
+    assert (checkpoint_root(tmp_path / "other") / ck.RUN_FILE).is_file()
+    again = ck.Checkpointing(tmp_path / "other", TrainerSettings(), "f2")
+    assert again.resume_point() is None  # another run's: started over, as before
