@@ -14,7 +14,7 @@ from zdebias.features.tokenize import Tokenizer
 #: a field whose median length is at most this many tokens is warned about
 SHORT_MEDIAN = 2
 #: records whose fields are measured (evenly spaced over the data): plenty for a median
-SAMPLE = 10_000
+SAMPLE = 2_000
 
 
 def median_token_lengths(

@@ -39,7 +39,8 @@ _ASCII_NON_WORD = str.maketrans(
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens: ``tokenize("Nobody's sleeping.") == ["nobody's", "sleeping"]``;
     ``tokenize("没有人") == ["没", "有", "人"]``."""
-    return _default_tokens(text.lower())
+    text = text.lower()
+    return TOKEN_RE.findall(text) if text.isascii() else _default_tokens(text)
 
 
 def _default_tokens(text: str, segment: Callable[[str], list[str]] | None = None) -> list[str]:
@@ -225,9 +226,9 @@ class Tokenizer:
         if self._fn is not None:
             return self._fn(text)
         source = text.lower() if self.lowercase else text
-        if self._scripts:
-            return _default_tokens(source, self._segment)
-        return self._regex.findall(source)
+        if source.isascii() or not self._scripts:  # ASCII: no script to cut, no word to segment
+            return self._regex.findall(source)
+        return _default_tokens(source, self._segment)
 
     def spans(self, text: str) -> list[tuple[str, int, int]]:
         """``(token, start, end)`` for each token, offsets into ``text``; tokens lower-cased.
