@@ -87,6 +87,12 @@ _TEMP = re.compile(
 _SWEPT: set[Path] = set()
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temporary name zdebias gives (:func:`_temp_prefix`): only those
+    are ever swept, never a user's ``.notes.tmp``."""
+    return _TEMP.match(name) is not None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -140,8 +140,11 @@ def _seen_from_shards(out: Path, state: dict[str, Any]) -> set[int]:
 
 def _clean_leftovers(out: Path, state: dict[str, Any]) -> None:
     """Remove temp files and shards a killed run wrote after its last state update."""
+    from zdebias.data.writers import is_temp_name
+
     for tmp in out.glob(".*.tmp"):
-        tmp.unlink(missing_ok=True)
+        if is_temp_name(tmp.name) and not tmp.is_dir():  # zdebias's temp files only
+            tmp.unlink(missing_ok=True)
     listed = {s[k] for s in state["shards"] for k in ("file", "dropped", "requests") if k in s}
     for pattern in ("shard-*.jsonl", "dropped-*.jsonl", "requests-*.jsonl"):
         for path in out.glob(pattern):

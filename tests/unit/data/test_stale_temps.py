@@ -99,3 +99,19 @@ def test_an_output_moved_aside_by_a_killed_publish_is_put_back(tmp_path: Path) -
     assert sorted(remove_stale_temps(tmp_path)) == sorted([aside.name, half.name, done.name])
     assert (tmp_path / "clf" / "model.txt").read_text() == "the previous model"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clf", "other"]
+
+
+def test_a_sampling_folder_keeps_hidden_tmp_files_zdebias_did_not_name(tmp_path: Path) -> None:
+    """Issue 52 (foreign files): resuming a sampling run removed every ``.*.tmp`` in its
+    folder (a user's ``.notes.tmp`` too; a folder so named ended in a traceback)."""
+    from zdebias.data.writers import _temp_prefix
+    from zdebias.generation.store import _clean_leftovers
+
+    ours = tmp_path / f"{_temp_prefix('shard-3.jsonl')}x1y2.tmp"
+    ours.write_text("half a shard")
+    user = tmp_path / ".notes.tmp"
+    user.write_text("mine")
+    (tmp_path / ".cache.tmp").mkdir()
+    _clean_leftovers(tmp_path, {"shards": []})
+    assert not ours.exists()
+    assert user.read_text() == "mine" and (tmp_path / ".cache.tmp").is_dir()
