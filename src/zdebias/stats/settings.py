@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
@@ -164,6 +166,33 @@ class ZFilterSettings(FeatureSettings, PriorSettings, KeepSettings):
         le=1,
         exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
     )
+
+    @field_validator("min_z", mode="wrap")
+    @classmethod
+    def _min_z_checked(cls, value: Any, handler: Any) -> Any:
+        """One error for a bad ``min_z`` (not one per member of the type), naming the value
+        as :meth:`_min_z_text` read it (``nan``, not ``'nan'``)."""
+        if value == "critical":
+            return value
+        if isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value)):
+            raise PydanticCustomError(
+                "finite_number", "Input should be a finite number or 'critical'"
+            )
+        return handler(value)
+
+    @field_validator("min_z", mode="before")
+    @classmethod
+    def _min_z_text(cls, value: Any) -> Any:
+        """The command line's text: ``critical`` (any case) or a number."""
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text == "critical":
+                return text
+            try:
+                return float(text)
+            except ValueError:
+                return value
+        return value
 
     @model_validator(mode="before")
     @classmethod
