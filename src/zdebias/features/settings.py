@@ -24,7 +24,8 @@ class TokenSettings(Settings):
     lowercase: bool = setting(True, "Lower-case tokens before n-grams.", cli=False)
     segmenter: Literal["jieba"] | None = setting(
         None,
-        "Cut Chinese into words instead of characters: jieba (pip install 'zdebias[zh]').",
+        "Cut Chinese into words instead of characters: jieba (the package jieba, zdebias's zh "
+        "extra).",
         exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
     )
 
