@@ -23,6 +23,7 @@ from zdebias.classify.predict import hf_progress, length_batches, model_inputs
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.models.compute import model_device
+from zdebias.models.coverage import warn_vocabulary
 from zdebias.models.resolve import cache_dir, resolve_model
 
 #: rows per forward pass
@@ -77,6 +78,7 @@ def _embed(
             raise ConfigError(
                 f"cannot load encoder {resolved}: {' '.join(str(err).split())}"
             ) from None
+    warn_vocabulary(tokenizer, first, resolved)  # the English MiniLM given Chinese, ...
     device = model_device()
     model.to(device).eval()
     dim = int(model.config.hidden_size)

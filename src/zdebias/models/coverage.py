@@ -66,7 +66,7 @@ def packaged_base(ref: str | Path) -> str | None:
 
 def sample_texts(records: Sequence[Any], sample: int = SAMPLE) -> list[str]:
     """The texts (premise and hypothesis, or text) of at most ``sample`` records spread
-    evenly over ``records``."""
+    evenly over ``records`` (which may be texts themselves)."""
     n = len(records)
     if not n:
         return []
@@ -74,7 +74,10 @@ def sample_texts(records: Sequence[Any], sample: int = SAMPLE) -> list[str]:
     out = []
     for i in rows:
         r = records[i]
-        out.extend(t for t in (r.premise, r.hypothesis, r.text) if t)
+        if isinstance(r, str):
+            out.append(r)
+        else:
+            out.extend(t for t in (r.premise, r.hypothesis, r.text) if t)
     return out
 
 
@@ -120,8 +123,8 @@ def vocabulary_line(
 
 
 def warn_vocabulary(tokenizer: Any, records: Sequence[Any], model: str | Path) -> str | None:
-    """Log :func:`vocabulary_line` for a sample of ``records`` (once per model and process);
-    the line, or None."""
+    """Log :func:`vocabulary_line` for a sample of ``records`` (or texts), once per model and
+    process; the line, or None."""
     name = str(model)
     if name in _warned:
         return None

@@ -54,6 +54,7 @@ def test_minilm_warns_on_chinese_not_on_english(minilm_tokenizer, monkeypatch, c
     assert line.endswith(
         "use a multilingual model, e.g. --model xlm-roberta-base or bert-base-multilingual-cased"
     )
+    assert coverage.sample_texts(["a", "b", "c"], sample=2) == ["a", "c"]  # texts, spread
     en = coverage.sample_texts(EN)
     assert unknown_share(minilm_tokenizer, en) == 0.0
     assert vocabulary_line(minilm_tokenizer, en, model="minilm", english=True) is None
