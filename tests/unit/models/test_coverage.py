@@ -98,3 +98,19 @@ def test_predict_warns_when_the_vocabulary_misses_the_text(tiny_model, monkeypat
     [line] = [r.getMessage() for r in caplog.records if "unknown" in r.getMessage()]
     assert "100% of its tokens of these texts are unknown ([UNK])" in line
     assert "xlm-roberta-base" in line
+
+
+def test_training_warns_once_naming_multilingual_models(tiny_model, tmp_path, monkeypatch, caplog):
+    """train-classifier on Chinese with an English vocabulary: the warning, before training."""
+    from zdebias.classify.train import train_classifier
+
+    monkeypatch.setattr(coverage, "_warned", set())
+    rows = [*ZH, Record("z3", "neutral", "一位女士在做饭。", "她在做晚饭。")]
+    rows += [Record("z4", "contradiction", "一位女士在做饭。", "她不在厨房。")]
+    base = tiny_model("bert")
+    with caplog.at_level(logging.WARNING, logger="zdebias"):
+        train_classifier(
+            rows, None, tmp_path / "clf", model=base, epochs=1, max_steps=1, progress=False
+        )
+    lines = [r.getMessage() for r in caplog.records if "multilingual" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"model {base}: 100% of its tokens")
