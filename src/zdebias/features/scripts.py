@@ -90,7 +90,10 @@ def cut(
         if start > pos:
             out.extend((w.group(), w.start(), w.end()) for w in word_re.finditer(text, pos, start))
         if segment is not None and m.lastgroup == "run":
-            for word in segment(m.group()):
+            words = segment(m.group())
+            if "".join(words) != m.group():  # offsets need words that join back to the run
+                words = list(m.group())
+            for word in words:
                 out.append((word, start, start + len(word)))
                 start += len(word)
         else:

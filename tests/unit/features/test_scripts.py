@@ -303,3 +303,15 @@ def test_snli_tokenises_and_extracts_as_before(data_dir: Path) -> None:
     )
     assert new.names == old.names
     assert (new.matrix != old.matrix).nnz == 0
+
+
+def test_a_segmenter_that_loses_characters_falls_back_to_characters() -> None:
+    from zdebias.features.scripts import cut
+
+    assert cut("他们 ok", TOKEN_RE, lambda run: ["他", "们"]) == [
+        ("他", 0, 1),
+        ("们", 1, 2),
+        ("ok", 3, 5),
+    ]
+    assert cut("他们", TOKEN_RE, lambda run: ["他们们"]) == [("他", 0, 1), ("们", 1, 2)]
+    assert cut("他们", TOKEN_RE, lambda run: [run]) == [("他们", 0, 2)]
