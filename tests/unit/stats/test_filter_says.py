@@ -282,3 +282,47 @@ def test_filter_report_and_json_say_what_was_discarded(tmp_path: Path) -> None:
     notes = '<ul id="filter-notes"><li>discarded 80.0% of the input rows: negative 80.0%, '
     assert notes in html
     assert "rows removed only for significant features (--min-z critical: z &gt; 3.89)" in html
+
+
+def _from_scratch(x, y, num_labels, order, k, batch, p0):
+    """Algorithm 1 with every batch's z recomputed from the kept rows (z_from_counts: the
+    exact test included), as the incremental filter must match."""
+    dense = np.asarray(x.todense()) > 0
+    kept: list[int] = []
+    rejected = []
+    for start in range(0, len(order), batch):
+        biased: list[list[int]] = [[] for _ in range(num_labels)]
+        if kept:
+            counts = np.zeros((dense.shape[1], num_labels), dtype=np.int64)
+            for r in kept:
+                counts[dense[r], y[r]] += 1
+            z, n, _ = z_from_counts(counts, p0)
+            for label in range(num_labels):
+                ranked = sorted(
+                    (f for f in range(dense.shape[1]) if n[f] > 0 and z[f, label] > 0),
+                    key=lambda f, label=label: (-z[f, label], f),
+                )
+                biased[label] = ranked[:k]
+        new = []
+        for r in order[start : start + batch]:
+            if any(dense[r, f] for f in biased[y[r]]):
+                rejected.append(int(r))
+            else:
+                new.append(int(r))
+        kept.extend(new)
+    return sorted(kept), sorted(rejected)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_incremental_filter_matches_from_scratch_with_the_exact_test(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_rows, n_feat = 150, 25
+    y = rng.choice(3, size=n_rows, p=[0.7, 0.25, 0.05])
+    x = sp.csr_matrix((rng.random((n_rows, n_feat)) < 0.15).astype(np.uint8))
+    got = z_filter_matrix(
+        x, y, 3, batch_size=10, shuffle_seed=seed, top_k=3, label_prior="empirical"
+    )
+    order = np.random.default_rng(seed).permutation(n_rows)
+    p0 = np.bincount(y, minlength=3) / n_rows
+    want = _from_scratch(x, y, 3, order, 3, 10, p0)
+    assert (got.accepted.tolist(), got.rejected.tolist()) == want
