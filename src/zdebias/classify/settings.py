@@ -122,12 +122,21 @@ class EvaluateSettings(InferenceSettings):
 
 
 class CompareSettings(Settings):
-    """t-tests of evaluation results against a baseline (``zdebias compare``)."""
+    """Tests of evaluation results against a baseline (``zdebias compare``): paired t over
+    shared seeds, Welch's t otherwise, McNemar over rows for single runs; Holm-adjusted."""
 
     help_panel: ClassVar[str] = "Comparison"
 
-    alpha: float = setting(0.05, "Significance level.", gt=0, lt=1)
-    welch: bool = setting(False, "Welch's t-test (unequal variances) instead of Student's.")
+    alpha: float = setting(0.05, "Significance level (of the Holm-adjusted p).", gt=0, lt=1)
+    welch: bool = setting(False, "Welch's t-test even where the runs' seeds pair.")
+    student: bool = setting(
+        False, "Student's t-test everywhere (the paper's: unpaired, equal variances)."
+    )
+    family: list[str] | None = setting(
+        None,
+        "Comma-separated metrics of the primary Holm family (default: each suite's accuracy); "
+        "every other tested metric is Holm-adjusted in a secondary family.",
+    )
     average: bool = setting(False, "Also test the per-run average.")
     detail: bool = setting(False, "Also test per-heuristic sub-results (HANS).")
 

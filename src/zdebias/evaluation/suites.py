@@ -16,6 +16,7 @@ A three-way NLI model on a two-way set (HANS: ``entailment`` / ``non-entailment`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter, defaultdict
@@ -134,6 +135,16 @@ def _cell(n: int, correct: int) -> dict[str, Any]:
     return {"n": n, "n_correct": correct, "accuracy": correct / n if n else float("nan")}
 
 
+def rows_digest(records: Sequence[Record]) -> str:
+    """A short digest of the rows scored, in order (id, label and texts): two runs' outcomes
+    pair row by row only when it is the same."""
+    h = hashlib.sha256()
+    for r in records:
+        fields = (r.id, r.label, r.premise, r.hypothesis, r.text)
+        h.update("\x1f".join("" if f is None else str(f) for f in fields).encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
 def score_predictions(
     probs: np.ndarray, model_labels: Sequence[str], records: Sequence[Record]
 ) -> dict[str, Any]:
@@ -171,6 +182,10 @@ def score_predictions(
         "per_label": per_label,
         "confusion": confusion,
         **label_metrics(gold, preds, labels_seen),
+        # each row right (1) or wrong (0), and which rows: McNemar's test between two single
+        # runs on the same rows (zdebias.evaluation.significance)
+        "outcomes": "".join("1" if ok else "0" for ok in correct),
+        "rows": rows_digest(records),
     }
     if any(GROUP_KEY in r.meta for r in records):
         groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))

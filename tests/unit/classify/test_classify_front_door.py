@@ -84,8 +84,9 @@ def test_stage_config_is_the_settings_plus_references(settings: Any, stage: Any)
     # evaluate also names which of its methods the t-tests compare against (stage-only: the
     # methods exist only in the recipe; `zdebias compare` takes the baseline file first)
     # and whether it also tests each group of a grouped suite (HANS heuristics; `zdebias
-    # compare --detail`)
-    refs |= {"classifiers", "suites", "baselines", "detail"} if stage is EvaluateConfig else set()
+    # compare --detail`), and its primary Holm family (`zdebias compare --family`)
+    evaluate = {"classifiers", "suites", "baselines", "detail", "family"}
+    refs |= evaluate if stage is EvaluateConfig else set()
     assert extra == refs
 
 

@@ -195,6 +195,13 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         "heuristic × gold label)",
         exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
     )
+    family: list[str] | None = Field(
+        None,
+        description="metrics of the primary Holm family (default: each suite's accuracy, "
+        "every method against every baseline); every other tested metric is Holm-adjusted "
+        "in a secondary family",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
     shortcut_split: Annotated[str | None, Ref("json")] = Field(
         None,
         description="a shortcut-split stage's summary (or a shortcut-split folder's "
@@ -204,9 +211,12 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
     )
 
     def hash_excluded(self) -> set[str]:
-        """``shortcut_split`` while unset: evaluate stages hash as before the setting."""
-        return super().hash_excluded() | (
-            {"shortcut_split"} if self.shortcut_split is None else set()
+        """``shortcut_split`` and ``family`` while unset: evaluate stages hash as before
+        the settings."""
+        return (
+            super().hash_excluded()
+            | ({"shortcut_split"} if self.shortcut_split is None else set())
+            | ({"family"} if self.family is None else set())
         )
 
     @model_validator(mode="after")
@@ -278,12 +288,9 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     for line in unlearned:
         ctx.note(line)
     for c in comparisons:
-        markdown += [
-            "",
-            f"t-tests against {c['baseline']} ({c['test']}, two-tailed, α {c['alpha']}):",
-            "",
-            comparison_markdown(c),
-        ]
+        markdown += ["", f"Tests against {c['baseline']}:", "", comparison_markdown(c)]
+    if comparisons:  # one legend: the marks mean the same in every table above
+        markdown += ["", comparisons[0]["legend"]]
     for g in groups:
         markdown += ["", f"{g['method']} on {g['suite']}:", "", group_markdown(g)]
     for doc in docs:  # imbalanced sets: macro-F1, balanced accuracy, per gold label
@@ -314,10 +321,12 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
 
 
 def baseline_comparisons(docs: list[dict[str, Any]], cfg: EvaluateConfig) -> list[dict[str, Any]]:
-    """The t-tests of every method against each of ``cfg.baselines`` (default: the first
+    """The tests of every method against each of ``cfg.baselines`` (default: the first
     method), one comparison per baseline; with ``cfg.detail`` also on every flat metric of
-    the results (``HANS/lexical_overlap/entailment``, ...), not only on the suites."""
-    from zdebias.evaluation.significance import compare_results
+    the results (``HANS/lexical_overlap/entailment``, ...), not only on the suites. Holm's
+    correction runs over all the comparisons together, within ``cfg.family`` (default: the
+    suites' accuracy) and within every other metric tested."""
+    from zdebias.evaluation.significance import adjust, compare_results
 
     if len(docs) < 2:
         return []
@@ -325,7 +334,8 @@ def baseline_comparisons(docs: list[dict[str, Any]], cfg: EvaluateConfig) -> lis
     out = []
     for base in cfg.baselines or [docs[0]["name"]]:
         ordered = [d for d in docs if d["name"] == base] + [d for d in docs if d["name"] != base]
-        out.append(compare_results(ordered, keys=keys, average=cfg.average))
+        out.append(compare_results(ordered, keys=keys, average=cfg.average, adjusted=False))
+    adjust(out, cfg.family)
     return out
 
 
