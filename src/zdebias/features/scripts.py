@@ -54,9 +54,10 @@ def _classes(scripts: tuple[str, ...]) -> str:
 
 
 @cache
-def _pieces(segment: bool) -> Any:
+def _pieces(segment: bool, split: bool = False) -> Any:
     """The ``regex`` pattern of one token of an unspaced script (with ``segment``: a run of
-    Han characters is one match, group ``run``, for the segmenter to cut)."""
+    Han characters is one match, group ``run``, for the segmenter to cut; with ``split``: the
+    whole match one group, for ``split``)."""
     import regex
 
     word = r"[\p{L}\p{N}]"
@@ -65,7 +66,8 @@ def _pieces(segment: bool) -> Any:
     # (a vowel sign such as Myanmar's ာ is a cluster of its own in Unicode's rules)
     cluster = rf"(?=[[{_classes(CLUSTER_SCRIPTS)}]&&{word}])\X(?:(?=\p{{M}})\X)*"
     han = r"(?P<run>[\p{Han}&&\p{L}]+)|" if segment else ""
-    return regex.compile(rf"(?V1){han}{letter}|{cluster}")
+    body = f"{han}{letter}|{cluster}"
+    return regex.compile(f"(?V1)({body})" if split else f"(?V1){body}")
 
 
 def has_unspaced(text: str) -> bool:
@@ -104,6 +106,21 @@ def cut(
     return out
 
 
+def cut_tokens(text: str, word_re: re.Pattern[str]) -> list[str]:
+    """The tokens of :func:`cut` without a segmenter, without their offsets (twice as fast:
+    the batch route of Chinese, Japanese and Thai text)."""
+    parts = _pieces(False, True).split(text)  # gap, token, gap, token, ..., gap
+    out: list[str] = []
+    words = word_re.findall
+    for i in range(0, len(parts) - 1, 2):
+        if parts[i]:
+            out += words(parts[i])
+        out.append(parts[i + 1])
+    if parts[-1]:
+        out += words(parts[-1])
+    return out
+
+
 def load_segmenter(name: str) -> Callable[[str], list[str]]:
     """The word segmenter ``name`` (a function: a run of Han characters → its words, which
     join back to it), or a ConfigError naming the valid names or the pip command."""
@@ -128,4 +145,4 @@ def _jieba_words(run: str) -> list[str]:
     return [word for word in jieba.lcut(run, HMM=True) if word]
 
 
-__all__ = ["CLUSTER_SCRIPTS", "LETTER_SCRIPTS", "SEGMENTERS", "cut", "has_unspaced"]
+__all__ = ["CLUSTER_SCRIPTS", "LETTER_SCRIPTS", "SEGMENTERS", "cut", "cut_tokens", "has_unspaced"]

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from zdebias.errors import ConfigError
-from zdebias.features.scripts import cut, has_unspaced, load_segmenter
+from zdebias.features.scripts import cut, cut_tokens, has_unspaced, load_segmenter
 
 TOKEN_RE = re.compile(r"\w+(?:'\w+)?")
 #: TOKEN_RE or a NUL (the separator of the batch route).
@@ -45,8 +45,8 @@ def tokenize(text: str) -> list[str]:
 
 def _default_tokens(text: str, segment: Callable[[str], list[str]] | None = None) -> list[str]:
     """The default tokens of ``text`` as it is (no lower-casing)."""
-    if segment is None and not has_unspaced(text):
-        return TOKEN_RE.findall(text)
+    if segment is None:
+        return cut_tokens(text, TOKEN_RE) if has_unspaced(text) else TOKEN_RE.findall(text)
     return [tok for tok, _, _ in cut(text, TOKEN_RE, segment)]
 
 
@@ -278,7 +278,7 @@ class Tokenizer:
                     return spaced.split(), None
                 lower = joined.lower()
                 if self._scripts and has_unspaced(lower):
-                    return [tok for tok, _, _ in cut(lower, _TOKEN_NUL_RE)], None
+                    return cut_tokens(lower, _TOKEN_NUL_RE), None
                 return _TOKEN_NUL_RE.findall(lower), None
         toks = list(map(self, texts))
         lengths = np.fromiter(map(len, toks), dtype=np.int64, count=n)

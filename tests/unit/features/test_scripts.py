@@ -18,7 +18,7 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.features.extract import extract_features
 from zdebias.features.keys import FeatureKey
-from zdebias.features.scripts import _FIRST, _pieces, has_unspaced
+from zdebias.features.scripts import _FIRST, _pieces, cut, cut_tokens, has_unspaced
 from zdebias.features.tokenize import TOKEN_RE, Tokenizer, tokenize, word_spans
 from zdebias.stats.measure import measure
 
@@ -158,13 +158,18 @@ def test_no_character_below_the_first_unspaced_one_is_cut() -> None:
     assert has_unspaced("ก") and has_unspaced("a 中") and not has_unspaced("ab")
 
 
+MIXED = st.sampled_from(list("aZ9_' .,\x00中文ーかカไม่ຳ္ြ\u0301\u200d"))
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=40))
+@given(st.text(MIXED | st.characters(), max_size=40))
 def test_any_text_spaced_as_before_unspaced_at_its_spans(text: str) -> None:
     spans = word_spans(text)
     assert all(text[s:e].lower() == tok for tok, s, e in spans)
+    lower = text.lower()
+    assert tokenize(text) == cut_tokens(lower, TOKEN_RE) == [t for t, _, _ in cut(lower, TOKEN_RE)]
     if not has_unspaced(text):
-        assert tokenize(text) == OLD.findall(text.lower())
+        assert tokenize(text) == OLD.findall(lower)
 
 
 @pytest.mark.parametrize(
@@ -306,8 +311,6 @@ def test_snli_tokenises_and_extracts_as_before(data_dir: Path) -> None:
 
 
 def test_a_segmenter_that_loses_characters_falls_back_to_characters() -> None:
-    from zdebias.features.scripts import cut
-
     assert cut("他们 ok", TOKEN_RE, lambda run: ["他", "们"]) == [
         ("他", 0, 1),
         ("们", 1, 2),
