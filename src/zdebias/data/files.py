@@ -431,7 +431,19 @@ def located_rows(text: str, path: Path) -> list[tuple[RecordLine, Any]]:
     comes as its :class:`DataError` at the line of the key given again, as a JSONL line's
     does. Anything wrong with the document as a whole is raised, located: invalid JSON, a
     wrapper object giving a key twice, a lone surrogate, not a list. Read item by item with
-    ``json``'s scanner, so a pretty-printed list costs no second parse."""
+    ``json``'s scanner, so a pretty-printed list costs no second parse; a document on one
+    line (``json.dump``'s way) is read whole, every record on line 1."""
+    if "\n" not in text.rstrip():
+        rows = document_rows(text, json_value(text, path, 1, document=True), path)
+        return [
+            (
+                record_line(1, i),
+                DataError(row.message, path=row.path, line=1, field=row.field)
+                if isinstance(row, DataError)
+                else row,
+            )
+            for i, row in enumerate(rows, 1)
+        ]
     try:
         value, items, spans, keys = _plain_document(text)
     except _NotPlain:

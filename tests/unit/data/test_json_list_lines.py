@@ -105,3 +105,15 @@ def test_the_cli_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert run_main(["inspect", src]) == 2
     err = capsys.readouterr().err
     assert f"{src}:17: field 'label'" in err and err.count("\n") == 1, err
+
+
+def test_a_list_on_one_line_names_line_1(tmp_path: Path) -> None:
+    src = tmp_path / "a.json"
+    third = '{"premise": "e", "hypothesis": "f", "label": "neutral", "label": "neutral"}'
+    src.write_text("[" + ", ".join([*(json.dumps(r) for r in ROWS[:2]), third]) + "]\n")
+    ds = open_dataset(src, on_error="skip")
+    assert [r.id for r in ds] == ["a.json:1", "a.json:2"]
+    assert [str(e) for e in ds.report.errors] == [
+        f"{src}:1: field 'label': duplicate key: the object gives it 2 times "
+        "(only one value can be read)"
+    ]
