@@ -86,7 +86,13 @@ def differences(comparison: dict[str, Any], columns: list[str]) -> list[str]:
                 cells.append("–")
             else:
                 p = "–" if test["p"] is None else f"{test['p']:.3f}"
-                cells.append(f"{100 * test['difference']:+.2f} (p {p})")
+                if "p_holm" not in test:  # results of the Student t-test era, as printed then
+                    cells.append(f"{100 * test['difference']:+.2f} (p {p})")
+                    continue
+                ci = test.get("ci")
+                interval = f" [{100 * ci[0]:+.2f}, {100 * ci[1]:+.2f}]" if ci else ""
+                holm = "–" if test["p_holm"] is None else f"{test['p_holm']:.3f}"
+                cells.append(f"{100 * test['difference']:+.2f}{interval} (p {p}, Holm {holm})")
         lines.append(f"| {md(item['name'])} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -144,9 +150,19 @@ def evaluation(run: Path, manifest: dict[str, Any]) -> list[str]:
             lines.append(f"| {md(row['name'])} | " + " | ".join(cells) + " |")
         lines.append("")
         for c in comparisons:
+            if "families" not in c:  # results of the Student t-test era, as printed then
+                lines.append(
+                    f"{marks[c['baseline']]} p < {c['alpha']} against {c['baseline']} "
+                    f"(two-tailed {c['test']} t-test over seeds)."
+                )
+                continue
+            fam = c["families"]
             lines.append(
-                f"{marks[c['baseline']]} p < {c['alpha']} against {c['baseline']} "
-                f"(two-tailed {c['test']} t-test over seeds)."
+                f"{marks[c['baseline']]} Holm-adjusted p < {c['alpha']} (two-tailed) against "
+                f"{c['baseline']}; families: primary = {', '.join(fam['primary']['metrics'])} "
+                f"({fam['primary']['size']} tests over every baseline), secondary = every "
+                f"other metric ({fam['secondary']['size']} tests); tests: "
+                f"{', '.join(c.get('tests_used', [])) or '–'}; [CI]: 95 % interval, points."
             )
         lines.append("")
         for c in comparisons:

@@ -266,3 +266,16 @@ def test_reliance_table_escapes_bars_in_method_names(tables: Any) -> None:
     assert lines[4] == "| D0 | 90.00±1.00 | 60.00±2.00 | – | 30.00±2.00 | – |"
     assert lines[5] == "| D0 ∪ Z(pool \\| D0) | 80.00±1.00 | 62.00±0.00 | – | 18.00±1.00 | 0.012 |"
     assert tables.reliance({}) == []
+
+
+def test_differences_show_interval_and_holm_when_the_results_have_them(tables: Any) -> None:
+    """Results of the Student t-test era print as before; newer ones add the 95 % interval
+    and the Holm-adjusted p (issue 55.4)."""
+    old = {"difference": 0.02, "p": 0.0312}
+    new = {"difference": 0.02, "p": 0.0312, "p_holm": 0.0624, "ci": [0.0031, 0.0369]}
+    comparison = {"comparisons": [{"name": "A", "tests": {"hans": old}}]}
+    assert tables.differences(comparison, ["hans"])[2] == "| A | +2.00 (p 0.031) |"
+    comparison["comparisons"][0]["tests"]["hans"] = new
+    assert tables.differences(comparison, ["hans"])[2] == (
+        "| A | +2.00 [+0.31, +3.69] (p 0.031, Holm 0.062) |"
+    )

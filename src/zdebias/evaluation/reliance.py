@@ -286,7 +286,7 @@ def reliance_markdown(
         return ""
     tested = comparison is not None and any(row["test"] for row in rows)
     header = ["Method", "aligned", "conflicting", "free", "gap (aligned − conflicting)"]
-    header += ["Δ gap vs " + str(comparison["baseline"]), "p"] if tested else []
+    header += ["Δ gap vs " + str(comparison["baseline"]), "p", "p (Holm)"] if tested else []
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for row in rows:
         cells = [format_cell(row["cells"][k]) for k in ("aligned", "conflicting", "free", "gap")]
@@ -294,9 +294,11 @@ def reliance_markdown(
             test = row["test"]
             if test:
                 p = "–" if test["p"] is None else f"{test['p']:.4f}"
-                cells += [f"{100 * test['difference']:+.2f}", p]
+                holm = "–" if test.get("p_holm") is None else f"{test['p_holm']:.4f}"
+                holm += "*" if test.get("significant") and test.get("p_holm") is not None else ""
+                cells += [f"{100 * test['difference']:+.2f}", p, holm]
             else:
-                cells += ["", ""]
+                cells += ["", "", ""]
         lines.append("| " + " | ".join([str(row["name"]), *cells]) + " |")
     split = next(doc["shortcut_split"] for doc in docs if "shortcut_split" in doc)
     counts = ", ".join(f"{k} {v:,}" for k, v in split["counts"].items())

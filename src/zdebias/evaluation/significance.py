@@ -294,7 +294,21 @@ def adjust(comparisons: Sequence[dict[str, Any]], family: Sequence[str] | None =
         }
     baselines = list(dict.fromkeys(str(c["baseline"]) for c in comparisons))
     for c in comparisons:
+        c["tests_used"] = tests_used(comparisons)
         c["legend"] = legend(c, comparisons, baselines)
+
+
+def tests_used(comparisons: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of the tests that gave a p-value in ``comparisons``, sorted."""
+    return sorted(
+        {
+            t["test"]
+            for c in comparisons
+            for item in c["comparisons"]
+            for t in item["tests"].values()
+            if t.get("test") and t.get("p") is not None
+        }
+    )
 
 
 def legend(
@@ -305,15 +319,7 @@ def legend(
     """What the mark and the columns mean, printed once under a comparison's tables
     (``together``: the comparisons adjusted with it, against ``baselines``)."""
     fam = comparison["families"]
-    used = sorted(
-        {
-            t["test"]
-            for c in (together or [comparison])
-            for item in c["comparisons"]
-            for t in item["tests"].values()
-            if t.get("test") and t.get("p") is not None
-        }
-    )
+    used = tests_used(together or [comparison])
     against = ", ".join(baselines) if baselines else str(comparison["baseline"])
     tests = "; ".join(f"{name}: {TEST_NAMES[name]}" for name in used) or "none could be run"
     metrics = ", ".join(fam["primary"]["metrics"]) or "–"

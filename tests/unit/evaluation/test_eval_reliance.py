@@ -124,6 +124,9 @@ def test_compare_t_tests_the_gap_between_methods(
     assert test["p"] == pytest.approx(float(expected.pvalue))
     text = reliance.reliance_markdown([a, b], comparison)
     assert "| B | 91.67±14.43 | 83.33±14.43 | 100.00±0.00 | 8.33±28.87 | -58.33 |" in text
+    # the gap is Holm-adjusted with the other secondary metrics (macro-F1 ...), never below p
+    assert "| p | p (Holm) |" in text and test["family"] == "secondary"
+    assert test["p_holm"] >= test["p"] and f"| {test['p_holm']:.4f}" in text
 
 
 def test_compare_files_shows_the_reliance_table(
