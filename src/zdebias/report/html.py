@@ -617,11 +617,20 @@ def evaluation_tables(name: str, results: dict[str, Any]) -> dict[str, Any]:
         "columns": columns,
         "rows": rows,
         "unlearned": unlearned_lines(table),
+        # what the underline means (Holm, the tests used); None in results of older versions
+        "legend": _legend((results.get("comparison") or {}).get("legend")),
         "labels": _label_tables(list(results.get("documents") or [])),
         "groups": groups,
         "png": base64.b64encode(png).decode("ascii") if png else None,
         **_reliance(results),
     }
+
+
+def _legend(text: str | None) -> str | None:
+    """A comparison's legend for the page, where the mark ``*`` is an underline."""
+    if not text:
+        return None
+    return "Underlined: " + text[2:] if text.startswith("* ") else text
 
 
 def _pair_text(row: dict[str, Any]) -> str:

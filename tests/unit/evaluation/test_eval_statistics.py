@@ -261,3 +261,17 @@ def test_compare_cli_prints_test_interval_and_adjusted_p(tmp_path: Path) -> None
     test = saved["comparisons"][0]["tests"]["hans"]
     assert test["test"] == "paired-t" and test["p_holm"] == pytest.approx(0.0742, abs=1e-4)
     assert test["ci"][0] == pytest.approx(0.02 - 4.302652729911275 * 0.01 / math.sqrt(3))
+
+
+def test_report_page_prints_the_legend_under_the_table() -> None:
+    from zdebias.evaluation.tables import summary_table
+    from zdebias.report.html import evaluation_tables
+
+    docs = [_doc("D0", BASE, [1, 2, 3]), _doc("Z", OTHER, [1, 2, 3])]
+    cmp = compare_results(docs)
+    shown = evaluation_tables(
+        "ev", {"table": summary_table(docs, comparison=cmp), "comparison": cmp}
+    )
+    assert shown["legend"].startswith("Underlined: Holm-adjusted p < 0.05 (two-tailed) against D0")
+    assert "paired-t: paired t-test over seeds" in shown["legend"]
+    assert evaluation_tables("ev", {"table": summary_table(docs)})["legend"] is None
