@@ -50,17 +50,15 @@ def _default_tokens(text: str, segment: Callable[[str], list[str]] | None = None
     return [tok for tok, _, _ in cut(text, TOKEN_RE, segment)]
 
 
-def word_spans(
-    text: str, segment: Callable[[str], list[str]] | None = None
-) -> list[tuple[str, int, int]]:
+def word_spans(text: str) -> list[tuple[str, int, int]]:
     """``(token, start, end)`` for each default word token, offsets into ``text``.
 
     Lower-casing can change string length for a few characters (e.g. "İ"); offsets are taken
     on the original text so they always index ``text`` itself.
     """
-    if segment is None and not has_unspaced(text):
+    if not has_unspaced(text):
         return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
-    return [(tok.lower(), start, end) for tok, start, end in cut(text, TOKEN_RE, segment)]
+    return [(tok.lower(), start, end) for tok, start, end in cut(text, TOKEN_RE)]
 
 
 def _module_from_file(file: str) -> Any:
