@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from zdebias.errors import ConfigError
 from zdebias.executor import ExecutorSettings
@@ -139,6 +139,12 @@ class CompareSettings(Settings):
     )
     average: bool = setting(False, "Also test the per-run average.")
     detail: bool = setting(False, "Also test per-heuristic sub-results (HANS).")
+
+    @model_validator(mode="after")
+    def _one_test(self) -> CompareSettings:
+        if self.welch and self.student:
+            raise ValueError("welch and student exclude each other: choose one test")
+        return self
 
 
 @dataclass(frozen=True)

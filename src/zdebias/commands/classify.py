@@ -159,7 +159,8 @@ def compare_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Comparison JSON.")] = None,
     markdown: MarkdownOpt = None,
 ) -> None:
-    """Two-tailed t-test per suite of each results file against the first."""
+    """Test each results file against the first, suite by suite: paired t over shared seeds,
+    Welch's t otherwise, McNemar's for single runs; 95 % intervals, Holm-adjusted p."""
     for path in (out, markdown):
         if path is not None:
             check_output(path, cli, file=True)

@@ -275,3 +275,20 @@ def test_report_page_prints_the_legend_under_the_table() -> None:
     assert shown["legend"].startswith("Underlined: Holm-adjusted p < 0.05 (two-tailed) against D0")
     assert "paired-t: paired t-test over seeds" in shown["legend"]
     assert evaluation_tables("ev", {"table": summary_table(docs)})["legend"] is None
+
+
+def test_compare_cli_refuses_two_tests_and_an_unknown_family(tmp_path: Path) -> None:
+    from zdebias.cli import app
+
+    paths = []
+    for doc in (_doc("D0", BASE, [1, 2, 3]), _doc("Z", OTHER, [1, 2, 3])):
+        path = tmp_path / f"{doc['name']}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        paths.append(str(path))
+    # ConfigError: the command line prints its one line and exits 2
+    both = CliRunner().invoke(app, ["compare", *paths, "--welch", "--student"])
+    assert isinstance(both.exception, ConfigError)
+    assert "welch and student exclude each other" in str(both.exception)
+    family = CliRunner().invoke(app, ["compare", *paths, "--family", "snli"])
+    assert isinstance(family.exception, ConfigError)
+    assert "family: 'snli' not among the tested metrics (hans)" in str(family.exception)
