@@ -22,8 +22,17 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from zdebias.data.documents import checked, read_document
+from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_cell
+from zdebias.evaluation.groups import (
+    MIN_GROUP_SIZE,
+    OTHER,
+    GroupAccuracy,
+    aligned_loss,
+    aligned_loss_line,
+    shortcut_view,
+)
 from zdebias.evaluation.suites import Suite, load_suite, summarize
 from zdebias.stats.shortcut_split import rows_digest
 
@@ -37,6 +46,8 @@ SUITES = {
 }
 #: the flat metric of the gap aligned − conflicting
 GAP = "reliance-gap"
+#: the flat metric of the worst-group accuracy (gold label × verdict, :mod:`.groups`)
+WORST_GROUP = "shortcut-worst-group"
 #: what the gap means, in one sentence (the reports print it)
 MEANING = (
     "The reliance gap is a model's accuracy on the aligned rows (the training set's "
@@ -104,15 +115,16 @@ def check_split(
     """Check that ``split`` (:func:`read_split`) grades the rows it was made with: each slice
     file holds as many rows as ``summary.json`` counts, with the recorded row digest
     (:func:`~zdebias.stats.shortcut_split.rows_digest`); a mismatch is a
-    :class:`ConfigError` naming the file. Returns ``{"suite", "warnings"}``: the suite whose
-    rows are the split's test set (None when none is), and what could not be checked or
-    does not match. A summary without digests (an older split) has only its counts checked
-    and says so in a warning; a suite that reads the file the split was made from, with
-    other rows, is an error."""
+    :class:`ConfigError` naming the file. Returns ``{"suite", "warnings", "rows"}``: the
+    suite whose rows are the split's test set (None when none is), what could not be
+    checked or does not match, and each slice file's records. A summary without digests (an
+    older split) has only its counts checked and says so in a warning; a suite that reads
+    the file the split was made from, with other rows, is an error."""
     folder = Path(split["folder"])
     summary = folder / "summary.json"
     digests = split.get("digests") or {}
     warnings: list[str] = []
+    rows: dict[str, list[Record]] = {}
     for name, suite in SUITES.items():
         count = split["counts"][name]
         file = folder / f"{name}.jsonl"
@@ -121,6 +133,7 @@ def check_split(
                 raise ConfigError(f"{file}: missing; {summary} counts {count:,} {name} rows")
             continue
         records, _info = load_suite(Suite(suite, str(file), format="jsonl", task=task), empty=True)
+        rows[name] = records
         if len(records) != count:
             raise ConfigError(
                 f"{file}: {len(records):,} labelled rows, but {summary} records {count:,} "
@@ -143,13 +156,13 @@ def check_split(
             "only its slices' row counts are checked, not their rows nor which suite it "
             "splits; remake it with zdebias shortcut-split"
         )
-        return {"suite": None, "warnings": warnings}
+        return {"suite": None, "warnings": warnings, "rows": rows}
     seen = []
     for s in suites:
         records, _info = load_suite(s)
         got = rows_digest(records)
         if got == want:
-            return {"suite": s.name, "warnings": warnings}
+            return {"suite": s.name, "warnings": warnings, "rows": rows}
         whole = not (s.where or s.limit)  # a selection of the file is not the file
         if whole and split.get("test") and _same_input(s.path, split["test"]):
             raise ConfigError(
@@ -164,7 +177,7 @@ def check_split(
         f"the suites: {', '.join(seen) or 'none'}): the reliance gap is measured on the "
         "split's own rows, not on any suite here"
     )
-    return {"suite": None, "warnings": warnings}
+    return {"suite": None, "warnings": warnings, "rows": rows}
 
 
 def _same_input(a: str, b: str) -> bool:
@@ -208,7 +221,7 @@ def evaluate_with_split(
     split = {**split, "suite": found["suite"]}
     split["warnings"] = [*split.get("warnings", []), *found["warnings"]]
     doc = evaluate_models(models, [*suites, *split_suites(split, task=task)], settings, **options)
-    return add_reliance(doc, split)
+    return add_reliance(doc, split, rows=found["rows"])
 
 
 def run_reliance(run: dict[str, Any]) -> dict[str, Any]:
@@ -226,10 +239,93 @@ def run_reliance(run: dict[str, Any]) -> dict[str, Any]:
     return {**acc, "gap": gap}
 
 
-def add_reliance(doc: dict[str, Any], split: dict[str, Any]) -> dict[str, Any]:
+def split_rows(split: dict[str, Any], *, task: str | None = None) -> dict[str, list[Record]]:
+    """Each slice file's records (with their ``meta.shortcut``), in file order."""
+    folder = Path(split["folder"])
+    out = {}
+    for name, suite in SUITES.items():
+        file = folder / f"{name}.jsonl"
+        if split["counts"].get(name) and file.exists():
+            out[name] = load_suite(Suite(suite, str(file), format="jsonl", task=task))[0]
+    return out
+
+
+def _row_keys(
+    rows: dict[str, list[Record]],
+) -> tuple[list[str], list[str | None], list[list[str] | None], list[tuple[str, int]]]:
+    """Gold labels, verdicts (None: free), carried shortcuts (None: not recorded) of the
+    split's rows, slice by slice, and the ``(suite, n)`` the outcomes come from in order."""
+    gold: list[str] = []
+    verdicts: list[str | None] = []
+    carries: list[list[str] | None] = []
+    parts = []
+    for name, records in rows.items():
+        parts.append((SUITES[name], len(records)))
+        for r in records:
+            info = r.meta.get("shortcut") if isinstance(r.meta, dict) else None
+            info = info if isinstance(info, dict) else {}
+            if "label" in info:
+                verdict = info["label"]
+            else:  # a split that recorded no verdict per row: its slice says what it can
+                verdict = {"aligned": r.label, "conflicting": OTHER, "free": None}[name]
+            gold.append(str(r.label))
+            verdicts.append(None if verdict is None else str(verdict))
+            have = info.get("carries")
+            carries.append([str(x) for x in have] if isinstance(have, list) else None)
+    return gold, verdicts, carries, parts
+
+
+def add_groups(
+    doc: dict[str, Any],
+    split: dict[str, Any],
+    rows: dict[str, list[Record]],
+    *,
+    min_size: int = MIN_GROUP_SIZE,
+) -> None:
+    """Each run's ``groups`` (:class:`~zdebias.evaluation.groups.GroupAccuracy` of its
+    outcomes on the split's rows) and ``shortcuts`` (:func:`shortcut_view` of the split's
+    top shortcuts, when its rows record which they carry); the worst-group accuracy as the
+    flat metric :data:`WORST_GROUP`, summarized over runs. A run scored before outcomes were
+    kept gets neither."""
+    gold, verdicts, carries, parts = _row_keys(rows)
+    metric = GroupAccuracy(min_size=min_size)
+    labels = split.get("labels") or None
+    cuts = [
+        {"feature": str(d["feature"]), "label": str(d["label"])}
+        for d in split.get("deciding_features") or []
+        if isinstance(d, dict) and "feature" in d and "label" in d
+    ]
+    recorded = any(c is not None for c in carries)
+    worst = []
+    for run in doc["runs"]:
+        results = run.get("results", {})
+        outcomes = [results.get(suite, {}).get("outcomes") for suite, _n in parts]
+        sizes = [n for _s, n in parts]
+        if any(not isinstance(o, str) or len(o) != n for o, n in zip(outcomes, sizes, strict=True)):
+            continue
+        correct = [ch == "1" for o in outcomes for ch in o]  # type: ignore[union-attr]
+        run["groups"] = metric(gold, verdicts, correct, labels=labels)
+        if cuts and recorded:
+            run["shortcuts"] = shortcut_view(cuts, gold, carries, correct)
+        if run["groups"]["worst_group_accuracy"] is not None:
+            run.setdefault("metrics", {})[WORST_GROUP] = run["groups"]["worst_group_accuracy"]
+            worst.append(run["groups"]["worst_group_accuracy"])
+    if worst and len(worst) == len(doc["runs"]):
+        doc["summary"][WORST_GROUP] = summarize(worst)
+
+
+def add_reliance(
+    doc: dict[str, Any],
+    split: dict[str, Any],
+    *,
+    rows: dict[str, list[Record]] | None = None,
+    min_size: int = MIN_GROUP_SIZE,
+) -> dict[str, Any]:
     """``doc`` (an evaluation results document whose suites include the split's) with each
-    run's ``reliance``, the gap's ``summary`` over runs and ``shortcut_split`` (what was
-    split, by what, the counts, warnings and :data:`MEANING`)."""
+    run's ``reliance``, ``groups`` and ``shortcuts`` (:func:`add_groups`; ``rows``: the
+    slices' records, read from the split's folder when not given), the gap's and the
+    worst group's ``summary`` over runs and ``shortcut_split`` (what was split, by what,
+    the counts, warnings and :data:`MEANING`)."""
     gaps = []
     for run in doc["runs"]:
         run["reliance"] = run_reliance(run)
@@ -237,6 +333,9 @@ def add_reliance(doc: dict[str, Any], split: dict[str, Any]) -> dict[str, Any]:
             gaps.append(run["reliance"]["gap"])
     if gaps and len(gaps) == len(doc["runs"]):
         doc["summary"][GAP] = summarize(gaps)
+    if rows is None:
+        rows = split_rows(split)
+    add_groups(doc, split, rows, min_size=min_size)
     warnings = list(split.get("warnings", []))
     if not split["counts"].get("conflicting"):
         warnings.append("the split has no conflicting rows: no gap")
@@ -255,41 +354,151 @@ def add_reliance(doc: dict[str, Any], split: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+#: the reliance table's columns, in order: conflicting and worst group first, the gap beside
+#: its two parts
+COLUMNS = ("worst-group", "conflicting", "aligned", "gap", "free")
+HEADERS = {
+    "worst-group": "worst group",
+    "conflicting": "conflicting",
+    "aligned": "aligned",
+    "gap": "gap (aligned − conflicting)",
+    "free": "free",
+}
+
+
+def _over_runs(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
+    values = [run.get("metrics", {}).get(key) for run in doc["runs"]]
+    ok = values and all(v is not None for v in values)
+    return summarize([float(v) for v in values]) if ok else None
+
+
 def reliance_table(
     docs: Sequence[dict[str, Any]], comparison: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """Per document with a shortcut split: its name and per slice and gap a summary over runs
-    (``{mean, std, n_runs}``, None where absent); ``comparison`` adds the gap's t-test."""
+    """Per document with a shortcut split: its name and, per column of :data:`COLUMNS`, a
+    summary over runs (``{mean, std, n_runs}``, None where absent); ``comparison`` adds the
+    gap's t-test (``test``) and, against the first document, ``aligned_loss``
+    (:func:`~zdebias.evaluation.groups.aligned_loss` of the means)."""
     tests = {
         item["name"]: item["tests"].get(GAP) for item in (comparison or {}).get("comparisons", [])
     }
+    keys = {**SUITES, "gap": GAP, "worst-group": WORST_GROUP}
     rows = []
     for doc in docs:
         if "shortcut_split" not in doc:
             continue
-        cells: dict[str, Any] = {}
-        for name, suite in [*SUITES.items(), ("gap", GAP)]:
-            values = [run.get("metrics", {}).get(suite) for run in doc["runs"]]
-            ok = values and all(v is not None for v in values)
-            cells[name] = summarize([float(v) for v in values]) if ok else None
+        cells = {name: _over_runs(doc, key) for name, key in keys.items()}
         rows.append({"name": doc.get("name"), "cells": cells, "test": tests.get(doc.get("name"))})
+    if comparison is not None and rows:
+        base = rows[0]
+        means = lambda row: {  # noqa: E731
+            k: (row["cells"][k] or {}).get("mean") for k in ("aligned", "conflicting")
+        }
+        for row in rows[1:]:
+            row["aligned_loss"] = aligned_loss(means(base), means(row))
     return rows
+
+
+def reliance_notes(rows: Sequence[dict[str, Any]], baseline: str | None = None) -> list[str]:
+    """The aligned-loss lines of a compared reliance table (:func:`reliance_table`)."""
+    base = baseline if baseline is not None else (rows[0]["name"] if rows else "")
+    lines = [
+        aligned_loss_line(str(row["name"]), str(base), row.get("aligned_loss")) for row in rows
+    ]
+    return [line for line in lines if line]
+
+
+def _group_cells(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Group name → gold, verdict, slice, n (first run) and the accuracy over runs."""
+    runs = [run["groups"] for run in doc["runs"] if run.get("groups")]
+    if not runs or len(runs) != len(doc["runs"]):
+        return {}
+    out = {}
+    for name, cell in runs[0]["groups"].items():
+        values = [r["groups"].get(name, {}).get("accuracy") for r in runs]
+        ok = all(v is not None for v in values)
+        out[name] = {**cell, "summary": summarize([float(v) for v in values]) if ok else None}
+    return out
+
+
+def groups_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    """The gold label × verdict table (rows per group, a column per method: accuracy, mean ±
+    std over runs) and the worst group of each method; empty when no run has groups."""
+    tables = [(doc, _group_cells(doc)) for doc in docs if "shortcut_split" in doc]
+    tables = [(doc, cells) for doc, cells in tables if cells]
+    if not tables:
+        return ""
+    names: dict[str, dict[str, Any]] = {}
+    for _doc, cells in tables:
+        for name, cell in cells.items():
+            names.setdefault(name, cell)
+    order = {"conflicting": 0, "aligned": 1, "free": 2}
+    header = ["gold × verdict", "slice", "n", *[str(doc.get("name")) for doc, _ in tables]]
+    lines = ["| " + " | ".join(header) + " |", "|---|---" + "|---:" * (len(header) - 2) + "|"]
+    for name, cell in sorted(names.items(), key=lambda kv: order[kv[1]["slice"]]):
+        accs = [format_cell((cells.get(name) or {}).get("summary")) for _doc, cells in tables]
+        lines.append("| " + " | ".join([name, cell["slice"], f"{cell['n']:,}", *accs]) + " |")
+    out = [*lines, ""]
+    for doc, _cells in tables:
+        first = doc["runs"][0]["groups"]
+        worst = [run["groups"]["worst_group"] for run in doc["runs"]]
+        which = sorted({w["group"] for w in worst if w})
+        k, m, size = first["n_qualifying"], first["n_groups"], first["min_size"]
+        if not which:
+            out.append(
+                f"{doc.get('name')}: no group has {size} rows or more (of {m}): no "
+                "worst-group accuracy"
+            )
+            continue
+        out.append(
+            f"{doc.get('name')}: worst group over the {k} of {m} groups with {size} rows or "
+            f"more: {format_cell(_over_runs(doc, WORST_GROUP))} ({', '.join(which)})"
+        )
+    return "\n".join(out)
+
+
+def shortcuts_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    """Per top shortcut of the split: accuracy on the rows that carry it, where it points to
+    the gold label and where it points elsewhere (mean ± std over runs; the row counts);
+    empty when the split's rows do not record the shortcuts they carry."""
+    with_view = [
+        doc for doc in docs if doc["runs"] and all(r.get("shortcuts") for r in doc["runs"])
+    ]
+    if not with_view:
+        return ""
+    first = with_view[0]["runs"][0]["shortcuts"]
+    header = ["shortcut → label", "rows to gold", "rows elsewhere"]
+    for doc in with_view:
+        header += [f"{doc.get('name')}: to gold", f"{doc.get('name')}: elsewhere"]
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    for i, cut in enumerate(first):
+        cells = [f"{cut['feature']} → {cut['label']}".replace("|", "\\|")]
+        cells += [f"{cut['to_gold']['n']:,}", f"{cut['elsewhere']['n']:,}"]
+        for doc in with_view:
+            for side in ("to_gold", "elsewhere"):
+                values = [run["shortcuts"][i][side]["accuracy"] for run in doc["runs"]]
+                ok = all(v is not None for v in values)
+                cells.append(format_cell(summarize(values) if ok else None))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def reliance_markdown(
     docs: Sequence[dict[str, Any]], comparison: dict[str, Any] | None = None
 ) -> str:
-    """The reliance table in Markdown with :data:`MEANING` and the split's warnings; empty
-    when no document has a shortcut split."""
+    """The reliance table in Markdown (worst group and conflicting first, the gap beside its
+    two parts) with :data:`MEANING`, the aligned-loss lines of a comparison, the split's
+    warnings, then the gold label × verdict groups and the per-shortcut view; empty when no
+    document has a shortcut split."""
     rows = reliance_table(docs, comparison)
     if not rows:
         return ""
     tested = comparison is not None and any(row["test"] for row in rows)
-    header = ["Method", "aligned", "conflicting", "free", "gap (aligned − conflicting)"]
+    header = ["Method", *[HEADERS[k] for k in COLUMNS]]
     header += ["Δ gap vs " + str(comparison["baseline"]), "p", "p (Holm)"] if tested else []
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for row in rows:
-        cells = [format_cell(row["cells"][k]) for k in ("aligned", "conflicting", "free", "gap")]
+        cells = [format_cell(row["cells"][k]) for k in COLUMNS]
         if tested:
             test = row["test"]
             if test:
@@ -310,20 +519,46 @@ def reliance_markdown(
         "",
         MEANING,
     ]
-    out += [f"Warning: {line}" for line in split["warnings"]]
+    baseline = comparison.get("baseline") if comparison else None
+    out += reliance_notes(rows, baseline) if comparison is not None else []
+    warned = []
+    for doc in docs:
+        for line in (doc.get("shortcut_split") or {}).get("warnings", []):
+            if line not in warned:
+                warned.append(line)
+    out += [f"Warning: {line}" for line in warned]
+    groups = groups_markdown(docs)
+    if groups:
+        out += ["", "Accuracy per gold label × shortcut verdict (%):", "", groups]
+    view = shortcuts_markdown(docs)
+    if view:
+        out += [
+            "",
+            "Per shortcut, accuracy (%) on the rows that carry it, where it points to the gold "
+            "label and where it points elsewhere:",
+            "",
+            view,
+        ]
     return "\n".join(out)
 
 
 __all__ = [
+    "COLUMNS",
     "GAP",
     "MEANING",
     "SUITES",
+    "WORST_GROUP",
+    "add_groups",
     "add_reliance",
     "check_split",
     "evaluate_with_split",
+    "groups_markdown",
     "read_split",
     "reliance_markdown",
+    "reliance_notes",
     "reliance_table",
     "run_reliance",
+    "shortcuts_markdown",
+    "split_rows",
     "split_suites",
 ]

@@ -105,7 +105,8 @@ def test_evaluate_reports_accuracy_per_slice_and_the_gap(
     assert doc["shortcut_split"]["counts"] == {"aligned": 4, "conflicting": 4, "free": 2}
     assert doc["shortcut_split"]["meaning"] == MEANING
     text = render_markdown(doc)
-    assert "| A | 100.00±0.00 | 33.33±14.43 | 100.00±0.00 | 66.67±14.43 |" in text
+    # worst group first (none has 20 rows here: –), conflicting, aligned, the gap, free
+    assert "| A | – | 33.33±14.43 | 100.00±0.00 | 66.67±14.43 | 100.00±0.00 |" in text
     assert MEANING in text and "Warning: only 4 conflicting rows" in text
 
 
@@ -123,7 +124,8 @@ def test_compare_t_tests_the_gap_between_methods(
     assert test["t"] == pytest.approx(float(expected.statistic))
     assert test["p"] == pytest.approx(float(expected.pvalue))
     text = reliance.reliance_markdown([a, b], comparison)
-    assert "| B | 91.67±14.43 | 83.33±14.43 | 100.00±0.00 | 8.33±28.87 | -58.33 |" in text
+    # worst group (none has 20 rows: –), conflicting, aligned, the gap beside them, free
+    assert "| B | – | 83.33±14.43 | 91.67±14.43 | 8.33±28.87 | 100.00±0.00 | -58.33 |" in text
     # the gap is Holm-adjusted with the other secondary metrics (macro-F1 ...), never below p
     assert "| p | p (Holm) |" in text and test["family"] == "secondary"
     assert test["p_holm"] >= test["p"] and f"| {test['p_holm']:.4f}" in text
@@ -200,7 +202,7 @@ def test_recipe_split_then_evaluate_stage(tmp_path: Path, monkeypatch: pytest.Mo
     assert [line.split(":")[0] for line in split["warnings"]] == ["only 4 conflicting rows"]
     assert rows["A"]["gap"]["mean"] == 0.75 and rows["B"]["gap"]["mean"] == -0.25
     table = (tmp_path / "run" / "eval" / "table.md").read_text()
-    assert MEANING in table and "| B | 75.00 | 100.00 | – | -25.00 |" in table
+    assert MEANING in table and "| B | – | 100.00 | 75.00 | -25.00 | – |" in table
     from html import escape as html_escape
 
     from zdebias.report.html import build_report
