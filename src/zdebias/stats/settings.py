@@ -113,6 +113,22 @@ class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
     )
     alpha: float = setting(0.01, "Significance level (Bonferroni-corrected).", gt=0, lt=1)
     top: int = setting(20, "Deciding features listed in summary.json.", ge=1)
+    rule: Literal["effect", "sum-z"] = setting(
+        "effect",
+        "How significant features vote: effect (each group of overlapping features votes "
+        "once with its smoothed log-odds against the prior; the partial-input model only "
+        "where its held-out precision is clearly above the prior) or sum-z (the earlier "
+        "rule: z summed over every significant feature; the partial-input model always).",
+        # sum-z, the rule of the shipped recipes' numbers, hashes as before the setting
+        exclude_if=lambda value: value == "sum-z",
+    )
+    bias_model: Literal["hypo-only", "ngram-lr"] = setting(
+        "hypo-only",
+        "The partial-input model of the effect rule: hypo-only (the hypo-only feature's own "
+        "model, --hypo-only-classifier) or ngram-lr (an independent one: logistic "
+        "regression on hypothesis n-grams, cross-fitted on other folds).",
+        exclude_if=lambda value: value == "hypo-only",  # unset: stage hashes as before
+    )
 
     def with_hypo_only(self) -> ShortcutSplitSettings:
         """These settings with the ``hypo-only`` feature listed when ``by`` needs the model

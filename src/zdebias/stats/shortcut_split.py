@@ -39,6 +39,7 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.keep import kept_features
 from zdebias.stats.settings import ShortcutSplitSettings
+from zdebias.stats.shortcut_votes import label_coincidence
 from zdebias.stats.zstats import z_critical, z_from_counts, z_statistics
 
 if TYPE_CHECKING:
@@ -58,6 +59,18 @@ RULE = (
     "significant features it carries (z > z_critical for some label, <null> left out); none "
     "when it carries none or the largest sum is tied; aligned: the verdict is the gold label, "
     "conflicting: another label, free: no verdict"
+)
+#: the verdict under the effect rule (the default since 2026-12-07, SPEC §13)
+RULE_EFFECT = (
+    "significant features (z > z_critical for some label, <null> left out) may vote; each "
+    "group of overlapping features (the overlap thresholds; an n-gram and the n-grams that "
+    "contain it) votes once, its member with the largest effect speaking; a feature's vote "
+    "for label l is its effect, the Jeffreys-smoothed log-odds of l among the training rows "
+    "carrying it minus the prior's; the partial-input model votes its effect only where its "
+    "top probability reaches the threshold calibrated on its out-of-fold training "
+    "predictions; a row's verdict is the label with the largest summed effect, none when "
+    "nothing votes or the sum ties; aligned: the verdict is the gold label, conflicting: "
+    "another label, free: no verdict"
 )
 #: deciding features listed per row in meta.shortcut
 ROW_FEATURES = 5
@@ -248,15 +261,33 @@ def split_records(
     test_matrix = matrix[n_train:]
     verdicts: dict[str, np.ndarray] = {}
     tied = np.zeros(len(test), dtype=bool)
-    if cfg.by in ("features", "both"):
-        verdicts["features"], tied = feature_verdicts(test_matrix, z, voting)
-    if cfg.by in ("hypothesis-only", "both"):
-        verdicts["hypothesis-only"] = _hypo_only_columns(
-            train, test, names, fm, cfg, labels, progress
+    used: dict[str, Any] = {}
+    deciding: list[dict[str, Any]] | None = None
+    if cfg.rule == "effect":
+        verdicts, tied, deciding, used = _effect_rule(
+            train, test, matrix, fm, y_train, z, voting, names, labels, cfg
         )
+    else:
+        if cfg.by in ("features", "both"):
+            verdicts["features"], tied = feature_verdicts(test_matrix, z, voting)
+        if cfg.by in ("hypothesis-only", "both"):
+            verdicts["hypothesis-only"] = _hypo_only_columns(
+                train, test, names, fm, cfg, labels, progress
+            )
     codes = slices(list(verdicts.values()), y_test)
-    out = _annotated(test, codes, verdicts, tied, test_matrix, z, voting, names, labels, cfg.by)
+    out = _annotated(
+        test, codes, verdicts, tied, test_matrix, z, voting, names, labels, cfg.by, deciding
+    )
     summary = _summary(out, codes, y_test, verdicts, tied, labels, cfg, len(train))
+    out = with_carried(out, test_matrix, names, summary["deciding_features"])
+    summary.update(used)
+    if cfg.rule == "effect":
+        summary["rule"] = RULE_EFFECT
+    summary["used"] = _used(cfg, pair, train, used)
+    coincident = label_coincidence(_one_verdict(verdicts), codes, y_test, labels)
+    summary["label_coincident"] = coincident is not None
+    if coincident:
+        summary["warnings"].append(coincident)
     skew = None
     if "features" in verdicts and cfg.label_prior is None:
         skew = imbalance_warning(y_train, labels, z_c, n_features)
@@ -279,6 +310,170 @@ def split_records(
         for k, name in enumerate(SLICES)
     }
     return ShortcutSplit(parts["aligned"], parts["conflicting"], parts["free"], summary, codes, out)
+
+
+def _one_verdict(verdicts: dict[str, np.ndarray]) -> np.ndarray:
+    """One verdict per row for the label-coincidence check: the features' where they have
+    one, else the partial-input model's (-1: none)."""
+    arrays = list(verdicts.values())
+    out = arrays[0].copy()
+    for v in arrays[1:]:
+        out = np.where(out >= 0, out, v)
+    return out
+
+
+def _used(
+    cfg: ShortcutSplitSettings, pair: bool, train: list[Record], used: dict[str, Any]
+) -> dict[str, Any]:
+    """What the split used (``summary.json`` ``used``): the verdict rule, the feature groups,
+    the prior, and the partial-input model: family, what it was trained on (``train_digest``,
+    the training rows' :func:`rows_digest`) and, under the effect rule, a digest of its
+    predictions. ``evaluate`` compares it to a method's own bias model."""
+    from zdebias.features.catalogue import DEFAULT_PAIR_FEATURES, DEFAULT_TEXT_FEATURES
+
+    features = list(cfg.features or (DEFAULT_PAIR_FEATURES if pair else DEFAULT_TEXT_FEATURES))
+    model_votes = pair and (cfg.by != "features" or "hypo-only" in features)
+    bias: dict[str, Any] | None = None
+    if model_votes:
+        if cfg.rule == "effect":
+            bias = dict(used.get("bias_model") or {})
+        else:
+            family = (
+                f"trained:{cfg.hypo_only_model}"
+                if cfg.hypo_only_model
+                else f"hypo-only-{cfg.hypo_only_classifier or 'nb'}"
+            )
+            bias = {"family": family, "gated": False}
+        bias.setdefault("train_digest", rows_digest(train))
+    return {
+        "rule": cfg.rule,
+        "features": features,
+        "keep_features": list(cfg.keep_features or []),
+        "label_prior": cfg.label_prior or "uniform",
+        "alpha": cfg.alpha,
+        "bias_model": bias,
+    }
+
+
+def _effect_rule(
+    train: list[Record],
+    test: list[Record],
+    matrix: sp.csr_matrix,
+    fm: Any,
+    y_train: np.ndarray,
+    zs: np.ndarray,
+    voting: np.ndarray,
+    names: list[str],
+    labels: tuple[str, ...],
+    cfg: ShortcutSplitSettings,
+) -> tuple[dict[str, np.ndarray], np.ndarray, list[dict[str, Any]], dict[str, Any]]:
+    """The verdicts under the effect rule (:mod:`zdebias.stats.shortcut_votes`): ``(verdicts,
+    tied, deciding features per row, summary keys)``."""
+    from zdebias.features.keys import FeatureKey
+    from zdebias.stats import shortcut_votes as sv
+
+    n_train = len(train)
+    keys = list(fm.keys) if fm.keys is not None else [FeatureKey.from_name(n) for n in names]
+    model_cols = np.array([k.kind == "hypo-only" for k in keys], dtype=bool)
+    p0 = sv.prior_shares(y_train, len(labels), cfg.label_prior)
+    effects = sv.effect_table(matrix[:n_train], y_train, p0)
+    pair = train[0].is_pair
+    model_in_features = bool(model_cols.any())
+    if model_in_features and cfg.keep_features:
+        kept = kept_features(names, cfg.keep_features)
+        model_in_features = kept is None or not bool(kept.mask[model_cols].any())
+    need_model = pair and (cfg.by != "features" or model_in_features)
+    used: dict[str, Any] = {"effect_smoothing": "jeffreys: (k + 0.5) / (n + 1)"}
+    model = None
+    gated_test = np.full(len(test), -1, dtype=np.int64)
+    if need_model:
+        if cfg.hypo_only_model and cfg.bias_model == "hypo-only":
+            raise ConfigError(
+                f"--hypo-only-model {cfg.hypo_only_model}: a trained classifier's labels give "
+                "no out-of-fold probabilities, so the effect rule cannot gate it; use "
+                "--bias-model ngram-lr (an independent cross-fitted model) or --rule sum-z"
+            )
+        kwargs = cfg.feature_kwargs()
+        x = sv.hypothesis_matrix([*train, *test], kwargs)
+        classifier = cfg.hypo_only_classifier or "nb"
+        folds = cfg.hypo_only_folds or 5
+        seed = int(kwargs.get("seed", 0))
+        proba = sv.cross_fitted_proba(
+            x, y_train, n_train, len(labels), family=cfg.bias_model,
+            classifier=classifier, folds=folds, seed=seed,
+        )  # fmt: skip
+        gate = sv.calibrate_gate(proba[:n_train], y_train, p0, labels)
+        gated_train = sv.gated(proba[:n_train], gate, labels)
+        gated_test = sv.gated(proba[n_train:], gate, labels)
+        model_effect = sv.model_effects(gated_train, y_train, p0)
+        if model_in_features:
+            rows = np.where(gated_test >= 0, gated_test, 0)
+            model = (model_effect[rows], gated_test >= 0)
+        family = "ngram-lr" if cfg.bias_model == "ngram-lr" else f"hypo-only-{classifier}"
+        used["bias_model"] = {
+            "family": family,
+            "folds": folds,
+            "seed": seed if cfg.bias_model == "hypo-only" else seed + 1,
+            "gated": True,
+            "predictions_digest": sv.predictions_digest(proba),
+            "oof_accuracy": round(float((proba[:n_train].argmax(axis=1) == y_train).mean()), 4),
+        }
+        used["gate"] = {
+            "margin": sv.GATE_MARGIN,
+            "per_label": gate,
+            "train_votes": int((gated_train >= 0).sum()),
+            "test_votes": int((gated_test >= 0).sum()),
+        }
+    verdicts: dict[str, np.ndarray] = {}
+    tied = np.zeros(len(test), dtype=bool)
+    deciding: list[dict[str, Any]] = [{"features": []} for _ in test]
+    if cfg.by in ("features", "both"):
+        votes = sv.effect_verdicts(
+            matrix[n_train:], effects, voting & ~model_cols, keys, model=model
+        )
+        verdicts["features"], tied = votes.verdict, votes.tied
+        for i, spoke in enumerate(votes.speakers):
+            deciding[i]["features"] = _speakers(
+                spoke, int(votes.verdict[i]), effects, zs, names, labels,
+                model[0][i] if model is not None else None, int(gated_test[i]),
+            )  # fmt: skip
+            if tied[i]:
+                top = votes.sums[i].max()
+                near = votes.sums[i] >= top - sv.TIE * max(1.0, abs(top))
+                deciding[i]["tied"] = [labels[li] for li in np.flatnonzero(near)]
+    if cfg.by in ("hypothesis-only", "both"):
+        verdicts["hypothesis-only"] = gated_test
+    return verdicts, tied, deciding, used
+
+
+def _speakers(
+    spoke: list[int],
+    verdict: int,
+    effects: np.ndarray,
+    z: np.ndarray,
+    names: list[str],
+    labels: tuple[str, ...],
+    model_effect: np.ndarray | None,
+    model_label: int,
+) -> list[dict[str, Any]]:
+    """A row's deciding features under the effect rule: the groups' speakers that favour the
+    verdict (effect > 0 for it), largest effect first; with no verdict every speaker and the
+    label it favours most."""
+    rows = []
+    for j in spoke:
+        eff = model_effect if j < 0 else effects[j]
+        name = f"hypo-only-pred={labels[model_label]}" if j < 0 else names[j]
+        zz = None if j < 0 else z[j]
+        li = verdict if verdict >= 0 else int(np.argmax(eff))
+        if verdict >= 0 and eff[li] <= 0:
+            continue
+        item: dict[str, Any] = {"feature": name, "label": labels[li]}
+        item["effect"] = round(float(eff[li]), 4)
+        if zz is not None:
+            item["z"] = round(float(zz[li]), 4)
+        rows.append(item)
+    rows.sort(key=lambda d: (-d["effect"], d["feature"]))
+    return rows[:ROW_FEATURES]
 
 
 def _exact_test(
@@ -305,9 +500,11 @@ def _annotated(
     names: list[str],
     labels: tuple[str, ...],
     by: str,
+    deciding: list[dict[str, Any]] | None = None,
 ) -> list[Record]:
     """The test records with ``meta.shortcut``: slice, verdict label, deciding features with
-    their z for it (strongest first, at most :data:`ROW_FEATURES`), per-source verdicts."""
+    their z for it (strongest first, at most :data:`ROW_FEATURES`), per-source verdicts;
+    ``deciding``: each row's deciding features when the effect rule made them."""
     out = []
     feats = verdicts.get("features")
     hypo = verdicts.get("hypothesis-only")
@@ -320,7 +517,9 @@ def _annotated(
         said = [lab for lab in per_source.values() if lab is not None]
         label = next((lab for lab in said if lab != gold), said[0] if said else None)
         info: dict[str, Any] = {"slice": SLICES[code], "label": label, "by": by}
-        if feats is not None:
+        if feats is not None and deciding is not None:
+            info.update(deciding[i])
+        elif feats is not None:
             info["features"] = _deciding(matrix, i, z, voting, names, labels, feats[i])
             if tied[i]:
                 cols = matrix.indices[matrix.indptr[i] : matrix.indptr[i + 1]]
@@ -369,6 +568,43 @@ def _deciding(
         {"feature": names[cols[k]], "label": labels[best[k]], "z": round(float(zs[k]), 4)}
         for k in order.tolist()
     ]
+
+
+def with_carried(
+    rows: list[Record], matrix: sp.spmatrix, names: list[str], shortcuts: list[dict[str, Any]]
+) -> list[Record]:
+    """``rows`` with ``meta.shortcut.carries``: which of ``shortcuts`` (the summary's
+    ``deciding_features``, the split's top shortcuts) each row carries, whether or not it
+    voted there; ``evaluate`` scores a model on the rows that carry each
+    (:func:`zdebias.evaluation.groups.shortcut_view`). ``matrix``: ``[N, F]`` of the rows.
+    A name not among ``names`` (a vote of the gated partial-input model) is carried where
+    a row's deciding features name it."""
+    import scipy.sparse as sp
+
+    index = {name: j for j, name in enumerate(names)}
+    wanted = [str(d["feature"]) for d in shortcuts]
+    cols = [index.get(name) for name in wanted]
+    have = [j for j in cols if j is not None]
+    present = (
+        sp.csc_matrix(matrix)[:, have].toarray() != 0
+        if have
+        else np.zeros((len(rows), 0), dtype=bool)
+    )
+    out = []
+    for i, r in enumerate(rows):
+        info = dict(r.meta.get("shortcut") or {})
+        named = {d.get("feature") for d in info.get("features") or []}
+        carried, k = [], 0
+        for name, j in zip(wanted, cols, strict=True):
+            if j is not None:
+                if present[i, k]:
+                    carried.append(name)
+                k += 1
+            elif name in named:
+                carried.append(name)
+        info["carries"] = carried
+        out.append(r.replace(meta={**r.meta, "shortcut": info}))
+    return out
 
 
 def rows_digest(records: Iterable[Record]) -> str:

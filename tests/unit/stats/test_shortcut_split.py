@@ -92,7 +92,9 @@ def test_split_of_hand_made_single_text_rows() -> None:
         _text(103, "bad", "positive"),
         _text(104, "good awful", "negative"),  # sums 0 and 0: a tie
     ]
-    split = split_records(_sentiment_train(), test, features=["unigrams"], labels=SENTIMENT)
+    split = split_records(
+        _sentiment_train(), test, features=["unigrams"], labels=SENTIMENT, rule="sum-z"
+    )
     s = split.summary
     assert s["n_features"] == 4 and s["n_significant"] == 3
     assert math.isclose(s["z_critical"], 2.807, abs_tol=1e-3)
@@ -155,14 +157,16 @@ def test_pair_rows_by_hypothesis_only_and_both() -> None:
         Record("a", "contradiction", "A woman sits.", "The woman is sleeping."),
         Record("b", "neutral", "A woman sits.", "The woman is sleeping."),
     ]
-    by_h = split_records(train, test, by="hypothesis-only", labels=labels)
+    by_h = split_records(train, test, by="hypothesis-only", labels=labels, rule="sum-z")
     assert [r.id for r in by_h.aligned] == ["a"] and [r.id for r in by_h.conflicting] == ["b"]
     assert by_h.rows[1].meta["shortcut"]["hypothesis_only"] == "contradiction"
     assert by_h.summary["hypothesis_only_accuracy"] == 0.5
     # features without hypo-only: the model is fitted on its own, with the same verdicts
-    alone = split_records(train, test, by="hypothesis-only", features=["unigrams"], labels=labels)
+    alone = split_records(
+        train, test, by="hypothesis-only", features=["unigrams"], labels=labels, rule="sum-z"
+    )
     assert [r.meta["shortcut"] for r in alone.rows] == [r.meta["shortcut"] for r in by_h.rows]
-    both = split_records(train, test, by="both", labels=labels)
+    both = split_records(train, test, by="both", labels=labels, rule="sum-z")
     assert [r.id for r in both.conflicting] == ["b"]
     assert both.rows[1].meta["shortcut"]["label"] == "contradiction"
     with pytest.raises(ConfigError, match="needs premise/hypothesis pairs"):
@@ -194,7 +198,7 @@ def test_demo_split_recovers_the_planted_hard_and_easy_rows() -> None:
 
     corpus = make_demo_corpus(seed=0)
     planted = artifact_subsets(corpus["test"])
-    split = split_records(corpus["train"], corpus["test"], labels=LABELS)
+    split = split_records(corpus["train"], corpus["test"], labels=LABELS, rule="sum-z")
     where = {r.id: r.meta["shortcut"]["slice"] for r in split.rows}
     hard = {r.id for r in planted["hard"]}
     easy = {r.id for r in planted["easy"]}
@@ -223,7 +227,7 @@ def test_shortcut_split_cli(tmp_path: Path) -> None:
     write_records(rows, test)
     out = tmp_path / "split"
     args = ["shortcut-split", "--train", str(train), "--test", str(test), "--out", str(out)]
-    result = CliRunner().invoke(app, [*args, "--features", "unigrams"])
+    result = CliRunner().invoke(app, [*args, "--features", "unigrams", "--rule", "sum-z"])
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"] == {"aligned": 1, "conflicting": 1, "free": 1}
