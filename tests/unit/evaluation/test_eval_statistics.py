@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -292,3 +292,63 @@ def test_compare_cli_refuses_two_tests_and_an_unknown_family(tmp_path: Path) -> 
     family = CliRunner().invoke(app, ["compare", *paths, "--family", "snli"])
     assert isinstance(family.exception, ConfigError)
     assert "family: 'snli' not among the tested metrics (hans)" in str(family.exception)
+
+
+class _Fixed:
+    """A classifier that gets right the rows listed for its name (row ids ``r0`` ...)."""
+
+    input = "text"
+    RIGHT: ClassVar[dict[str, set[int]]] = {"m0": set(range(5)), "m1": {0, 1, 2, 3, 5, 6, 7, 8, 9}}
+
+    def __init__(self, name: str) -> None:
+        self.name = Path(name).name
+        self.labels = ["negative", "positive"]
+
+    def predict_each(self, sets: list[list[Record]], **_: Any) -> list[np.ndarray]:
+        out = []
+        for records in sets:
+            probs = np.zeros((len(records), 2))
+            for i, r in enumerate(records):
+                gold = self.labels.index(r.label)
+                ok = int(r.id[1:]) in self.RIGHT[self.name]
+                probs[i, gold if ok else 1 - gold] = 1.0
+            out.append(probs)
+        return out
+
+
+def test_evaluate_stage_single_runs_get_mcnemar_and_one_legend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zdebias.classify.on_ray as on_ray
+    from zdebias.data.writers import write_records
+    from zdebias.pipeline.loader import recipe_from_dict
+    from zdebias.pipeline.runner import run_recipe
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(on_ray, "classifier_for", lambda model, *a, **k: _Fixed(str(model)))
+    rows = [Record(f"r{i}", ["negative", "positive"][i % 2], text=f"text {i}") for i in range(10)]
+    write_records(rows, tmp_path / "test.jsonl")
+    recipe = recipe_from_dict(
+        {
+            "name": "s",
+            "task": "sentiment",
+            "data": {"test": "test.jsonl"},
+            "stages": {
+                "eval": {
+                    "stage": "evaluate",
+                    "classifiers": {"D0": "m0", "PoE": "m1"},
+                    "suites": {"test": "test"},
+                }
+            },
+        }
+    )
+    run_recipe(recipe, tmp_path / "run")
+    results = json.loads((tmp_path / "run" / "eval" / "results.json").read_text())
+    test = results["comparison"]["comparisons"][0]["tests"]["test"]
+    # D0 right on rows 0-4, PoE on 0-3 and 5-9: 1 row only D0, 5 rows only PoE
+    assert test["test"] == "mcnemar" and (test["only_baseline"], test["only_other"]) == (1, 5)
+    assert test["p"] == pytest.approx(14 / 64) and test["difference"] == pytest.approx(0.4)
+    table = (tmp_path / "run" / "eval" / "table.md").read_text()
+    assert "| PoE | test | 50.00 | 90.00 | +40.00 | [" in table and "| mcnemar | – |" in table
+    assert table.count("* Holm-adjusted p < 0.05 (two-tailed) against D0") == 1
+    assert "mcnemar: McNemar's exact test over rows, paired bootstrap interval" in table
