@@ -1,0 +1,207 @@
+"""Group accuracy on a shortcut split (issue 55.2): gold label × verdict groups, worst group
+over groups with enough rows, the aligned-loss line, the per-shortcut view; all on hand-made
+rows with hand-computed numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zdebias.data.schema import Record
+from zdebias.data.writers import write_records
+from zdebias.evaluation import reliance
+from zdebias.evaluation.groups import GroupAccuracy, aligned_loss, shortcut_view
+from zdebias.evaluation.reliance import WORST_GROUP, add_reliance, reliance_markdown
+from zdebias.evaluation.tables import render_markdown
+
+#: (gold, verdict, rows, right): the hand-made confusion
+CONFUSION = [
+    ("a", "a", 25, 20),  # aligned, 80 %
+    ("a", "b", 20, 10),  # conflicting, 50 %: the worst group of 20 rows or more
+    ("b", "b", 30, 27),  # aligned, 90 %
+    ("b", "a", 19, 2),  # conflicting, 10.5 %: one row short of the minimum size
+    ("b", None, 6, 3),  # free, 50 %
+]
+
+
+def _rows() -> tuple[list[str], list[str | None], list[bool]]:
+    gold, verdicts, correct = [], [], []
+    for g, v, n, right in CONFUSION:
+        gold += [g] * n
+        verdicts += [v] * n
+        correct += [True] * right + [False] * (n - right)
+    return gold, verdicts, correct
+
+
+def test_group_accuracies_and_the_worst_group_of_a_hand_made_confusion() -> None:
+    out = GroupAccuracy()(*_rows(), labels=["a", "b"])
+    assert list(out["groups"]) == ["a × a", "a × b", "b × b", "b × a", "b × free"]
+    assert [(c["n"], c["n_correct"]) for c in out["groups"].values()] == [
+        (25, 20),
+        (20, 10),
+        (30, 27),
+        (19, 2),
+        (6, 3),
+    ]
+    assert [c["slice"] for c in out["groups"].values()] == [
+        "aligned",
+        "conflicting",
+        "aligned",
+        "conflicting",
+        "free",
+    ]
+    assert out["groups"]["b × a"]["accuracy"] == pytest.approx(2 / 19)
+    assert out["slices"]["aligned"] == {"n": 55, "n_correct": 47, "accuracy": 47 / 55}
+    assert out["slices"]["conflicting"] == {"n": 39, "n_correct": 12, "accuracy": 12 / 39}
+    assert out["slices"]["free"] == {"n": 6, "n_correct": 3, "accuracy": 0.5}
+    assert out["gap"] == pytest.approx(47 / 55 - 12 / 39)
+    # 19 rows < 20: b × a (10.5 %) takes no part; of the 3 groups that qualify a × b is worst
+    assert (out["min_size"], out["n_groups"], out["n_qualifying"]) == (20, 5, 3)
+    assert out["worst_group"]["group"] == "a × b" and out["worst_group_accuracy"] == 0.5
+    flat = GroupAccuracy().flat(out)
+    assert flat["shortcut worst-group"] == 0.5 and flat["shortcut group a × a"] == 0.8
+
+
+def test_min_size_rule_decides_which_groups_count() -> None:
+    out = GroupAccuracy(min_size=19)(*_rows())
+    assert out["n_qualifying"] == 4 and out["worst_group"]["group"] == "b × a"
+    assert out["worst_group_accuracy"] == pytest.approx(2 / 19)
+    none = GroupAccuracy(min_size=31)(*_rows())
+    assert none["n_qualifying"] == 0
+    assert none["worst_group"] is None and none["worst_group_accuracy"] is None
+    assert GroupAccuracy(min_size=31).flat(none).get("shortcut worst-group") is None
+
+
+def test_aligned_loss_on_hand_made_numbers() -> None:
+    # gap 30 → 18: aligned −10, conflicting +2; 10 of the 12 points are aligned loss
+    loss = aligned_loss(
+        {"aligned": 0.90, "conflicting": 0.60}, {"aligned": 0.80, "conflicting": 0.62}
+    )
+    assert loss["d_gap"] == pytest.approx(-0.12) and loss["share"] == pytest.approx(10 / 12)
+    assert loss["mostly_aligned_loss"] is True
+    # gap 30 → 18 mostly through conflicting gain: aligned −2, conflicting +10
+    gain = aligned_loss(
+        {"aligned": 0.90, "conflicting": 0.60}, {"aligned": 0.88, "conflicting": 0.70}
+    )
+    assert gain["share"] == pytest.approx(2 / 12) and gain["mostly_aligned_loss"] is False
+    # half and half is not "mostly"; a gap that grew has no share
+    half = aligned_loss(
+        {"aligned": 0.9, "conflicting": 0.6}, {"aligned": 0.85, "conflicting": 0.65}
+    )
+    assert half["share"] == pytest.approx(0.5) and half["mostly_aligned_loss"] is False
+    grew = aligned_loss({"aligned": 0.9, "conflicting": 0.6}, {"aligned": 0.95, "conflicting": 0.6})
+    assert grew["share"] is None and grew["mostly_aligned_loss"] is False
+    assert aligned_loss({"aligned": 0.9}, {"aligned": 0.8, "conflicting": 0.6}) is None
+
+
+def test_per_shortcut_view_on_hand_made_rows() -> None:
+    cuts = [
+        {"feature": "not@hypothesis", "label": "contradiction"},
+        {"feature": "outdoors@hypothesis", "label": "entailment"},
+    ]
+    gold = ["contradiction", "contradiction", "neutral", "entailment", "neutral", "entailment"]
+    carries = [["not@hypothesis"], ["not@hypothesis"], ["not@hypothesis"], [], None, None]
+    carries[3] = ["outdoors@hypothesis", "not@hypothesis"]
+    correct = [True, False, False, True, True, True]
+    view = shortcut_view(cuts, gold, carries, correct)
+    neg, out = view
+    # not@hypothesis: rows 0, 1 (gold contradiction: to gold), 2 and 3 (elsewhere)
+    assert neg["to_gold"] == {"n": 2, "n_correct": 1, "accuracy": 0.5}
+    assert neg["elsewhere"] == {"n": 2, "n_correct": 1, "accuracy": 0.5}
+    assert neg["all"] == {"n": 4, "n_correct": 2, "accuracy": 0.5}
+    # outdoors@hypothesis: row 3 only (gold entailment); rows 4, 5 record nothing: left out
+    assert out["to_gold"] == {"n": 1, "n_correct": 1, "accuracy": 1.0}
+    assert out["elsewhere"] == {"n": 0, "n_correct": 0, "accuracy": None}
+
+
+def _split(tmp_path: Path, *, min_rows: int = 1) -> Path:
+    """A split folder of the hand-made confusion: rows carry their verdict and shortcuts."""
+    folder = tmp_path / "split"
+    parts: dict[str, list[Record]] = {"aligned": [], "conflicting": [], "free": []}
+    k = 0
+    for g, v, n, _right in CONFUSION:
+        name = "free" if v is None else ("aligned" if v == g else "conflicting")
+        for _ in range(n):
+            carries = ["cue@text"] if v == "a" else []
+            meta = {"shortcut": {"slice": name, "label": v, "carries": carries}}
+            parts[name].append(Record(f"r{k}", g, text=f"row {k}", meta=meta))
+            k += 1
+    for name, rows in parts.items():
+        write_records(rows, folder / f"{name}.jsonl")
+    summary = {
+        "by": "features",
+        "labels": ["a", "b"],
+        "counts": {name: len(rows) for name, rows in parts.items()},
+        "deciding_features": [{"feature": "cue@text", "label": "a", "n_rows": 44}],
+        "warnings": [],
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def _doc(name: str, split: Path, right: dict[tuple[str, str | None], int]) -> dict[str, Any]:
+    """A results document of one run whose outcomes on each group are ``right`` rows right
+    (first rows of the group) and which carries the split's reliance and groups."""
+    rows = reliance.split_rows(reliance.read_split(split), task="labels:a,b")
+    results: dict[str, Any] = {}
+    metrics: dict[str, float] = {}
+    for part, records in rows.items():
+        seen: dict[tuple[str, str | None], int] = {}
+        out = ""
+        for r in records:
+            key = (r.label, r.meta["shortcut"]["label"])
+            seen[key] = seen.get(key, 0) + 1
+            out += "1" if seen[key] <= right[key] else "0"
+        suite = reliance.SUITES[part]
+        results[suite] = {"accuracy": out.count("1") / len(out), "outcomes": out}
+        metrics[suite] = out.count("1") / len(out)
+    doc = {
+        "kind": "zdebias-evaluation",
+        "name": name,
+        "suites": [{"name": s} for s in results],
+        "runs": [{"model": name, "results": results, "metrics": metrics}],
+        "summary": {},
+    }
+    return add_reliance(doc, {**reliance.read_split(split), "suite": None}, rows=rows)
+
+
+RIGHT = {(g, v): right for g, v, _n, right in CONFUSION}
+
+
+def test_evaluate_adds_groups_worst_group_and_the_shortcut_view(tmp_path: Path) -> None:
+    split = _split(tmp_path)
+    doc = _doc("D0", split, RIGHT)
+    run = doc["runs"][0]
+    assert run["groups"]["worst_group"]["group"] == "a × b"
+    assert run["metrics"][WORST_GROUP] == 0.5 and doc["summary"][WORST_GROUP]["mean"] == 0.5
+    (cue,) = run["shortcuts"]
+    # cue@text points to a: on a × a rows (to gold, 20/25 right), on b × a rows (2/19)
+    assert cue["to_gold"]["n"] == 25 and cue["to_gold"]["n_correct"] == 20
+    assert cue["elsewhere"]["n"] == 19 and cue["elsewhere"]["n_correct"] == 2
+    text = render_markdown(doc)
+    # conflicting and worst group first, the gap beside aligned and conflicting
+    assert "| Method | worst group | conflicting | aligned | gap (aligned − conflicting) |" in text
+    assert "| D0 | 50.00 | 30.77 | 85.45 | 54.69 | 50.00 |" in text
+    assert "| a × b | conflicting | 20 | 50.00 |" in text
+    assert "| b × a | conflicting | 19 | 10.53 |" in text
+    assert "D0: worst group over the 3 of 5 groups with 20 rows or more: 50.00 (a × b)" in text
+    assert "| cue@text → a | 25 | 19 | 80.00 | 10.53 |" in text
+
+
+def test_compare_says_when_the_gap_shrank_mostly_through_aligned_loss(tmp_path: Path) -> None:
+    split = _split(tmp_path)
+    base = _doc("D0", split, RIGHT)
+    # aligned: a × a 20 → 10 right, conflicting a × b 10 → 11: gap shrinks by aligned loss
+    lost = _doc("Z", split, {**RIGHT, ("a", "a"): 10, ("a", "b"): 11})
+    # conflicting a × b 10 → 20 right, aligned unchanged: robustness gained
+    gained = _doc("R", split, {**RIGHT, ("a", "b"): 20})
+    comparison = {"baseline": "D0", "comparisons": []}
+    text = reliance_markdown([base, lost, gained], comparison)
+    line = next(x for x in text.splitlines() if "aligned loss" in x)
+    # Δaligned = −10/55 = −18.18, Δconflicting = +1/39 = +2.56, Δgap = −20.74
+    assert line.startswith("Z: the gap shrank mostly through aligned loss")
+    assert "gap -20.75 points = aligned -18.18 − conflicting +2.56 (88% of" in line
+    assert "R: the gap" not in text
