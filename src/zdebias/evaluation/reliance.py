@@ -421,64 +421,101 @@ def _group_cells(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def groups_markdown(docs: Sequence[dict[str, Any]]) -> str:
-    """The gold label × verdict table (rows per group, a column per method: accuracy, mean ±
-    std over runs) and the worst group of each method; empty when no run has groups."""
+def groups_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The gold label × verdict groups of the documents with groups: ``methods`` (names),
+    ``rows`` (per group, conflicting groups first: ``name``, ``slice``, ``n``, ``cells``: a
+    summary over runs per method) and ``worst`` (per method, one line: the worst group over
+    the groups with enough rows, how many qualify); None when no run has groups."""
     tables = [(doc, _group_cells(doc)) for doc in docs if "shortcut_split" in doc]
     tables = [(doc, cells) for doc, cells in tables if cells]
     if not tables:
-        return ""
+        return None
     names: dict[str, dict[str, Any]] = {}
     for _doc, cells in tables:
         for name, cell in cells.items():
             names.setdefault(name, cell)
     order = {"conflicting": 0, "aligned": 1, "free": 2}
-    header = ["gold × verdict", "slice", "n", *[str(doc.get("name")) for doc, _ in tables]]
-    lines = ["| " + " | ".join(header) + " |", "|---|---" + "|---:" * (len(header) - 2) + "|"]
-    for name, cell in sorted(names.items(), key=lambda kv: order[kv[1]["slice"]]):
-        accs = [format_cell((cells.get(name) or {}).get("summary")) for _doc, cells in tables]
-        lines.append("| " + " | ".join([name, cell["slice"], f"{cell['n']:,}", *accs]) + " |")
-    out = [*lines, ""]
+    rows = [
+        {
+            "name": name,
+            "slice": cell["slice"],
+            "n": cell["n"],
+            "cells": [(cells.get(name) or {}).get("summary") for _doc, cells in tables],
+        }
+        for name, cell in sorted(names.items(), key=lambda kv: order[kv[1]["slice"]])
+    ]
+    worst_lines = []
     for doc, _cells in tables:
         first = doc["runs"][0]["groups"]
         worst = [run["groups"]["worst_group"] for run in doc["runs"]]
         which = sorted({w["group"] for w in worst if w})
         k, m, size = first["n_qualifying"], first["n_groups"], first["min_size"]
         if not which:
-            out.append(
+            worst_lines.append(
                 f"{doc.get('name')}: no group has {size} rows or more (of {m}): no "
                 "worst-group accuracy"
             )
             continue
-        out.append(
+        worst_lines.append(
             f"{doc.get('name')}: worst group over the {k} of {m} groups with {size} rows or "
             f"more: {format_cell(_over_runs(doc, WORST_GROUP))} ({', '.join(which)})"
         )
-    return "\n".join(out)
+    methods = [str(doc.get("name")) for doc, _ in tables]
+    return {"methods": methods, "rows": rows, "worst": worst_lines}
 
 
-def shortcuts_markdown(docs: Sequence[dict[str, Any]]) -> str:
-    """Per top shortcut of the split: accuracy on the rows that carry it, where it points to
-    the gold label and where it points elsewhere (mean ± std over runs; the row counts);
-    empty when the split's rows do not record the shortcuts they carry."""
-    with_view = [
-        doc for doc in docs if doc["runs"] and all(r.get("shortcuts") for r in doc["runs"])
-    ]
-    if not with_view:
+def groups_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    """:func:`groups_table` in Markdown, then its worst-group lines; empty without groups."""
+    table = groups_table(docs)
+    if table is None:
         return ""
-    first = with_view[0]["runs"][0]["shortcuts"]
-    header = ["shortcut → label", "rows to gold", "rows elsewhere"]
-    for doc in with_view:
-        header += [f"{doc.get('name')}: to gold", f"{doc.get('name')}: elsewhere"]
-    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
-    for i, cut in enumerate(first):
-        cells = [f"{cut['feature']} → {cut['label']}".replace("|", "\\|")]
-        cells += [f"{cut['to_gold']['n']:,}", f"{cut['elsewhere']['n']:,}"]
+    header = ["gold × verdict", "slice", "n", *table["methods"]]
+    lines = ["| " + " | ".join(header) + " |", "|---|---" + "|---:" * (len(header) - 2) + "|"]
+    for row in table["rows"]:
+        accs = [format_cell(cell) for cell in row["cells"]]
+        lines.append("| " + " | ".join([row["name"], row["slice"], f"{row['n']:,}", *accs]) + " |")
+    return "\n".join([*lines, "", *table["worst"]])
+
+
+def shortcuts_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per top shortcut of the split: ``name`` (``feature → label``), the rows that carry it
+    where it points to the gold label (``n_to_gold``) and elsewhere (``n_elsewhere``), and
+    per method the accuracy on each (``cells``: to gold, elsewhere, …; mean ± std over
+    runs); None when the split's rows do not record the shortcuts they carry."""
+    with_view = [d for d in docs if d["runs"] and all(r.get("shortcuts") for r in d["runs"])]
+    if not with_view:
+        return None
+    rows = []
+    for i, cut in enumerate(with_view[0]["runs"][0]["shortcuts"]):
+        cells = []
         for doc in with_view:
             for side in ("to_gold", "elsewhere"):
                 values = [run["shortcuts"][i][side]["accuracy"] for run in doc["runs"]]
                 ok = all(v is not None for v in values)
-                cells.append(format_cell(summarize(values) if ok else None))
+                cells.append(summarize(values) if ok else None)
+        rows.append(
+            {
+                "name": f"{cut['feature']} → {cut['label']}",
+                "n_to_gold": cut["to_gold"]["n"],
+                "n_elsewhere": cut["elsewhere"]["n"],
+                "cells": cells,
+            }
+        )
+    return {"methods": [str(d.get("name")) for d in with_view], "rows": rows}
+
+
+def shortcuts_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    """:func:`shortcuts_table` in Markdown; empty without it."""
+    table = shortcuts_table(docs)
+    if table is None:
+        return ""
+    header = ["shortcut → label", "rows to gold", "rows elsewhere"]
+    for name in table["methods"]:
+        header += [f"{name}: to gold", f"{name}: elsewhere"]
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    for row in table["rows"]:
+        cells = [row["name"].replace("|", "\\|"), f"{row['n_to_gold']:,}"]
+        cells += [f"{row['n_elsewhere']:,}", *[format_cell(c) for c in row["cells"]]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -553,12 +590,14 @@ __all__ = [
     "check_split",
     "evaluate_with_split",
     "groups_markdown",
+    "groups_table",
     "read_split",
     "reliance_markdown",
     "reliance_notes",
     "reliance_table",
     "run_reliance",
     "shortcuts_markdown",
+    "shortcuts_table",
     "split_rows",
     "split_suites",
 ]

@@ -46,7 +46,7 @@ from zdebias.evaluation.cells import MISSING, format_cell, format_number
 from zdebias.evaluation.tables import unlearned_lines
 from zdebias.pipeline.run_folder import MANIFEST
 from zdebias.report.cells import cell_rows
-from zdebias.report.text import prior_lines
+from zdebias.report.text import artifact_lines, prior_lines
 
 REPORT = "report.html"
 #: The page layout, in ``zdebias/resources``; this module computes what it shows.
@@ -395,6 +395,7 @@ def _gardner_section(run: RunData) -> list[dict[str, Any]]:
                 "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
                 "min_n": stats["gardner"].get("min_n", 20),
                 "prior_lines": prior_lines(stats),
+                "artifact_lines": artifact_lines(stats.get("artifact_model")),
             }
         )
     return figures
@@ -519,20 +520,58 @@ def _reliance(results: dict[str, Any]) -> dict[str, Any]:
     """The reliance table of an evaluate stage with a shortcut split (empty when none): per
     method, accuracy on aligned, conflicting and free rows and the gap, and what it means;
     the same keys, empty, for a stage without one."""
-    table = results.get("reliance")
-    if not table:
-        return {"reliance": [], "reliance_meaning": "", "reliance_warnings": []}
-    split = next(
-        (d["shortcut_split"] for d in results.get("documents", []) if "shortcut_split" in d), {}
+    from zdebias.evaluation.reliance import (
+        COLUMNS,
+        HEADERS,
+        groups_table,
+        reliance_notes,
+        shortcuts_table,
     )
-    keys = ("aligned", "conflicting", "free", "gap")
+
+    table = results.get("reliance")
+    empty = {"reliance_groups": None, "reliance_shortcuts": None, "reliance_notes": []}
+    if not table:
+        return {"reliance": [], "reliance_meaning": "", "reliance_warnings": [], **empty}
+    docs = results.get("documents", [])
+    split = next((d["shortcut_split"] for d in docs if "shortcut_split" in d), {})
+    groups = groups_table(docs)
+    cuts = shortcuts_table(docs)
     return {
+        # worst group and conflicting first, the gap beside its two parts
+        "reliance_header": ["Method", *[HEADERS[k] for k in COLUMNS]],
         "reliance": [
-            {"name": row["name"], "cells": [_cell(row["cells"].get(k)) for k in keys]}
+            {"name": row["name"], "cells": [_cell(row["cells"].get(k)) for k in COLUMNS]}
             for row in table
         ],
         "reliance_meaning": split.get("meaning", ""),
         "reliance_warnings": split.get("warnings", []),
+        "reliance_notes": reliance_notes(table) if any("aligned_loss" in r for r in table) else [],
+        "reliance_groups": None
+        if groups is None
+        else {
+            "header": ["gold × verdict", "slice", "n", *groups["methods"]],
+            "rows": [
+                {
+                    "cells": [r["name"], r["slice"], f"{r['n']:,}"],
+                    "values": [format_cell(c, mark="") for c in r["cells"]],
+                }
+                for r in groups["rows"]
+            ],
+            "worst": groups["worst"],
+        },
+        "reliance_shortcuts": None
+        if cuts is None
+        else {
+            "header": ["shortcut → label", "rows to gold", "rows elsewhere"]
+            + [f"{m}: {side}" for m in cuts["methods"] for side in ("to gold", "elsewhere")],
+            "rows": [
+                {
+                    "cells": [r["name"], f"{r['n_to_gold']:,}", f"{r['n_elsewhere']:,}"],
+                    "values": [format_cell(c, mark="") for c in r["cells"]],
+                }
+                for r in cuts["rows"]
+            ],
+        },
     }
 
 

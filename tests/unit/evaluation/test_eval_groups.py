@@ -205,3 +205,16 @@ def test_compare_says_when_the_gap_shrank_mostly_through_aligned_loss(tmp_path: 
     assert line.startswith("Z: the gap shrank mostly through aligned loss")
     assert "gap -20.75 points = aligned -18.18 − conflicting +2.56 (88% of" in line
     assert "R: the gap" not in text
+
+
+def test_report_renders_groups_worst_group_and_the_shortcut_view(tmp_path: Path) -> None:
+    from zdebias.report.results import build_result_report
+
+    doc = _doc("D0", _split(tmp_path), RIGHT)
+    path = tmp_path / "d0.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    html = build_result_report(path)
+    assert "<th>worst group</th><th>conflicting</th><th>aligned</th>" in html
+    assert '<td>a × b</td><td>conflicting</td><td>20</td><td class="num">50.00</td>' in html
+    assert "D0: worst group over the 3 of 5 groups with 20 rows or more: 50.00 (a × b)" in html
+    assert "<td>cue@text → a</td><td>25</td><td>19</td>" in html
