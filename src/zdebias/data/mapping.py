@@ -428,14 +428,33 @@ class RowMapper:
             return self.task.normalize(raw)
         except ValueError as err:
             values, others = None, ()
-            if self.label_values is not None and not self.given and key.lstrip("-").isdigit():
+            number = key.lstrip("-").isdigit()
+            if self.label_values is not None and not self.given and (number or not self.task_given):
                 values = self.label_values(label_col)
                 if not self.task_given:
                     others = tuple(t for t in TASKS.values() if t.pair == self.task.pair)
-            hint = unmapped_hint(
-                self.task, key, self.given, self.flag, values=values, others=others
-            )
+            words = values if values and not number else None
+            if words and len(words) > 1 and set(words).isdisjoint(self.task.aliases):
+                hint = _label_set_hint(words, self.flag)  # none of them the task's: a set
+            else:
+                hint = unmapped_hint(
+                    self.task, key, self.given, self.flag, values=None if words else values,
+                    others=others,
+                )  # fmt: skip
             raise DataError(f"{err}; {hint}", path=self.path, line=line, field=label_col) from None
+
+
+def _label_set_hint(words: list[str], flag: str) -> str:
+    """The hint for a column of word labels none of which is the default task's (a file of
+    a custom label set without its record): the label set they make, to name (``flag``:
+    ``--label-map`` for the command line, else Python's ``task=``)."""
+    held = ", ".join(words[:10]) + (", ..." if len(words) > 10 else "")
+    task = f"labels:{','.join(words)}"
+    named = f"--task {task}" if flag.startswith("--") else f"task={task!r}"
+    return (
+        f"the column holds {len(words)} labels ({held}), none of them the task's; name the "
+        f"label set with {named} (in the order of the label ids you want)"
+    )
 
 
 __all__ = ["COLUMN_CANDIDATES", "SHOWN_IDS", "ReadReport", "RowMapper"]

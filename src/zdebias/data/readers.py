@@ -206,9 +206,10 @@ class Dataset:
         return None, rows
 
     def label_values(self, column: str, limit: int = 100) -> list[str] | None:
-        """The distinct raw labels (keys) of ``column`` in a new pass over the rows, numbers
-        in their order, for the hint of an unmapped number; None when one is not a number,
-        or when more than ``limit`` differ (not a label column)."""
+        """The distinct raw labels (keys) of ``column`` in a new pass over the rows, for the
+        hint of a raw label no task or map names: all numbers (in their order) or all words
+        (sorted); None for a mix, or when more than ``limit`` differ or one is long (not a
+        label column)."""
         seen: set[str] = set()
         try:
             rows, _, _ = format_rows(self.format, self.spec, self.path, self.split)
@@ -219,14 +220,17 @@ class Dataset:
                     key = raw_key(row[column])
                 except ValueError:
                     return None
-                if key in UNLABELLED:
+                if key in UNLABELLED or key in seen:
                     continue
-                if not key.lstrip("-").isdigit() or len(key) > 9 or len(seen) == limit:
+                if len(key) > 40 or "," in key or len(seen) == limit:
                     return None
                 seen.add(key)
         except DataError:  # the rows fail further on: no hint rather than another error
             return None
-        return sorted(seen, key=int) or None
+        numbers = [key.lstrip("-").isdigit() and len(key) <= 9 for key in seen]
+        if all(numbers):
+            return sorted(seen, key=int) or None
+        return sorted(seen) if not any(numbers) else None
 
     def _mapper(
         self, keys: list[str], default_task: str, id_prefix: str, label_names: list[str] | None

@@ -171,3 +171,22 @@ def test_every_output_summary_names_the_task(
     found = recorded_task(tmp_path / "o" / "aligned.jsonl")
     assert (found[0] if found else None) == (f"labels:{task}" if task else None)
     assert recorded_task(tmp_path / "o" / "other.jsonl") is None  # not one of its files
+
+
+def test_a_file_without_its_record_gets_the_label_set_to_name(tmp_path: Path) -> None:
+    """Copied out of its folder, a custom set's rows stop at the first row with the set its
+    labels make; a typo of the default task's labels keeps its spelling hint."""
+    path = tmp_path / "moved.jsonl"
+    rows = [{"text": f"t {i}", "label": NAMES[i % 3]} for i in range(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as info:
+        list(Dataset(path))
+    assert str(info.value).endswith(
+        "the column holds 3 labels (hate, neither, offensive), none of them the task's; name "
+        "the label set with --task labels:hate,neither,offensive (in the order of the label "
+        "ids you want)"
+    )
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text('{"text": "a", "label": "positive"}\n{"text": "b", "label": "postive"}\n')
+    with pytest.raises(DataError, match="--label-map postive=positive \\(the nearest label"):
+        list(Dataset(typo))
