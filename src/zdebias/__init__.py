@@ -17,6 +17,7 @@ __all__ = [
     "Shortcuts",
     "__version__",
     "aflite_filter",
+    "artifact_accuracy",
     "cartography",
     "cartography_filter",
     "confidence_filter",

@@ -16,6 +16,8 @@
   row) and ``aflite_score`` (its predictability), on given ``embeddings=`` or the encoder's.
 - :func:`shortcut_split`: ``zdebias shortcut-split``; the test rows with ``shortcut_slice``
   (aligned, conflicting or free), ``shortcut_label`` (the verdict) and ``shortcut_features``.
+- :func:`artifact_accuracy`: ``zdebias stats --artifact-model``; the cross-validated accuracy
+  of a hypothesis-only (single text: text) logistic regression against the majority share.
 
 Rows are read with the CLI's column and label mapping (:class:`ReadOptions` keywords:
 ``task``, ``columns``, ``label_map``, ``split``, ``on_error``, ``limit``, ``where``); errors
@@ -50,6 +52,7 @@ from zdebias.stats.settings import (
 )
 
 if TYPE_CHECKING:
+    from zdebias.stats.artifacts import ArtifactResult
     from zdebias.stats.measure import Measurement
 
 #: Columns :func:`z_filter` adds to (a copy of) the input.
@@ -573,6 +576,42 @@ def shortcut_split(
     return (out, summary) if return_summary else out
 
 
+def artifact_accuracy(
+    data: Any,
+    settings: StatsSettings | None = None,
+    *,
+    folds: int = 5,
+    read: ReadOptions | None = None,
+    **keywords: Any,
+) -> ArtifactResult:
+    """How much of the label a model of another family than the z-filter's predicts without
+    the task (``zdebias stats --artifact-model``, :mod:`zdebias.stats.artifacts`).
+
+    ``data`` as for :func:`z_filter`; ``settings`` / keywords: :class:`StatsSettings` fields
+    (``seed``, ``token_pattern``, ``segmenter``) and :class:`ReadOptions` fields. Returns an
+    :class:`~zdebias.stats.artifacts.ArtifactResult`: ``accuracy`` (mean over the stratified
+    folds), ``accuracy_std``, ``majority_share``, ``above_majority`` (points), ``macro_f1``;
+    ``.report()`` is the block ``zdebias stats --artifact-model`` prints.
+
+    >>> zdebias.artifact_accuracy(df, task="nli").accuracy   # doctest: +SKIP
+    0.5819...
+    """
+    from zdebias.features.tokenize import Tokenizer
+    from zdebias.stats.artifacts import artifact_accuracy as cross_validated
+
+    cfg, options = _options(StatsSettings, settings, read, dict(keywords))
+    rows = _read(data, options)
+    if not rows.records:
+        raise ConfigError("no labelled rows to measure")
+    return cross_validated(
+        rows.records,
+        labels=rows.report.labels,
+        folds=folds,
+        seed=cfg.seed,
+        tokenize=Tokenizer.from_settings(cfg.token_kwargs()),
+    )
+
+
 __all__ = [
     "AFLITE_COLUMNS",
     "FILTER_COLUMNS",
@@ -580,6 +619,7 @@ __all__ = [
     "SPLIT_COLUMNS",
     "Shortcuts",
     "aflite_filter",
+    "artifact_accuracy",
     "cartography",
     "cartography_filter",
     "confidence_filter",

@@ -32,7 +32,7 @@ from zdebias.data.writers import atomic_open
 from zdebias.errors import ConfigError
 from zdebias.evaluation.cells import format_number
 from zdebias.pipeline.run_folder import MANIFEST
-from zdebias.report.text import filter_notes, prior_lines
+from zdebias.report.text import artifact_lines, filter_notes, prior_lines
 
 #: the ``kind`` of a ``zdebias evaluate`` results document
 EVALUATION_KIND = "zdebias-evaluation"
@@ -257,6 +257,7 @@ def _gardner(m: Any, caption: str, min_n: int = 20) -> dict[str, Any]:
         "z_critical": format_number(z_c, digits=2, thousands=""),
         "min_n": min_n,
         "prior_lines": prior_lines(m.report),
+        "artifact_lines": artifact_lines(m.report.get("artifact_model")),
     }
 
 
@@ -521,6 +522,7 @@ def stats_context(path: str | Path) -> dict[str, Any]:
                 "z_critical": format_number(stats["z_critical"], digits=2, thousands=""),
                 "min_n": int(g["min_n"]),
                 "prior_lines": prior_lines(stats),
+                "artifact_lines": artifact_lines(stats.get("artifact_model")),
             }
         )
     counts = stats.get("label_counts") or {}

@@ -67,6 +67,8 @@ def stats_text(report: dict[str, Any], top: int) -> str:
     )
     for line in prior_lines(report):
         _plain(console, line)
+    for line in artifact_lines(report.get("artifact_model")):
+        _plain(console, line)
     for line in report.get("warnings", []):
         _plain(console, f"warning: {line}")
     for label, rows in report["top"].items():
@@ -93,6 +95,24 @@ def stats_text(report: dict[str, Any], top: int) -> str:
             f"{p['n_points']:,} plotted features above the curve)",
         )
     return buf.getvalue().rstrip("\n")
+
+
+def artifact_lines(block: dict[str, Any] | None) -> list[str]:
+    """``stats --artifact-model``: the partial-input model's cross-validated accuracy against
+    the majority share, and for single text the note that it partly measures the task."""
+    if not block:
+        return []
+    seen = "hypothesis only" if block["input"] == "hypothesis" else "text"
+    lines = [
+        f"artifact model ({seen}; {block['model']}): "
+        f"{100 * block['accuracy']:.1f}% ± {100 * block['accuracy_std']:.1f} accuracy over "
+        f"{block['folds']} folds (seed {block['seed']}, {block['n_rows']:,} rows), majority "
+        f"share {100 * block['majority_share']:.1f}% ({block['majority_label']}): "
+        f"{block['above_majority_points']:+.1f} points; macro-F1 {block['macro_f1']:.3f}"
+    ]
+    if block["input"] != "hypothesis":
+        lines.append(f"  note: {block['note']}")
+    return lines
 
 
 def kept_note(block: dict[str, Any] | None, key: str = "n_significant") -> str:

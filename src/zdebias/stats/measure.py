@@ -113,6 +113,13 @@ def measure(
     m = Measurement(report, list(fm.names), list(labels), z, n, p_hat, fm)
     report["features_used"] = cfg.features or "default"
     report["tracked"] = m.tracked(cfg.track)
+    if cfg.artifact_model:  # a model of another family than the filter's (stats/artifacts.py)
+        from zdebias.features.tokenize import Tokenizer
+        from zdebias.stats.artifacts import artifact_accuracy
+
+        tokenize = Tokenizer.from_settings(cfg.token_kwargs())
+        found = artifact_accuracy(records, labels=labels, seed=cfg.seed, tokenize=tokenize)
+        report["artifact_model"] = found.report()
     short = short_fields_warning(records, cfg.feature_kwargs())  # Chinese read with \w+, ...
     if short:
         report["warnings"] = [*report.get("warnings", []), short]

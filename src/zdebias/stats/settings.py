@@ -84,6 +84,13 @@ class StatsSettings(FeatureSettings, PriorSettings, KeepSettings):
         "separate them by commas.",
         repeat=True,
     )
+    artifact_model: bool = setting(
+        False,
+        "Also report the 5-fold cross-validated accuracy of a partial-input model the filter "
+        "does not use (logistic regression on hypothesis word uni+bigrams; the text for single "
+        "text) against the majority share: how much is predictable without the task.",
+        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
+    )
 
     @field_validator("track", mode="before")
     @classmethod
