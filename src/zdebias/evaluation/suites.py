@@ -450,11 +450,50 @@ def evaluate_models(
     }
 
 
+class _GroupCell(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    gold: str
+    verdict: str
+    slice: Literal["aligned", "conflicting", "free"]
+    n: Annotated[int, Field(ge=0)]
+    n_correct: Annotated[int, Field(ge=0)]
+    accuracy: float | None
+
+
+class _Groups(BaseModel):
+    """A run's gold label × verdict groups (:mod:`zdebias.evaluation.groups`; optional:
+    results files of version 1 written before them have none)."""
+
+    model_config = ConfigDict(extra="allow")
+    groups: dict[str, _GroupCell]
+    min_size: Annotated[int, Field(ge=1)]
+    n_groups: Annotated[int, Field(ge=0)]
+    n_qualifying: Annotated[int, Field(ge=0)]
+    worst_group: dict[str, Any] | None
+    worst_group_accuracy: float | None
+
+
+class _Side(BaseModel):
+    n: Annotated[int, Field(ge=0)]
+    n_correct: Annotated[int, Field(ge=0)]
+    accuracy: float | None
+
+
+class _Shortcut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    feature: str
+    label: str
+    to_gold: _Side
+    elsewhere: _Side
+
+
 class _Run(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str
     results: dict[str, dict[str, Any]]
     metrics: dict[str, float | None]
+    groups: _Groups | None = None
+    shortcuts: list[_Shortcut] | None = None
 
 
 class _SuiteInfo(BaseModel):

@@ -218,3 +218,18 @@ def test_report_renders_groups_worst_group_and_the_shortcut_view(tmp_path: Path)
     assert '<td>a × b</td><td>conflicting</td><td>20</td><td class="num">50.00</td>' in html
     assert "D0: worst group over the 3 of 5 groups with 20 rows or more: 50.00 (a × b)" in html
     assert "<td>cue@text → a</td><td>25</td><td>19</td>" in html
+
+
+def test_results_file_with_a_broken_group_is_one_line(tmp_path: Path) -> None:
+    from zdebias.errors import ConfigError
+    from zdebias.evaluation.suites import read_results
+
+    doc = _doc("D0", _split(tmp_path), RIGHT)
+    path = tmp_path / "d0.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert read_results(path)["runs"][0]["groups"]["n_qualifying"] == 3  # new keys read
+    doc["runs"][0]["groups"]["groups"]["a × b"]["n"] = "twenty"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ConfigError, match="groups") as err:
+        read_results(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
