@@ -224,12 +224,20 @@ def difference_test(
         return ttest(a, b, equal_var=True, alpha=alpha)
     if len(a) == 1 and len(b) == 1:
         rows_a, rows_b = _outcomes(base, key), _outcomes(other, key)
+        suite = all(key in doc["runs"][0].get("results", {}) for doc in (base, other))
+        if not suite:
+            out = _empty(None, alpha)
+            out["reason"] = (
+                f"one run on each side: McNemar's test over rows applies to a suite's "
+                f"accuracy, not to {key!r}; train more seeds for a t-test"
+            )
+            return out
         if rows_a is None or rows_b is None:
             out = _empty(None, alpha)
             out["reason"] = (
                 "one run on each side: McNemar's test over rows needs each row's outcome, "
-                "which these results do not keep (results of zdebias evaluate before this "
-                "version, or not a suite's accuracy); evaluate again or train more seeds"
+                "which these results do not keep (written by zdebias evaluate before it kept "
+                "them); evaluate again, or train more seeds"
             )
             return out
         if rows_a[1] != rows_b[1] or len(rows_a[0]) != len(rows_b[0]):
@@ -294,11 +302,11 @@ def adjust(comparisons: Sequence[dict[str, Any]], family: Sequence[str] | None =
         }
     baselines = list(dict.fromkeys(str(c["baseline"]) for c in comparisons))
     for c in comparisons:
-        c["tests_used"] = tests_used(comparisons)
+        c["tests_used"] = used_tests(comparisons)
         c["legend"] = legend(c, comparisons, baselines)
 
 
-def tests_used(comparisons: Sequence[dict[str, Any]]) -> list[str]:
+def used_tests(comparisons: Sequence[dict[str, Any]]) -> list[str]:
     """The names of the tests that gave a p-value in ``comparisons``, sorted."""
     return sorted(
         {
@@ -319,7 +327,7 @@ def legend(
     """What the mark and the columns mean, printed once under a comparison's tables
     (``together``: the comparisons adjusted with it, against ``baselines``)."""
     fam = comparison["families"]
-    used = tests_used(together or [comparison])
+    used = used_tests(together or [comparison])
     against = ", ".join(baselines) if baselines else str(comparison["baseline"])
     tests = "; ".join(f"{name}: {TEST_NAMES[name]}" for name in used) or "none could be run"
     metrics = ", ".join(fam["primary"]["metrics"]) or "–"

@@ -202,6 +202,14 @@ def test_single_runs_get_mcnemar_over_rows() -> None:
     test = compare_results([base, other])["comparisons"][0]["tests"]["hans"]
     assert test["p"] is None and test["test"] is None
     assert "McNemar" in test["reason"] and "do not keep" in test["reason"]
+    # a metric that is not a suite's accuracy: no per-row test, said
+    base["runs"][0]["metrics"]["hans macro-F1"] = 0.4
+    other["runs"][0]["metrics"]["hans macro-F1"] = 0.6
+    tests = compare_results([base, other], keys=["hans", "hans macro-F1"])["comparisons"][0]
+    assert (
+        "applies to a suite's accuracy, not to 'hans macro-F1'"
+        in tests["tests"]["hans macro-F1"]["reason"]
+    )
     # other rows: not paired
     moved = _single("PoE", [True] * 11)
     test = compare_results([base, moved])["comparisons"][0]["tests"]["hans"]
