@@ -360,3 +360,19 @@ def test_evaluate_stage_single_runs_get_mcnemar_and_one_legend(
     assert "| PoE | test | 50.00 | 90.00 | +40.00 | [" in table and "| mcnemar | – |" in table
     assert table.count("* Holm-adjusted p < 0.05 (two-tailed) against D0") == 1
     assert "mcnemar: McNemar's exact test over rows, paired bootstrap interval" in table
+
+
+def test_recipe_family_names_must_be_suites_metrics() -> None:
+    from zdebias.pipeline.loader import recipe_from_dict
+
+    stage = {
+        "stage": "evaluate",
+        "classifiers": {"A": "models/a", "B": "models/b"},
+        "suites": {"hans": "t", "snli-hard": "t"},
+        "family": ["hans", "hnas"],
+    }
+    data = {"name": "e", "data": {"t": "t.jsonl"}, "stages": {"ev": stage}}
+    with pytest.raises(ConfigError, match=r"family \['hnas'\] names no suite of suites"):
+        recipe_from_dict(data)
+    stage["family"] = ["hans", "snli-hard macro-F1", "hans/lexical_overlap", "reliance-gap"]
+    assert recipe_from_dict(data).stages["ev"].family == stage["family"]

@@ -227,6 +227,20 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
                 f"baselines {unknown} are not methods of classifiers "
                 f"({', '.join(self.classifiers)})"
             )
+        # the family's metrics are the suites' (``hans``, ``hans macro-F1``, ``hans/...``),
+        # the average or the reliance gap: a typo fails here, not after the evaluation
+        known = ("Avg.", "reliance-gap")
+        stray = [
+            f
+            for f in self.family or []
+            if f not in known
+            and not any(f == s or f.startswith((f"{s} ", f"{s}/")) for s in self.suites)
+        ]
+        if stray:
+            raise ValueError(
+                f"family {stray} names no suite of suites ({', '.join(self.suites)}), "
+                "nor Avg. or reliance-gap"
+            )
         return self
 
 
