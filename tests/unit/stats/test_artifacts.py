@@ -164,6 +164,25 @@ def test_unset_it_leaves_the_stats_stage_hash_and_a_recipe_takes_it() -> None:
     assert hashed(artifact_model=True) != hashed()
 
 
+def test_a_recipe_stats_stage_with_it_writes_the_block_and_its_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zdebias.pipeline.loader import recipe_from_dict
+    from zdebias.pipeline.runner import run_recipe
+
+    monkeypatch.chdir(tmp_path)
+    _write(_giveaway(), tmp_path / "d.jsonl")
+    stage = {"stage": "stats", "input": "d", "features": ["unigrams"], "artifact_model": True}
+    recipe = recipe_from_dict(
+        {"name": "r", "task": "nli", "data": {"d": "d.jsonl"}, "stages": {"st": stage}}
+    )
+    manifest = run_recipe(recipe, tmp_path / "run", progress=False)
+    block = json.loads((tmp_path / "run" / "st" / "stats.json").read_text())["artifact_model"]
+    assert (block["accuracy"], block["folds"], block["input"]) == (1.0, 5, "hypothesis")
+    [metrics] = [s["metrics"] for s in manifest["stages"] if s["name"] == "st"]
+    assert (metrics["artifact_accuracy"], metrics["artifact_majority"]) == (1.0, 0.3333)
+
+
 @pytest.fixture(scope="module")
 def published(data_dir: Path) -> dict[str, list[Record]]:
     from script_module import load_script

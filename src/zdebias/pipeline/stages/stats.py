@@ -89,14 +89,15 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
     for line in report.get("warnings", []):  # e.g. keep_features that match no feature
         ctx.note(line)
     write_json(report, ctx.out_dir / "stats.json")
-    return StageResult(
-        {"stats": "stats.json"},
-        metrics={
-            "n_significant": report["n_significant"],
-            "max_z": report["max_z"],
-            "z_critical": round(report["z_critical"], 4),
-        },
-    )
+    metrics = {
+        "n_significant": report["n_significant"],
+        "max_z": report["max_z"],
+        "z_critical": round(report["z_critical"], 4),
+    }
+    if "artifact_model" in report:  # artifact_model: true
+        metrics["artifact_accuracy"] = report["artifact_model"]["accuracy"]
+        metrics["artifact_majority"] = report["artifact_model"]["majority_share"]
+    return StageResult({"stats": "stats.json"}, metrics=metrics)
 
 
 # --------------------------------------------------------------------------- z-filter
