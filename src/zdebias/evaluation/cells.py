@@ -20,7 +20,8 @@ from typing import Any
 #: What a missing number or cell prints as.
 MISSING = "–"
 
-#: Marks a cell that differs significantly from the baseline row (the paper underlines it).
+#: Marks a cell that differs significantly from the baseline row (the paper underlines it): its
+#: Holm-adjusted p is below α (:mod:`zdebias.evaluation.significance`), in every table.
 SIGNIFICANT = "*"
 
 

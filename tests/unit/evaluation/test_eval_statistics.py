@@ -107,6 +107,15 @@ def test_holm_against_hand_computation() -> None:
     assert holm([0.6, 0.9]) == [1.0, 1.0] and holm([]) == []
 
 
+def test_holm_on_six_values_and_against_statsmodels_where_installed() -> None:
+    ps = [0.001, 0.2, 0.013, 0.04, 0.5, 0.0049]
+    # sorted: 0.001·6, 0.0049·5, 0.013·4, 0.04·3, 0.2·2, then 0.5·1 (already above 0.4)
+    assert holm(ps) == pytest.approx([0.006, 0.4, 0.052, 0.12, 0.5, 0.0245])
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    _reject, expected, _s, _b = multitest.multipletests(ps, method="holm")
+    assert holm(ps) == pytest.approx(list(expected), rel=1e-9)
+
+
 def _test(p: float | None) -> dict[str, Any]:
     return {"p": p, "alpha": 0.05, "test": "welch", "difference": 0.01}
 
