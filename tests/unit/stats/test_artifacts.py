@@ -128,6 +128,9 @@ def test_the_stats_command_reports_it_only_when_asked(
     assert run_main([*args, "--out", tmp_path / "plain.json"]) == 0
     assert "artifact model" not in capsys.readouterr().out
     assert "artifact_model" not in json.loads((tmp_path / "plain.json").read_text())
+    few = _write(_giveaway(4), tmp_path / "few.jsonl")
+    assert run_main(["stats", few, "--features", "unigrams", "--artifact-model"]) == 2
+    assert "needs at least 5 rows of each" in capsys.readouterr().err
 
 
 def test_the_result_report_of_a_stats_file_shows_it(tmp_path: Path) -> None:
@@ -147,6 +150,8 @@ def test_the_python_api_takes_dicts() -> None:
     rows = [{"premise": r.premise, "hypothesis": r.hypothesis, "label": r.label} for r in _blind()]
     result = zdebias.artifact_accuracy(rows, task="nli", seed=3)
     assert (result.accuracy, result.majority_share, result.seed) == (0.4, 0.4, 3)
+    found = zdebias.find_shortcuts(rows, task="nli", features=["unigrams"], artifact_model=True)
+    assert found.summary["artifact_model"]["accuracy"] == 0.4
 
 
 def test_unset_it_leaves_the_stats_stage_hash_and_a_recipe_takes_it() -> None:
