@@ -665,11 +665,15 @@ def sample_trained(
         counts = premise_counts(read_samples(out), conditioned.plan, cfg.batch_size)
         summary["premises"] = {**info, **counts}
         if counts["n_short"]:
+            n_short, rows = counts["n_short"], conditioned.plan.per_premise
             log.warning(
-                "%d premises got fewer than their %d rows (every decode of a row malformed, or "
-                "a repeat of an earlier sample of the same premise); see summary.json",
-                counts["n_short"],
-                conditioned.plan.per_premise,
+                "%d %s fewer than %s %d %s (every decode of a row malformed, or a repeat of an "
+                "earlier sample of the same premise); see summary.json",
+                n_short,
+                "premise got" if n_short == 1 else "premises got",
+                "its" if n_short == 1 else "their",
+                rows,
+                "row" if rows == 1 else "rows",
             )
         write_json(summary, out / SUMMARY)
     return summary
