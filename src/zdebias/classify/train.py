@@ -69,6 +69,7 @@ from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.resolve import resolve_model
 from zdebias.models.training_run import StepsClock, TrainingRun, route_logs
 from zdebias.settings import DEFAULT_SEED
+from zdebias.stats.shortcut_split import rows_digest
 
 log = logging.getLogger("zdebias")
 
@@ -604,6 +605,9 @@ def _train(
                 setting="auto",
             ),
             "n_train": len(train),
+            # which rows it learnt from, as a shortcut split records its bias model's: evaluate
+            # warns when a split's bias model learnt from the rows this run's bias expert did
+            "train_rows_digest": rows_digest(train),
             "n_dev": len(dev) if dev else 0,
             "train_label_counts": dict(Counter(r.label for r in train)),
             "dev_label_counts": dict(Counter(r.label for r in dev)) if dev else {},

@@ -314,6 +314,50 @@ def add_groups(
         doc["summary"][WORST_GROUP] = summarize(worst)
 
 
+def bias_model_overlap(split_bias: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+    """Why a run's bias expert is not independent of the split's bias model (SPEC §13: a split
+    must not be made with a bias model a compared method used), or None: the expert *is*
+    the split's model (a split made with ``--hypo-only-model DIR``, PoE with ``--bias-model
+    DIR``), or it learnt from the rows the split's model was trained on (the same
+    ``train_rows_digest``). ``split_bias``: the split summary's ``used.bias_model``;
+    ``run``: a results run with ``bias_expert`` (read from its classifier folder)."""
+    expert = run.get("bias_expert")
+    if not split_bias or not isinstance(expert, dict):
+        return None
+    family = str(split_bias.get("family") or "")
+    loss = expert.get("loss") or "its loss"
+    model = expert.get("model")
+    if model and family.startswith("trained:") and _same_input(family[8:], str(model)):
+        return f"its {loss} bias expert ({model}) is the split's bias model"
+    digest = split_bias.get("train_digest")
+    if digest and expert.get("train_rows_digest") == digest:
+        what = f"({model})" if model else "(a joint hypothesis-only head)"
+        return (
+            f"its {loss} bias expert {what} learnt from the rows the split's bias model "
+            f"({family or 'partial-input model'}) was trained on"
+        )
+    return None
+
+
+def bias_model_warnings(doc: dict[str, Any], split_bias: dict[str, Any] | None) -> list[str]:
+    """One warning per reason a method's runs share the split's bias model
+    (:func:`bias_model_overlap`), with how many runs."""
+    reasons: dict[str, int] = {}
+    for run in doc["runs"]:
+        why = bias_model_overlap(split_bias, run)
+        if why:
+            reasons[why] = reasons.get(why, 0) + 1
+    n = len(doc["runs"])
+    return [
+        f"method {doc.get('name')!r} ({k} of {n} run{'' if n == 1 else 's'}): {why}: the split "
+        "grades it with its own bias model, so its conflicting rows are the ones its expert "
+        "already discounts; make the split with an independent bias model (another family, "
+        "trained on rows the method's expert never saw: shortcut-split --bias-model ngram-lr "
+        "on other training rows)"
+        for why, k in reasons.items()
+    ]
+
+
 def add_reliance(
     doc: dict[str, Any],
     split: dict[str, Any],
@@ -337,6 +381,8 @@ def add_reliance(
         rows = split_rows(split)
     add_groups(doc, split, rows, min_size=min_size)
     warnings = list(split.get("warnings", []))
+    split_bias = (split.get("used") or {}).get("bias_model")
+    warnings += bias_model_warnings(doc, split_bias)
     if not split["counts"].get("conflicting"):
         warnings.append("the split has no conflicting rows: no gap")
     for line in warnings:
@@ -348,6 +394,7 @@ def add_reliance(
         "suite": split.get("suite"),
         "test_digest": split.get("test_digest"),
         "counts": split["counts"],
+        "bias_model": split_bias,
         "warnings": warnings,
         "meaning": MEANING,
     }
@@ -563,6 +610,8 @@ def reliance_markdown(
         for line in (doc.get("shortcut_split") or {}).get("warnings", []):
             if line not in warned:
                 warned.append(line)
+                if comparison is not None and "its own bias model" in line:
+                    log.warning("shortcut split %s: %s", split["folder"], line)  # compare too
     out += [f"Warning: {line}" for line in warned]
     groups = groups_markdown(docs)
     if groups:
@@ -587,6 +636,8 @@ __all__ = [
     "WORST_GROUP",
     "add_groups",
     "add_reliance",
+    "bias_model_overlap",
+    "bias_model_warnings",
     "check_split",
     "evaluate_with_split",
     "groups_markdown",

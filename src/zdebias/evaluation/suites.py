@@ -263,7 +263,33 @@ def _run_info(model: str) -> dict[str, Any]:
                 reason = recorded_did_not_learn(data)  # the loader warns; the document keeps why
                 if reason:
                     info["did_not_learn"] = reason
+                bias = _bias_expert(data)
+                if bias:
+                    info["bias_expert"] = bias
     return info
+
+
+def _bias_expert(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """What a trained classifier's bias expert was (PoE and the other losses that need one):
+    ``mode`` (frozen: ``model``, a trained hypothesis-only classifier; joint: a head trained
+    with the classifier), ``train_rows_digest`` (the rows it learnt from, when recorded), so
+    ``evaluate`` can tell whether a shortcut split grades the run with the same bias model."""
+    settings = metrics.get("settings")
+    if not isinstance(settings, dict):
+        return None
+    model, mode = settings.get("bias_model"), settings.get("bias_mode")
+    if not model and not (mode == "joint" and metrics.get("loss") == "poe"):
+        return None
+    out: dict[str, Any] = {"loss": metrics.get("loss"), "mode": mode, "model": model}
+    if model:  # a frozen expert: the rows it was trained on, from its own folder
+        try:
+            own = json.loads((Path(str(model)) / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            own = None
+        out["train_rows_digest"] = own.get("train_rows_digest") if isinstance(own, dict) else None
+    else:  # a joint head learns from the classifier's own training rows
+        out["train_rows_digest"] = metrics.get("train_rows_digest")
+    return out
 
 
 class PredictionCache:

@@ -233,3 +233,64 @@ def test_results_file_with_a_broken_group_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="groups") as err:
         read_results(path)
     assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_method_whose_bias_expert_is_the_splits_bias_model_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from zdebias.evaluation.suites import _run_info
+
+    split = _split(tmp_path)
+    summary = json.loads((split / "summary.json").read_text())
+    expert = tmp_path / "hypo-only-minilm"
+    expert.mkdir()
+    (expert / "metrics.json").write_text(json.dumps({"train_rows_digest": "d" * 64}))
+    poe = tmp_path / "poe-seed1"
+    poe.mkdir()
+    settings = {"bias_model": str(expert), "bias_mode": "frozen"}
+    (poe / "metrics.json").write_text(json.dumps({"loss": "poe", "settings": settings}))
+    plain = tmp_path / "d0-seed1"
+    plain.mkdir()
+    (plain / "metrics.json").write_text(json.dumps({"loss": "ce", "settings": {}}))
+
+    def graded(family: str, digest: str, run_dir: Path) -> list[str]:
+        used = {"bias_model": {"family": family, "train_digest": digest}}
+        (split / "summary.json").write_text(json.dumps({**summary, "used": used}))
+        doc = _doc("M", split, RIGHT)
+        doc["runs"][0].update(_run_info(str(run_dir)))
+        caplog.clear()
+        rows = reliance.split_rows(reliance.read_split(split), task="labels:a,b")
+        doc = add_reliance(doc, reliance.read_split(split), rows=rows)
+        lines = [x for x in doc["shortcut_split"]["warnings"] if "own bias model" in x]
+        assert [r.message for r in caplog.records if "own bias model" in r.message] == [
+            f"shortcut split {split}: {line}" for line in lines
+        ]  # on stderr too
+        text = render_markdown(doc)
+        assert all(f"Warning: {line}" in text for line in lines)  # and in the table
+        return lines
+
+    # the split was made with --hypo-only-model DIR, the method's PoE expert is DIR
+    (same,) = graded(f"trained:{expert}", "e" * 64, poe)
+    assert f"method 'M' (1 of 1 run): its poe bias expert ({expert}) is the split's" in same
+    # the split's cross-fitted NB learnt from the rows the expert learnt from
+    (rows,) = graded("hypo-only-nb", "d" * 64, poe)
+    assert "learnt from the rows the split's bias model (hypo-only-nb) was trained on" in rows
+    # an independent split (other rows), and a method without a bias expert: no warning
+    assert graded("ngram-lr", "e" * 64, poe) == []
+    assert graded(f"trained:{expert}", "d" * 64, plain) == []
+
+
+def test_the_split_records_which_top_shortcuts_each_row_carries() -> None:
+    import scipy.sparse as sp
+
+    from zdebias.stats.shortcut_split import with_carried
+
+    rows = [
+        Record("0", "a", text="x", meta={"shortcut": {"features": []}}),
+        Record("1", "b", text="y", meta={"shortcut": {"features": [{"feature": "model=a"}]}}),
+    ]
+    matrix = sp.csr_matrix([[1, 0, 1], [0, 1, 1]])
+    cuts = [{"feature": "f2"}, {"feature": "f0"}, {"feature": "model=a"}]
+    out = with_carried(rows, matrix, ["f0", "f1", "f2"], cuts)
+    # present columns, in the shortcuts' order; a name with no column: where a row names it
+    assert [r.meta["shortcut"]["carries"] for r in out] == [["f2", "f0"], ["f2", "model=a"]]

@@ -209,7 +209,11 @@ def test_recipe_split_then_evaluate_stage(tmp_path: Path, monkeypatch: pytest.Mo
 
     html = build_report(tmp_path / "run")
     assert html_escape(MEANING) in html and "gap (aligned − conflicting)" in html
-    assert '<td>B</td><td class="num">75.00</td>' in html
+    # worst group (–: no group of 20 rows), conflicting 100, aligned 75, as in table.md
+    assert (
+        '<td>B</td><td class="num">–</td><td class="num">100.00</td><td class="num">75.00</td>'
+        in html
+    )
 
 
 def test_evaluate_cli_with_a_shortcut_split(
