@@ -169,11 +169,12 @@ def test_unset_it_leaves_the_stats_stage_hash_and_a_recipe_takes_it() -> None:
     assert hashed(artifact_model=True) != hashed()
 
 
-def test_a_recipe_stats_stage_with_it_writes_the_block_and_its_metrics(
+def test_a_recipe_stats_stage_writes_the_block_its_metrics_and_the_report_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from zdebias.pipeline.loader import recipe_from_dict
     from zdebias.pipeline.runner import run_recipe
+    from zdebias.report.html import build_report
 
     monkeypatch.chdir(tmp_path)
     _write(_giveaway(), tmp_path / "d.jsonl")
@@ -186,6 +187,7 @@ def test_a_recipe_stats_stage_with_it_writes_the_block_and_its_metrics(
     assert (block["accuracy"], block["folds"], block["input"]) == (1.0, 5, "hypothesis")
     [metrics] = [s["metrics"] for s in manifest["stages"] if s["name"] == "st"]
     assert (metrics["artifact_accuracy"], metrics["artifact_majority"]) == (1.0, 0.3333)
+    assert "artifact model (hypothesis only;" in build_report(tmp_path / "run")
 
 
 @pytest.fixture(scope="module")
