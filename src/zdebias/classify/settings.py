@@ -119,6 +119,13 @@ class EvaluateSettings(InferenceSettings):
         "A zdebias shortcut-split folder: also accuracy on its aligned, conflicting and free "
         "rows and the reliance gap aligned − conflicting.",
     )
+    min_group_size: int = setting(
+        20,
+        "With --shortcut-split: the rows a gold label × verdict group needs to count in the "
+        "worst-group accuracy.",
+        ge=1,
+        exclude_if=lambda value: value == 20,  # the default: stage hashes as before it
+    )
 
 
 class CompareSettings(Settings):

@@ -221,7 +221,8 @@ def evaluate_with_split(
     split = {**split, "suite": found["suite"]}
     split["warnings"] = [*split.get("warnings", []), *found["warnings"]]
     doc = evaluate_models(models, [*suites, *split_suites(split, task=task)], settings, **options)
-    return add_reliance(doc, split, rows=found["rows"])
+    min_size = getattr(settings, "min_group_size", None) or MIN_GROUP_SIZE
+    return add_reliance(doc, split, rows=found["rows"], min_size=min_size)
 
 
 def run_reliance(run: dict[str, Any]) -> dict[str, Any]:

@@ -294,3 +294,24 @@ def test_the_split_records_which_top_shortcuts_each_row_carries() -> None:
     out = with_carried(rows, matrix, ["f0", "f1", "f2"], cuts)
     # present columns, in the shortcuts' order; a name with no column: where a row names it
     assert [r.meta["shortcut"]["carries"] for r in out] == [["f2", "f0"], ["f2", "model=a"]]
+
+
+def test_min_group_size_setting_reaches_the_worst_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zdebias.evaluation.suites as suites
+    from zdebias.classify.settings import EvaluateSettings
+
+    split = _split(tmp_path)
+    made = _doc("D0", split, RIGHT)
+    for run in made["runs"]:  # what evaluate_models returns: no reliance yet
+        for key in ("groups", "shortcuts", "reliance"):
+            run.pop(key, None)
+    monkeypatch.setattr(suites, "evaluate_models", lambda *a, **k: made)
+    suite = suites.Suite("test", str(split / "aligned.jsonl"), format="jsonl", task="labels:a,b")
+    settings = EvaluateSettings(min_group_size=19)
+    doc = reliance.evaluate_with_split(["m"], [suite], split, settings)
+    groups = doc["runs"][0]["groups"]
+    assert (groups["min_size"], groups["n_qualifying"]) == (19, 4)
+    assert groups["worst_group"]["group"] == "b × a"
+    assert EvaluateSettings().min_group_size == 20
