@@ -239,6 +239,13 @@ def split_records(
             f"--by {cfg.by}: the hypothesis-only model needs premise/hypothesis pairs; "
             "use --by features for single-text tasks"
         )
+    if cfg.rule == "effect" and pair and cfg.hypo_only_model and cfg.bias_model == "hypo-only":
+        if cfg.by != "features" or cfg.features is None or "hypo-only" in cfg.features:
+            raise ConfigError(
+                f"--hypo-only-model {cfg.hypo_only_model}: a trained classifier's labels give "
+                "no out-of-fold probabilities, so the effect rule cannot gate it; use "
+                "--bias-model ngram-lr (an independent cross-fitted model) or --rule sum-z"
+            )
     y_train = label_ids(train, labels, "training")
     y_test = label_ids(test, labels, "test")
     n_train = len(train)

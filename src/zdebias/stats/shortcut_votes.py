@@ -51,6 +51,8 @@ GATE_MARGIN = 0.10
 GATE_MIN_BIN = 40
 #: and at most this many bins
 GATE_BINS = 20
+#: a top probability must exceed the (6-decimal) threshold by more than this to vote
+THRESHOLD_TOL = 1e-6
 #: Wilson bound's z (95%, two-sided)
 WILSON_Z = 1.96
 #: a split is flagged as the label mix when one label holds this share of its verdicts or of
@@ -225,9 +227,12 @@ def calibrate_gate(
     """Per predicted label, the smallest top-probability threshold above which every bin of
     the held-out predictions (``proba [N, L]``, out of fold; gold ``y``) has a 95% Wilson
     lower bound of precision above ``p0[label] + margin``: ``{label: {threshold, precision,
-    n, prior}}``, threshold None where no bin passes (the label never votes). Bins: the
-    label's predictions sorted by top probability, cut into equal counts of at least
-    ``min_bin`` rows (at most :data:`GATE_BINS`)."""
+    n, prior}}``; a prediction votes where its top probability is *above* the threshold.
+    Bins: the label's predictions sorted by top probability, cut into equal counts of at
+    least ``min_bin`` rows (at most :data:`GATE_BINS`). The threshold is the top probability
+    of the most confident row in a failing bin (1/L when every bin passes: any prediction but
+    a uniform one votes); None where the most confident bin fails (the label never votes).
+    ``precision`` and ``n``: the held-out rows above the threshold."""
     proba = np.asarray(proba, dtype=np.float64)
     y = np.asarray(y)
     pred = proba.argmax(axis=1) if len(proba) else np.zeros(0, dtype=np.int64)
@@ -249,8 +254,10 @@ def calibrate_gate(
             info.update(threshold=None, precision=None, n=0)
         else:
             above = np.concatenate(bins[first:])
+            below = np.concatenate(bins[:first]) if first else np.zeros(0, dtype=np.int64)
+            floor = float(top[below].max()) if len(below) else 1.0 / len(labels)
             info.update(
-                threshold=round(float(top[bins[first]].min()), 6),
+                threshold=round(floor, 6),
                 precision=round(float((y[above] == li).mean()), 4),
                 n=len(above),
             )
@@ -259,8 +266,8 @@ def calibrate_gate(
 
 
 def gated(proba: np.ndarray, gate: dict[str, dict[str, Any]], labels: Sequence[str]) -> np.ndarray:
-    """Each row's gated prediction: the argmax where its top probability reaches that label's
-    threshold, else -1 (the model abstains)."""
+    """Each row's gated prediction: the argmax where its top probability is above that
+    label's threshold, else -1 (the model abstains)."""
     proba = np.asarray(proba, dtype=np.float64)
     if not len(proba):
         return np.zeros(0, dtype=np.int64)
@@ -269,7 +276,7 @@ def gated(proba: np.ndarray, gate: dict[str, dict[str, Any]], labels: Sequence[s
     thr = np.array(
         [gate[lab]["threshold"] if gate[lab]["threshold"] is not None else np.inf for lab in labels]
     )
-    return np.where(top >= thr[pred], pred, -1).astype(np.int64)
+    return np.where(top > thr[pred] + THRESHOLD_TOL, pred, -1).astype(np.int64)
 
 
 def model_effects(gated_train: np.ndarray, y: np.ndarray, p0: np.ndarray) -> np.ndarray:
@@ -298,7 +305,7 @@ def hypothesis_matrix(records: Sequence[Any], settings: dict[str, Any]) -> sp.cs
 def _ngram_lr(seed: int) -> Any:
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(C=1.0, max_iter=300, random_state=seed)
+    return LogisticRegression(C=1.0, tol=1e-3, max_iter=200, random_state=seed)
 
 
 def cross_fitted_proba(
@@ -316,7 +323,8 @@ def cross_fitted_proba(
     model trained on the others), the mean of the fold models for the rest. ``family``
     hypo-only: the hypo-only feature's model (``classifier`` nb or logreg, its folds and
     seed: the same argmax as the feature); ngram-lr: scikit-learn's logistic regression
-    (lbfgs, C = 1) on the same n-grams, with folds dealt from ``seed + 1``."""
+    (lbfgs, C = 1, tol 1e-3) on the n-grams found on two or more training rows, with folds
+    dealt from ``seed + 1``."""
     import warnings
 
     from zdebias.features.hypothesis_only import _deal_folds, _make_classifier
@@ -327,7 +335,8 @@ def cross_fitted_proba(
     n = x.shape[0]
     fit_seed = seed if family == "hypo-only" else seed + 1
     fit_rows, folds, fold_of, other = _deal_folds(n, np.arange(n_train), folds, fit_seed)
-    seen = x[:n_train].getnnz(axis=0) > 0
+    # n-grams of the training rows only (ngram-lr: those on 2 or more of them, as min_df=2)
+    seen = x[:n_train].getnnz(axis=0) >= (1 if family == "hypo-only" else 2)
     if not seen.all():
         x = x[:, np.flatnonzero(seen)]
     proba = np.zeros((n, num_labels))
