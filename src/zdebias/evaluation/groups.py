@@ -71,7 +71,7 @@ class GroupAccuracy:
         self,
         gold: Sequence[str],
         verdicts: Sequence[str | None],
-        correct: Sequence[bool | int],
+        correct: Sequence[bool | int] | np.ndarray,
         *,
         labels: Sequence[str] | None = None,
     ) -> dict[str, Any]:
@@ -85,16 +85,16 @@ class GroupAccuracy:
             raise ValueError(
                 f"{len(gold)} gold labels, {len(verdicts)} verdicts, {len(correct)} outcomes"
             )
-        verdict = [FREE if v is None else str(v) for v in verdicts]
-        keys = [(str(g), v) for g, v in zip(gold, verdict, strict=True)]
-        order = list(labels) if labels is not None else []
-        for g, v in keys:
-            for lab in (g, v):
-                if lab not in order and lab not in (FREE, OTHER):
-                    order.append(lab)
-        rank = {lab: i for i, lab in enumerate([*order, OTHER, FREE])}
-        index = {k: i for i, k in enumerate(sorted(set(keys), key=lambda k: _sort(k, rank)))}
-        codes = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
+        return self.score(grouping(gold, verdicts, labels=labels), correct)
+
+    def score(
+        self, groups: tuple[list[tuple[str, str]], np.ndarray], correct: Sequence[bool | int]
+    ) -> dict[str, Any]:
+        """:meth:`__call__` from the rows' :func:`grouping`, computed once for many runs."""
+        keys, codes = groups
+        index = {k: i for i, k in enumerate(keys)}
+        if len(codes) != len(correct):
+            raise ValueError(f"{len(codes)} rows, {len(correct)} outcomes")
         ok = np.asarray(correct, dtype=np.int64)
         n = np.bincount(codes, minlength=len(index))
         right = np.bincount(codes, weights=ok, minlength=len(index)).astype(np.int64)
@@ -138,12 +138,78 @@ class GroupAccuracy:
         return out
 
 
+def grouping(
+    gold: Sequence[str], verdicts: Sequence[str | None], *, labels: Sequence[str] | None = None
+) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The groups ``(gold, verdict)`` in table order (gold labels in ``labels`` order, then
+    first seen; per gold label its own verdict, the others, free last) and each row's
+    group index ``[N]``."""
+    verdict = [FREE if v is None else str(v) for v in verdicts]
+    keys = list(zip(map(str, gold), verdict, strict=True))
+    unique = list(dict.fromkeys(keys))
+    order = list(labels) if labels is not None else []
+    for g, v in unique:
+        for lab in (g, v):
+            if lab not in order and lab not in (FREE, OTHER):
+                order.append(lab)
+    rank = {lab: i for i, lab in enumerate([*order, OTHER, FREE])}
+    ordered = sorted(unique, key=lambda k: _sort(k, rank))
+    index = {k: i for i, k in enumerate(ordered)}
+    return ordered, np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
+
+
 def _sort(key: tuple[str, str], rank: dict[str, int]) -> tuple[int, int, int]:
     gold, verdict = key
     g = rank.get(gold, len(rank))
     # the label's own verdict first (aligned), then the other labels, free last
     v = -1 if verdict == gold else rank.get(verdict, len(rank))
     return g, v, 0
+
+
+def shortcut_masks(
+    shortcuts: Sequence[dict[str, Any]],
+    gold: Sequence[str],
+    carries: Sequence[Sequence[str] | None],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per shortcut, the rows that carry it where its label is the gold label and where it
+    is not (boolean ``[N]`` each): what :func:`shortcut_view` scores, computed once for any
+    number of runs."""
+    index = {str(cut["feature"]): k for k, cut in enumerate(shortcuts)}
+    carried = np.zeros((len(gold), len(shortcuts)), dtype=bool)
+    for i, have in enumerate(carries):
+        for name in have or ():
+            k = index.get(name)
+            if k is not None:
+                carried[i, k] = True
+    gold_arr = np.asarray(list(gold), dtype=object)
+    out = []
+    for k, cut in enumerate(shortcuts):
+        to_gold = gold_arr == cut["label"]
+        out.append((carried[:, k] & to_gold, carried[:, k] & ~to_gold))
+    return out
+
+
+def view_of(
+    shortcuts: Sequence[dict[str, Any]],
+    masks: Sequence[tuple[np.ndarray, np.ndarray]],
+    correct: Sequence[bool | int] | np.ndarray,
+) -> list[dict[str, Any]]:
+    """:func:`shortcut_view` from :func:`shortcut_masks`."""
+    ok = np.asarray(correct, dtype=bool)
+    out = []
+    for cut, (to_gold, elsewhere) in zip(shortcuts, masks, strict=True):
+        a = (int(to_gold.sum()), int((to_gold & ok).sum()))
+        b = (int(elsewhere.sum()), int((elsewhere & ok).sum()))
+        out.append(
+            {
+                "feature": cut["feature"],
+                "label": cut["label"],
+                "to_gold": _cell(*a),
+                "elsewhere": _cell(*b),
+                "all": _cell(a[0] + b[0], a[1] + b[1]),
+            }
+        )
+    return out
 
 
 def shortcut_view(
@@ -156,27 +222,7 @@ def shortcut_view(
     that carry it (``carries``: each row's shortcut names; None: not recorded, the row is
     left out), split by where it points: ``to_gold`` (its label is the row's gold label) and
     ``elsewhere``, each ``{n, n_correct, accuracy}``; ``all`` both together."""
-    out = []
-    for cut in shortcuts:
-        name, label = cut["feature"], cut["label"]
-        cells = {"to_gold": [0, 0], "elsewhere": [0, 0]}
-        for g, have, ok in zip(gold, carries, correct, strict=True):
-            if have is not None and name in have:
-                cell = cells["to_gold" if g == label else "elsewhere"]
-                cell[0] += 1
-                cell[1] += int(ok)
-        both = [cells["to_gold"][0] + cells["elsewhere"][0]]
-        both.append(cells["to_gold"][1] + cells["elsewhere"][1])
-        out.append(
-            {
-                "feature": name,
-                "label": label,
-                "to_gold": _cell(*cells["to_gold"]),
-                "elsewhere": _cell(*cells["elsewhere"]),
-                "all": _cell(*both),
-            }
-        )
-    return out
+    return view_of(shortcuts, shortcut_masks(shortcuts, gold, carries), correct)
 
 
 def aligned_loss(
@@ -233,6 +279,9 @@ __all__ = [
     "aligned_loss",
     "aligned_loss_line",
     "group_name",
+    "grouping",
+    "shortcut_masks",
     "shortcut_view",
     "slice_of",
+    "view_of",
 ]

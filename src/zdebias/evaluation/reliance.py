@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from zdebias.data.documents import checked, read_document
@@ -31,7 +32,9 @@ from zdebias.evaluation.groups import (
     GroupAccuracy,
     aligned_loss,
     aligned_loss_line,
-    shortcut_view,
+    grouping,
+    shortcut_masks,
+    view_of,
 )
 from zdebias.evaluation.suites import Suite, load_suite, summarize
 from zdebias.stats.shortcut_split import rows_digest
@@ -297,6 +300,8 @@ def add_groups(
         if isinstance(d, dict) and "feature" in d and "label" in d
     ]
     recorded = any(c is not None for c in carries)
+    masks = shortcut_masks(cuts, gold, carries) if cuts and recorded else []
+    groups = grouping(gold, verdicts, labels=labels)
     worst = []
     for run in doc["runs"]:
         results = run.get("results", {})
@@ -304,10 +309,11 @@ def add_groups(
         sizes = [n for _s, n in parts]
         if any(not isinstance(o, str) or len(o) != n for o, n in zip(outcomes, sizes, strict=True)):
             continue
-        correct = [ch == "1" for o in outcomes for ch in o]  # type: ignore[union-attr]
-        run["groups"] = metric(gold, verdicts, correct, labels=labels)
-        if cuts and recorded:
-            run["shortcuts"] = shortcut_view(cuts, gold, carries, correct)
+        joined = "".join(outcomes).encode()  # type: ignore[arg-type]
+        correct = np.frombuffer(joined, dtype=np.uint8) == ord("1")
+        run["groups"] = metric.score(groups, correct)
+        if masks:
+            run["shortcuts"] = view_of(cuts, masks, correct)
         if run["groups"]["worst_group_accuracy"] is not None:
             run.setdefault("metrics", {})[WORST_GROUP] = run["groups"]["worst_group_accuracy"]
             worst.append(run["groups"]["worst_group_accuracy"])
