@@ -176,6 +176,15 @@ def shortcut_split_command(
     test: Annotated[str, typer.Option("--test", help="Labelled test set to split.")],
     out: OutDir,
     settings: ShortcutSplitSettings,
+    compare_with: Annotated[
+        str | None,
+        typer.Option(
+            "--compare-with",
+            help="Another split's folder of the same test set: summary.json's agreement "
+            "gives the share of rows in the same slice and Cohen's kappa.",
+        ),
+    ] = None,
+    *,
     read: ReadOptions,
     cli: CliOptions,
 ) -> None:
@@ -195,6 +204,7 @@ def shortcut_split_command(
         hypo_only=apply_hypo_only_model,
         overwrite=cli.overwrite,
         progress=cli.progress,
+        compare_with=compare_with,
     )
     emit(summary, cli, lambda: shortcut_split_text(summary, out))
 

@@ -435,6 +435,23 @@ def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
     if s.get("hypothesis_only_accuracy") is not None:
         accuracy = s["hypothesis_only_accuracy"]
         lines.append(f"hypothesis-only accuracy on the test set {accuracy:.4f}")
+    gate = s.get("gate")
+    if gate:  # the effect rule's partial-input model: where it may vote
+        lines.append(
+            f"partial-input model ({(s.get('used') or {}).get('bias_model', {}).get('family')}) "
+            f"votes on {gate['test_votes']:,} test rows: where its top probability is above "
+            + ", ".join(
+                f"{lab} {g['threshold']:.3f}" if g["threshold"] is not None else f"{lab} never"
+                for lab, g in gate["per_label"].items()
+            )
+        )
+    agree = s.get("agreement")
+    if agree:
+        kappa = "n/a" if agree["kappa"] is None else f"{agree['kappa']:.3f}"
+        lines.append(
+            f"agreement with {agree['other']}: {agree['same']:,} of {agree['n']:,} rows in "
+            f"the same slice ({100 * (agree['share'] or 0):.1f}%), Cohen's kappa {kappa}"
+        )
     lines.append(f"wrote {out}/aligned.jsonl, conflicting.jsonl, free.jsonl, summary.json")
     return "\n".join(lines)
 

@@ -357,12 +357,14 @@ def shortcut_split_file(
     hypo_only: HypoOnly | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    compare_with: str | Path | None = None,
 ) -> dict[str, Any]:
     """Split ``test`` (read with the training set's label set unless its own is given) by
     the shortcuts of ``train`` (:mod:`zdebias.stats.shortcut_split`) and publish the folder
     ``out``: ``aligned.jsonl``, ``conflicting.jsonl``, ``free.jsonl``, ``summary.json``; the
     summary. ``hypo_only``: applies a trained hypothesis-only model
-    (:data:`~zdebias.stats.source.HypoOnly`) to both files."""
+    (:data:`~zdebias.stats.source.HypoOnly`) to both files. ``compare_with``: another split's
+    folder of the same test set; the summary's ``agreement`` says how far the two agree."""
     from zdebias.data.writers import publish_folder, write_files
     from zdebias.stats.shortcut_split import split_records
 
@@ -381,6 +383,10 @@ def shortcut_split_file(
         "read_train": train_report.summary(),
         "read_test": test_report.summary(),
     }
+    if compare_with is not None:
+        from zdebias.stats.shortcut_votes import compare_with as compared
+
+        summary["agreement"] = compared(split.rows, split.codes, compare_with)
     if test_report.n_unlabelled or test_report.n_errors:
         summary["warnings"].append(
             f"{test.path}: {test_report.n_unlabelled} unlabelled and {test_report.n_errors} "

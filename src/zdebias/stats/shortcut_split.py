@@ -425,12 +425,22 @@ def _effect_rule(
             "predictions_digest": sv.predictions_digest(proba),
             "oof_accuracy": round(float((proba[:n_train].argmax(axis=1) == y_train).mean()), 4),
         }
+        voted = gated_test >= 0
+        y_test = label_ids(test, labels, "test")
         used["gate"] = {
             "margin": sv.GATE_MARGIN,
             "per_label": gate,
             "train_votes": int((gated_train >= 0).sum()),
-            "test_votes": int((gated_test >= 0).sum()),
+            "test_votes": int(voted.sum()),
+            "test_precision": (
+                round(float((gated_test[voted] == y_test[voted]).mean()), 4)
+                if voted.any()
+                else None
+            ),
         }
+        if cfg.by != "features":  # the model's own accuracy (argmax), gated or not
+            argmax = proba[n_train:].argmax(axis=1)
+            used["hypothesis_only_accuracy"] = float((argmax == y_test).mean())
     verdicts: dict[str, np.ndarray] = {}
     tied = np.zeros(len(test), dtype=bool)
     deciding: list[dict[str, Any]] = [{"features": []} for _ in test]

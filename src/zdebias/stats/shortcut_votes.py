@@ -28,9 +28,11 @@ prior.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -439,6 +441,45 @@ def agreement(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
     }
 
 
+def folder_codes(folder: str | Path) -> dict[str, list[int]]:
+    """A shortcut-split folder's slice code per row, keyed by the row's sha256 over
+    ``[premise, hypothesis, text, label]`` (:func:`~zdebias.stats.shortcut_split.rows_digest`
+    per row; duplicates in file order)."""
+    from zdebias.data.readers import read_records
+
+    out: dict[str, list[int]] = {}
+    root = Path(folder)
+    for code, name in enumerate(("aligned", "conflicting", "free")):
+        file = root / f"{name}.jsonl"
+        if not file.exists():
+            raise ConfigError(f"{root}: not a shortcut split (no {name}.jsonl)")
+        for r in read_records(file):
+            out.setdefault(_row_key(r), []).append(code)
+    return out
+
+
+def _row_key(r: Any) -> str:
+    row = [r.premise, r.hypothesis, r.text, r.label]
+    return hashlib.sha256(json.dumps(row, ensure_ascii=False).encode()).hexdigest()
+
+
+def compare_with(rows: Sequence[Any], codes: np.ndarray, other: str | Path) -> dict[str, Any]:
+    """:func:`agreement` of this split (``rows`` and their ``codes``) with the split in the
+    folder ``other``, over the rows both hold (matched by text and label): ``{other,
+    n_unmatched, n, same, share, kappa, crosstab}`` (crosstab: this split's slice by row,
+    the other's by column)."""
+    theirs = folder_codes(other)
+    mine, matched = [], []
+    for r, code in zip(rows, codes, strict=True):
+        queue = theirs.get(_row_key(r))
+        if queue:
+            mine.append(int(code))
+            matched.append(queue.pop(0))
+    left = sum(len(q) for q in theirs.values())
+    result = agreement(np.array(mine, dtype=np.int64), np.array(matched, dtype=np.int64))
+    return {"other": str(other), "n_unmatched": len(rows) - len(mine) + left, **result}
+
+
 __all__ = [
     "BIAS_MODELS",
     "GATE_MARGIN",
@@ -446,6 +487,7 @@ __all__ = [
     "Votes",
     "agreement",
     "calibrate_gate",
+    "compare_with",
     "cross_fitted_proba",
     "effect_table",
     "effect_verdicts",

@@ -4,7 +4,9 @@ label-coincidence flag, what the summary records, and the synthetic set whose tr
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,6 +165,8 @@ def test_a_low_confidence_partial_input_row_is_free() -> None:
     gate = new.summary["gate"]
     assert gate["test_votes"] == 2 and gate["train_votes"] == 300
     assert gate["per_label"]["contradiction"]["precision"] == 1.0
+    assert gate["test_precision"] == 0.5  # a right, b wrong; c abstains
+    assert new.summary["hypothesis_only_accuracy"] == pytest.approx(1 / 3)  # argmax, c too
     old = split_records(
         train, test, by="hypothesis-only", features=["unigrams"], labels=NLI, rule="sum-z"
     )
@@ -270,3 +274,35 @@ def test_the_synthetic_truth_set_lands_where_it_was_planted() -> None:
     )
     assert all(min(lr[name]) >= 0.9 for name in ("aligned", "conflicting")), lr
     assert lr["free"][1] >= 0.9, lr["free"]
+
+
+def test_compare_with_another_split_of_the_same_rows(tmp_path: Path) -> None:
+    """``--compare-with``: the summary's agreement with another split's folder (rows matched
+    by text and label), and the text output says it."""
+    from typer.testing import CliRunner
+
+    from zdebias.cli import app
+    from zdebias.data.writers import write_records
+
+    rows = [("the", "positive")] * 1100 + [("the", "negative")] * 900
+    rows += [("awful", "negative")] * 19 + [("awful", "positive")]
+    write_records([_text(i, t, lab) for i, (t, lab) in enumerate(rows)], tmp_path / "train.jsonl")
+    test = [_text(9000, "the awful", "negative"), _text(9001, "the", "positive")]
+    test.append(_text(9002, "awful", "negative"))
+    write_records(test, tmp_path / "test.jsonl")
+    args = ["shortcut-split", "--train", str(tmp_path / "train.jsonl"), "--test"]
+    args += [str(tmp_path / "test.jsonl"), "--features", "unigrams"]
+    old = CliRunner().invoke(app, [*args, "--rule", "sum-z", "--out", str(tmp_path / "old")])
+    assert old.exit_code == 0, old.output
+    new = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "new"), "--compare-with", str(tmp_path / "old")]
+    )
+    assert new.exit_code == 0, new.output
+    summary = json.loads((tmp_path / "new" / "summary.json").read_text())
+    agree = summary["agreement"]
+    # t9000: aligned (effect) vs conflicting (summed z); the other two agree (both aligned)
+    assert (agree["n"], agree["same"], agree["n_unmatched"]) == (3, 2, 0)
+    assert agree["crosstab"] == [[2, 1, 0], [0, 0, 0], [0, 0, 0]]
+    assert agree["kappa"] == 0.0  # this split is all aligned: chance agreement is 2/3
+    assert "agreement with" in new.output and "2 of 3 rows in the same slice" in new.output
+    assert summary["used"]["rule"] == "effect"
