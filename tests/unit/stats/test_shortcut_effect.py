@@ -306,3 +306,50 @@ def test_compare_with_another_split_of_the_same_rows(tmp_path: Path) -> None:
     assert agree["kappa"] == 0.0  # this split is all aligned: chance agreement is 2/3
     assert "agreement with" in new.output and "2 of 3 rows in the same slice" in new.output
     assert summary["used"]["rule"] == "effect"
+
+
+def test_a_recipe_splits_with_an_independent_bias_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny recipe: two shortcut-split stages of the same test set, the default model and
+    ``bias_model: ngram-lr``; the summaries record each family, the same training rows, and
+    ``rule: sum-z`` hashes as a stage that does not name the rule did before it existed."""
+    from zdebias.data.writers import write_records
+    from zdebias.pipeline.digests import stage_hash
+    from zdebias.pipeline.loader import recipe_from_dict
+    from zdebias.pipeline.runner import run_recipe
+
+    monkeypatch.chdir(tmp_path)
+    corpus = make_truth_corpus(seed=2, n_train=900, n_test=120)
+    write_records(corpus["train"], tmp_path / "train.jsonl")
+    write_records(corpus["test"], tmp_path / "test.jsonl")
+    split = {"stage": "shortcut-split", "train": "train", "test": "test", "by": "both"}
+    recipe = recipe_from_dict(
+        {
+            "name": "independent",
+            "task": "nli",
+            "data": {"train": "train.jsonl", "test": "test.jsonl"},
+            "stages": {"own": split, "lr": {**split, "bias_model": "ngram-lr"}},
+        }
+    )
+    run_recipe(recipe, tmp_path / "run")
+    own = json.loads((tmp_path / "run" / "own" / "summary.json").read_text())["used"]
+    lr = json.loads((tmp_path / "run" / "lr" / "summary.json").read_text())["used"]
+    assert (
+        own["bias_model"]["family"] == "hypo-only-nb" and lr["bias_model"]["family"] == "ngram-lr"
+    )
+    assert own["bias_model"]["train_digest"] == lr["bias_model"]["train_digest"]
+    assert own["rule"] == lr["rule"] == "effect"
+
+    def hashed(**settings: object) -> str:
+        stage = {**split, **settings}
+        r = recipe_from_dict(
+            {"name": "r", "task": "nli", "data": {"train": "a.jsonl", "test": "b.jsonl"},
+             "stages": {"s": stage}}
+        )  # fmt: skip
+        return stage_hash(r, "s", r.stages["s"], {})
+
+    # sum-z and the default bias model are left out of the hash; effect is in it
+    assert hashed(rule="sum-z") == hashed(rule="sum-z", bias_model="hypo-only")
+    assert hashed() != hashed(rule="sum-z") and hashed() == hashed(rule="effect")
+    assert hashed(bias_model="ngram-lr") != hashed()
