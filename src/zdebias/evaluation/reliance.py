@@ -264,6 +264,8 @@ def _row_keys(
     carries: list[list[str] | None] = []
     parts = []
     for name, records in rows.items():
+        if not records:  # an empty slice is not evaluated: no outcomes to read
+            continue
         parts.append((SUITES[name], len(records)))
         for r in records:
             info = r.meta.get("shortcut") if isinstance(r.meta, dict) else None

@@ -315,3 +315,22 @@ def test_min_group_size_setting_reaches_the_worst_group(
     assert (groups["min_size"], groups["n_qualifying"]) == (19, 4)
     assert groups["worst_group"]["group"] == "b × a"
     assert EvaluateSettings().min_group_size == 20
+
+
+def test_an_empty_slice_leaves_the_groups_of_the_others(tmp_path: Path) -> None:
+    # SNLI split by the default features has no free rows: the free file is there, empty
+    split = _split(tmp_path)
+    free = split / "free.jsonl"
+    free.write_text("")
+    summary = json.loads((split / "summary.json").read_text())
+    summary["counts"]["free"] = 0
+    (split / "summary.json").write_text(json.dumps(summary))
+    found = reliance.check_split(reliance.read_split(split), [], task="labels:a,b")
+    assert found["rows"]["free"] == []
+    doc = _doc("D0", split, RIGHT)
+    for run in doc["runs"]:
+        del run["groups"]
+    doc = add_reliance(doc, reliance.read_split(split), rows=found["rows"])
+    groups = doc["runs"][0]["groups"]
+    assert groups["n_groups"] == 4 and groups["slices"]["free"]["n"] == 0
+    assert groups["worst_group"]["group"] == "a × b"
