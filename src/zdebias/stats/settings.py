@@ -114,7 +114,7 @@ class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
     by: Literal["features", "hypothesis-only", "both"] = setting(
         "features",
         "What gives a test row its verdict: features (the training set's significant "
-        "features, z summed per label), hypothesis-only (the fast hypothesis-only model "
+        "features, weighed by --rule), hypothesis-only (the fast hypothesis-only model "
         "trained on the training set; pairs only) or both (conflicting when either points "
         "to another label than the gold one).",
     )

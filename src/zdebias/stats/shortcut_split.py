@@ -1,7 +1,11 @@
 """Shortcut splits of a test set (SPEC §13): each test row is *aligned* (the training set's
 shortcuts point to its gold label), *conflicting* (they point to another label) or *free*.
 
-The verdict rule. The significant features of the training set (§3: z above the one-sided
+The verdict rule. ``rule`` effect (the default since 2026-12-07, SPEC §13 amended:
+:data:`RULE_EFFECT`, :mod:`zdebias.stats.shortcut_votes`) weighs each significant feature by
+its effect, lets a group of overlapping features vote once and the partial-input model only
+where it is confident. ``rule`` sum-z, the earlier rule, is described here: the significant
+features of the training set (§3: z above the one-sided
 critical value at α, Bonferroni over the features present in it; ``<null>`` left out: it is
 on every row, so it says nothing about one) that a test row carries each favour a label; the
 row's verdict is the label with the largest z summed over them, and none when it carries
