@@ -353,3 +353,21 @@ def test_a_recipe_splits_with_an_independent_bias_model(
     assert hashed(rule="sum-z") == hashed(rule="sum-z", bias_model="hypo-only")
     assert hashed() != hashed(rule="sum-z") and hashed() == hashed(rule="effect")
     assert hashed(bias_model="ngram-lr") != hashed()
+
+
+def test_the_gated_model_is_the_hypo_only_feature_s_model() -> None:
+    """SPEC §13: the ``hypo-only-pred`` feature *is* the partial-input model. The gate's
+    probabilities (same folds, seed and naive Bayes) give the feature's prediction on every
+    row, out of fold on the training rows and fold-averaged on the test rows."""
+    from zdebias.features.extract import extract_features
+    from zdebias.stats import shortcut_votes as sv
+
+    corpus = make_truth_corpus(seed=3, n_train=600, n_test=80)
+    train, test = corpus["train"], corpus["test"]
+    rows = [*train, *test]
+    fm = extract_features(rows, ["hypo-only"], labels=NLI, hypo_only_fit=np.arange(600), seed=0)
+    feature = np.asarray(fm.matrix.todense()).argmax(axis=1).ravel()
+    y = np.array([NLI.index(r.label) for r in train])
+    proba = sv.cross_fitted_proba(sv.hypothesis_matrix(rows, {"seed": 0}), y, 600, 3, seed=0)
+    assert proba.shape == (680, 3) and np.allclose(proba.sum(axis=1), 1.0)
+    assert (proba.argmax(axis=1) == feature).all()
