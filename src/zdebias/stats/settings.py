@@ -126,9 +126,7 @@ class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
         "once with its smoothed log-odds against the prior; the partial-input model only "
         "where its held-out precision is clearly above the prior) or sum-z (the earlier "
         "rule: z summed over every significant feature; the partial-input model always).",
-        # sum-z, the rule of the shipped recipes' numbers, hashes as before the setting
-        exclude_if=lambda value: value == "sum-z",
-    )
+    )  # a recipe stage's hash leaves out sum-z (ShortcutSplitConfig.hashed)
     bias_model: Literal["hypo-only", "ngram-lr"] = setting(
         "hypo-only",
         "The partial-input model of the effect rule: hypo-only (the hypo-only feature's own "

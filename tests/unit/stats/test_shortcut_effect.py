@@ -329,7 +329,10 @@ def test_a_recipe_splits_with_an_independent_bias_model(
             "name": "independent",
             "task": "nli",
             "data": {"train": "train.jsonl", "test": "test.jsonl"},
-            "stages": {"own": split, "lr": {**split, "bias_model": "ngram-lr"}},
+            "stages": {
+                "own": split,
+                "lr": {**split, "bias_model": "ngram-lr", "compare_with": "own.summary"},
+            },
         }
     )
     run_recipe(recipe, tmp_path / "run")
@@ -340,6 +343,9 @@ def test_a_recipe_splits_with_an_independent_bias_model(
     )
     assert own["bias_model"]["train_digest"] == lr["bias_model"]["train_digest"]
     assert own["rule"] == lr["rule"] == "effect"
+    agree = json.loads((tmp_path / "run" / "lr" / "summary.json").read_text())["agreement"]
+    assert agree["n"] == 120 and agree["n_unmatched"] == 0 and agree["kappa"] is not None
+    assert agree["same"] == sum(agree["crosstab"][i][i] for i in range(3))
 
     def hashed(**settings: object) -> str:
         stage = {**split, **settings}
@@ -353,6 +359,7 @@ def test_a_recipe_splits_with_an_independent_bias_model(
     assert hashed(rule="sum-z") == hashed(rule="sum-z", bias_model="hypo-only")
     assert hashed() != hashed(rule="sum-z") and hashed() == hashed(rule="effect")
     assert hashed(bias_model="ngram-lr") != hashed()
+    assert hashed(compare_with=None) == hashed()
 
 
 def test_the_gated_model_is_the_hypo_only_feature_s_model() -> None:

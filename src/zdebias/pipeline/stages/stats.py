@@ -5,7 +5,7 @@ Each stage config is its operation's settings (``zdebias.stats.settings``) plus 
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -14,7 +14,7 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
 from zdebias.features.settings import FeatureSettings
-from zdebias.pipeline.config import StageConfig
+from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.registry import (
     DataInput,
     Inputs,
@@ -262,6 +262,24 @@ class ShortcutSplitConfig(ShortcutSplitSettings, StageConfig):
     train: RecordsRef
     test: RecordsRef
     hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
+    compare_with: Annotated[str | None, Ref("json")] = Field(
+        None,
+        description="another shortcut-split stage's summary of the same test set "
+        "(OTHER.summary): how far the two splits agree, in this summary's agreement",
+        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
+    )
+
+    def hash_excluded(self) -> set[str]:
+        """``compare_with`` while unset: split stages hash as before the setting."""
+        return super().hash_excluded() | ({"compare_with"} if self.compare_with is None else set())
+
+    def hashed(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """``rule: sum-z``, the verdicts of every split stage made before the setting existed,
+        hashes as those stages did (the recipe still says it, so it reads back the same)."""
+        settings = super().hashed(settings)
+        if settings.get("rule") == "sum-z":
+            settings = {k: v for k, v in settings.items() if k != "rule"}
+        return settings
 
 
 @register_stage(
@@ -287,6 +305,13 @@ def shortcut_split_stage(
     train = with_model_predictions(inputs.records("train"), model, ctx)
     test = with_model_predictions(inputs.records("test"), model, ctx)
     split = split_records(train, test, settings, labels=task_labels(ctx), progress=ctx.progress)
+    other = inputs.path("compare_with")
+    if other is not None:  # the other stage's summary.json: its folder holds the slices
+        from pathlib import Path
+
+        from zdebias.stats.shortcut_votes import compare_with
+
+        split.summary["agreement"] = compare_with(split.rows, split.codes, Path(other).parent)
     for line in split.summary["warnings"]:
         ctx.note(line)
     parts = split.parts()
