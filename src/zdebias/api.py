@@ -530,7 +530,8 @@ def shortcut_split(
     progress: bool = False,
     **keywords: Any,
 ) -> Any:
-    """Split ``test`` by the shortcuts of ``train`` (SPEC §13, ``zdebias shortcut-split``).
+    """Split ``test`` by the shortcuts of ``train`` (docs/design.md §13, ``zdebias
+    shortcut-split``).
 
     ``train`` / ``test`` as ``data`` of :func:`z_filter` (the test set is read with the
     training set's label set). Returns a copy of ``test`` (same type, length and order) with

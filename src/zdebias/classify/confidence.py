@@ -1,6 +1,7 @@
-"""Confidence filtering (GD-NLI §2.2.2, SPEC §7): keep a sample only if a classifier trained on
-the original data gives its label a probability above τ; or, DISCO's rule (SPEC §12), only if
-the judge's probability of its label rises by more than δ from a reference pair.
+"""Confidence filtering (GD-NLI §2.2.2, docs/design.md §7): keep a sample only if a classifier
+trained on the original data gives its label a probability above τ; or, DISCO's rule
+(docs/design.md §12), only if the judge's probability of its label rises by more than δ from a
+reference pair.
 
 :func:`confidence_mask` and :func:`~zdebias.classify.judge.delta_p_mask` are the pure parts
 (arrays in, mask out; the references and the summary's counts are in

@@ -1,4 +1,5 @@
-"""What a confidence-filter judge accepts and what it deletes (SPEC §7, §12), as pure functions.
+"""What a confidence-filter judge accepts and what it deletes (docs/design.md §7, §12), as pure
+functions.
 
 - :func:`reference_record` is the pair the delta-p rule (DISCO) compares a sample with: for a
   counterfactual edit (``meta.type`` ``counterfactual``) the original it was made from (found

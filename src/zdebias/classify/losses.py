@@ -1,4 +1,4 @@
-"""Classification losses as plain functions, picked by name from :data:`LOSSES` (SPEC §8).
+"""Classification losses as plain functions, picked by name from :data:`LOSSES` (docs/design.md §8).
 
 Every loss has the shape ``loss(logits, labels, mask=None, *, ...) -> scalar Tensor``:
 

@@ -25,9 +25,9 @@ LOSS_NAMES = ("ce", "poe", "learned-mixin", "learned-mixin-h", "conf-reg")
 #: what a classifier reads: premise + hypothesis, the hypothesis alone, or one text
 InputKind = Literal["pair", "hypothesis-only", "text"]
 Device = Literal["auto", "cpu", "cuda"]
-#: where PoE's bias distribution comes from (SPEC §8)
+#: where PoE's bias distribution comes from (docs/design.md §8)
 BiasMode = Literal["joint", "frozen"]
-#: the confidence filter's acceptance rules (SPEC §7, §12)
+#: the confidence filter's acceptance rules (docs/design.md §7, §12)
 JudgeRule = Literal["tau", "delta-p"]
 #: folds of ``cross_fit_predictions`` when no ``cross_fit`` is set
 
@@ -57,8 +57,8 @@ class InferenceSettings(ExecutorSettings):
 
 
 class ConfidenceSettings(InferenceSettings):
-    """Confidence filter (GD-NLI §2.2.2, SPEC §7): keep samples with p(label) > τ, or (SPEC
-    §12, DISCO) whose p(label) rises by more than δ from a reference pair."""
+    """Confidence filter (GD-NLI §2.2.2, docs/design.md §7): keep samples with p(label) > τ, or
+    (docs/design.md §12, DISCO) whose p(label) rises by more than δ from a reference pair."""
 
     help_panel: ClassVar[str] = "Confidence filter"
 
@@ -109,7 +109,7 @@ class ConfidenceSettings(InferenceSettings):
 
 
 class EvaluateSettings(InferenceSettings):
-    """Evaluation on suites (SPEC §9)."""
+    """Evaluation on suites (docs/design.md §9)."""
 
     help_panel: ClassVar[str] = "Evaluation"
 
@@ -197,7 +197,7 @@ def default_schedule(model: str) -> Schedule:
 
 
 class ClassifierSettings(TrainerSettings):
-    """Fine-tuning a classifier (SPEC §8): GD-NLI Table 9 defaults, debiasing losses.
+    """Fine-tuning a classifier (docs/design.md §8): GD-NLI Table 9 defaults, debiasing losses.
 
     Checkpoints, ``report_to`` and ``--set`` (``extra``) come from :class:`TrainerSettings`.
     """

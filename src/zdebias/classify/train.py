@@ -675,7 +675,8 @@ def cross_fit_predictions(
     folds_dir: str | Path | None = None,
     **overrides: Any,
 ) -> list[Record]:
-    """Out-of-fold hypothesis-only predictions for every record (SPEC §2 ``hypo-only-pred``).
+    """Out-of-fold hypothesis-only predictions for every record (docs/design.md §2
+    ``hypo-only-pred``).
 
     Trains K = ``cross_fit`` (default 5) hypothesis-only classifiers with ``settings``, each on
     K − 1 folds, and predicts the held-out fold, so no record is labelled by a model that saw

@@ -1,4 +1,4 @@
-"""``zdebias train-generator``, ``debias-generator`` and ``sample`` (SPEC §6).
+"""``zdebias train-generator``, ``debias-generator`` and ``sample`` (docs/design.md §6).
 
 Options come from the settings objects (``zdebias.generation.settings``; for debias-generator
 also the z-filter's). torch and transformers are imported inside the commands only.

@@ -1,4 +1,5 @@
-"""The infiller's text format (AutoCAD §3.2, SPEC §10.2): masking, source/target, token ids.
+"""The infiller's text format (AutoCAD §3.2, docs/design.md §10.2): masking, source/target,
+token ids.
 
 The infiller sees the example with every rationale span replaced by a sentinel, plus a label,
 and writes the fillers::

@@ -1,4 +1,4 @@
-"""The infilling loss (AutoCAD §3.2, SPEC §10.2): MLE + α·UL on rationale tokens.
+"""The infilling loss (AutoCAD §3.2, docs/design.md §10.2): MLE + α·UL on rationale tokens.
 
 Per batch::
 

@@ -1,4 +1,4 @@
-"""Counterfactual quality metrics (AutoCAD §4.4, SPEC §10.5).
+"""Counterfactual quality metrics (AutoCAD §4.4, docs/design.md §10.5).
 
 - **flip rate**: share of generated outputs the classifier assigns their target label;
 - **distinct-n** (n = 1, 2, 3): distinct n-grams / all n-grams over the outputs (lower-cased

@@ -1,5 +1,5 @@
 """Prompted counterfactuals: an instruction model makes the minimal edit (an alternative to
-AutoCAD's trained infiller, SPEC §10).
+AutoCAD's trained infiller, docs/design.md §10).
 
 For each example and target label (:func:`~zdebias.counterfactual.select.target_labels`, as
 AutoCAD), the model is shown the example, its label, the words that decide it (its rationale

@@ -1,4 +1,5 @@
-"""Rationales: the salient words a counterfactual should rewrite (AutoCAD §3.1, SPEC §10.1).
+"""Rationales: the salient words a counterfactual should rewrite (AutoCAD §3.1,
+docs/design.md §10.1).
 
 For each example the classifier predicts correctly with ``p(gold) > min_confidence`` the top
 ``ratio`` of words (by word saliency, pooled over the chosen fields) are picked, words scoring

@@ -1,4 +1,5 @@
-"""Token and word saliency of a classifier's gold-label prediction (AutoCAD §3.1, SPEC §10.1).
+"""Token and word saliency of a classifier's gold-label prediction (AutoCAD §3.1,
+docs/design.md §10.1).
 
 For an example ``x`` with gold label ``y`` the saliency of sub-token ``t`` comes from the gradient
 ``g_t`` of the gold label's output logit (``target="logit"``, the paper: "the output logit for

@@ -1,4 +1,5 @@
-"""Generate counterfactuals and post-select them with the classifier (AutoCAD §3.3, SPEC §10.3-4).
+"""Generate counterfactuals and post-select them with the classifier (AutoCAD §3.3,
+docs/design.md §10.3-4).
 
 For each example and a target label other than its own (``targets="one"``, the default and
 AutoCAD's: one seeded random other label, :func:`target_labels`; ``"all"``: every other label),

@@ -1,4 +1,5 @@
-"""Settings of the AutoCAD operations (SPEC §10): rationales, infiller, generation, metrics.
+"""Settings of the AutoCAD operations (docs/design.md §10): rationales, infiller, generation,
+metrics.
 
 Each is declared once here and shared by the library (``extract_rationales(clf, records,
 settings)``, ``train_infiller(records, out, settings, ...)``, ``generate_counterfactuals(

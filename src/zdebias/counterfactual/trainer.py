@@ -1,4 +1,4 @@
-"""Train a label-controlled infiller on HF ``Trainer`` (AutoCAD §3.2, SPEC §10.2).
+"""Train a label-controlled infiller on HF ``Trainer`` (AutoCAD §3.2, docs/design.md §10.2).
 
 - :class:`InfillTrainingArguments`: ``TrainingArguments`` plus α and the architecture.
 - :class:`InfillTrainer`: overrides only ``compute_loss`` (MLE + α·UL, as in trl; the loss is

@@ -1,4 +1,4 @@
-"""Named label sets per task, raw labels to names, and raw-label conventions (SPEC §1).
+"""Named label sets per task, raw labels to names, and raw-label conventions (docs/design.md §1).
 
 The one place that infers a label set from records (:func:`infer_task`) and maps records'
 labels to ids (:func:`label_ids`); statistics, features, classifiers and generators use these.

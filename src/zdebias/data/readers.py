@@ -1,4 +1,4 @@
-"""Streaming readers for every supported input format (SPEC §1): the front door.
+"""Streaming readers for every supported input format (docs/design.md §1): the front door.
 
 Formats: ``jsonl``, ``json`` (a list of objects), ``csv``, ``tsv``, ``parquet``, ``triplets``
 (robust-nli ``s1.X s2.X labels.X``), ``hans`` (``heuristics_evaluation_set.txt``), ``hf``

@@ -1,4 +1,4 @@
-"""The one record type every stage reads and writes (SPEC §1)."""
+"""The one record type every stage reads and writes (docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Group accuracy on a shortcut split (SPEC §13): accuracy per group = gold label × the
+"""Group accuracy on a shortcut split (docs/design.md §13): accuracy per group = gold label × the
 shortcut's verdict, and the worst group (Sagawa et al. 2020, group DRO; WILDS' ``eval``).
 
 A test row of a ``zdebias shortcut-split`` folder carries its verdict in

@@ -324,9 +324,9 @@ def add_groups(
 
 
 def bias_model_overlap(split_bias: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
-    """Why a run's bias expert is not independent of the split's bias model (SPEC §13: a split
-    must not be made with a bias model a compared method used), or None: the expert *is*
-    the split's model (a split made with ``--hypo-only-model DIR``, PoE with ``--bias-model
+    """Why a run's bias expert is not independent of the split's bias model (docs/design.md
+    §13: a split must not be made with a bias model a compared method used), or None: the expert
+    *is* the split's model (a split made with ``--hypo-only-model DIR``, PoE with ``--bias-model
     DIR``), or it learnt from the rows the split's model was trained on (the same
     ``train_rows_digest``). ``split_bias``: the split summary's ``used.bias_model``;
     ``run``: a results run with ``bias_expert`` (read from its classifier folder)."""

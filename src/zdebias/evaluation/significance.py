@@ -1,5 +1,5 @@
 """Tests of methods against a baseline, per suite, with a 95 % interval for every difference
-and Holm's correction within a declared family (SPEC §13 "Statistics").
+and Holm's correction within a declared family (docs/design.md §13 "Statistics").
 
 Which test a difference gets:
 

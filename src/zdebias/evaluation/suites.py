@@ -1,4 +1,4 @@
-"""Score classifiers on labelled evaluation sets ("suites", SPEC §9).
+"""Score classifiers on labelled evaluation sets ("suites", docs/design.md §9).
 
 A suite is ``NAME=PATH``: any input :mod:`zdebias.data` reads (SNLI-hard JSONL, MNLI-hard
 triplets ``DIR::test``, the HANS file, ANLI, the Liu et al. sets, any labelled file). Scoring is

@@ -1,4 +1,4 @@
-"""Hypothesis-only prediction feature: ``hypo-only-pred=contradiction`` (SPEC §2).
+"""Hypothesis-only prediction feature: ``hypo-only-pred=contradiction`` (docs/design.md §2).
 
 Where the prediction comes from, per record, first match wins:
 

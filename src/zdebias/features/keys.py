@@ -1,4 +1,4 @@
-"""Structured features: what a feature column is, beside its display name (SPEC §2).
+"""Structured features: what a feature column is, beside its display name (docs/design.md §2).
 
 Feature extractors return a :class:`FeatureKey` per column, parallel to the names
 (``FeatureMatrix.keys``). z-filtering records the keys of the biased features that rejected an
@@ -64,7 +64,7 @@ class FeatureKey:
 
     @classmethod
     def from_name(cls, name: str, *, kind: str | None = None) -> FeatureKey:
-        """The key a display name stands for, by the naming rules of SPEC §2.
+        """The key a display name stands for, by the naming rules of docs/design.md §2.
 
         The legacy path, for names without keys (files written before keys existed, user
         features): ``w1 w2@field`` is an n-gram cut by the default tokeniser. ``kind`` forces

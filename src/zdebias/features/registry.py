@@ -1,4 +1,4 @@
-"""The feature registry: feature groups by name (SPEC §2).
+"""The feature registry: feature groups by name (docs/design.md §2).
 
 A *feature group* is a registered function that turns records into binary features, each named
 as in GD-NLI Table 12 (``sleeping@hypothesis``, ``hypo-len<5``, ``lex-overlap>0.8``,

@@ -1,4 +1,5 @@
-"""Feature-extraction settings (SPEC §2): which features, tokenisation, bins, hypothesis-only."""
+"""Feature-extraction settings (docs/design.md §2): which features, tokenisation, bins,
+hypothesis-only."""
 
 from __future__ import annotations
 

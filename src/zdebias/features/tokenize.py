@@ -1,5 +1,5 @@
 """Word tokenisation: the one tokeniser of n-gram, length and overlap features and of
-unlikelihood masks (SPEC §2).
+unlikelihood masks (docs/design.md §2).
 
 The default: lower-case, then the regex ``\\w+(?:'\\w+)?``, except in scripts written without
 spaces (Han, kana, Thai, ...), cut into characters (:mod:`zdebias.features.scripts`). The

@@ -1,4 +1,4 @@
-"""The data generator (SPEC §6): train, debias and sample a P → label → H causal LM.
+"""The data generator (docs/design.md §6): train, debias and sample a P → label → H causal LM.
 
 - :mod:`~zdebias.generation.settings`: the settings objects (training, debiasing, sampling);
 - :mod:`~zdebias.generation.format`: the sequence format, label tokens, parsing outputs back;

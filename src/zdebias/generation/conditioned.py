@@ -1,4 +1,5 @@
-"""Premise-conditioned rounds of a trained generator (``zdebias sample --premises``, SPEC §6).
+"""Premise-conditioned rounds of a trained generator (``zdebias sample --premises``,
+docs/design.md §6).
 
 The prompt of a row is the premise part of the training sequence (:func:`~zdebias.generation.
 format.encode_prompt`): ``[BOS] P`` when the generator picks the label (the next token is

@@ -1,5 +1,5 @@
 """The HF sampler's decoding loops: KV cache, nucleus sampling on a short list, per-row
-seeded draws (SPEC §6; used by :class:`zdebias.generation.trained.HFBackend`).
+seeded draws (docs/design.md §6; used by :class:`zdebias.generation.trained.HFBackend`).
 
 ``model.generate`` spent most of a CPU sampling round outside the model: every step it sorted
 the whole vocabulary (49k for SmolLM2) for top-p and drew with ``torch.multinomial`` over it,

@@ -1,4 +1,4 @@
-"""The generator's sequence format: premise → label token → hypothesis → end (SPEC §6).
+"""The generator's sequence format: premise → label token → hypothesis → end (docs/design.md §6).
 
 A pair record becomes ``[BOS] premise <|label|> hypothesis [EOS]``; a single-text record
 ``[BOS] <|label|> text [EOS]``. The label tokens (``<|entailment|>``, ...) are added to the

@@ -1,4 +1,4 @@
-"""Token losses of the generator (SPEC §6): likelihood, unlikelihood, masked unlikelihood.
+"""Token losses of the generator (docs/design.md §6): likelihood, unlikelihood, masked unlikelihood.
 
 Plain functions ``(logits, labels, mask=None, *, reduction=...) -> Tensor``, picked from
 :data:`LOSSES` by name. ``logits[..., t, :]`` is the model's distribution for ``labels[..., t]``

@@ -1,4 +1,4 @@
-"""Which tokens of a rejected example carry its biased features (SPEC §6, GD-NLI §4.1).
+"""Which tokens of a rejected example carry its biased features (docs/design.md §6, GD-NLI §4.1).
 
 For an example I⁻ of Z⁻ the debiasing loss uses a per-token mask m_t: 0 where token t
 contributes to a biased feature of the example's label (unlikelihood there), 1 elsewhere
@@ -125,7 +125,7 @@ def biased_token_mask(
     """Per position of ``encoded.input_ids``: True where the token carries a biased feature.
 
     ``features`` (keys, their dicts, or names) defaults to :func:`rejecting_features`. The
-    unlikelihood mask of SPEC §6 is ``m_t = 0`` exactly where this is True. ``report`` (if
+    unlikelihood mask of docs/design.md §6 is ``m_t = 0`` exactly where this is True. ``report`` (if
     given) is filled in; its ``unmatched`` lists feature names. ``null_mask``: ``hypothesis``
     (the paper) or ``label``, the tokens the ``<null>`` feature marks.
     """

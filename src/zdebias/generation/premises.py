@@ -1,4 +1,5 @@
-"""Which premise (and which forced label) each sampled row gets: the premise plan (SPEC §6).
+"""Which premise (and which forced label) each sampled row gets: the premise plan
+(docs/design.md §6).
 
 Premise-conditioned sampling gives every row of a round a *slot*: slot g of the run is row j
 of round r with g = r · batch_size + j. The premises (de-duplicated, case and space folded)

@@ -1,13 +1,13 @@
 """Prompted NLI generation: an instruction model writes the hypotheses (``--backend openai``
-or ``local``), an alternative to fine-tuning a generator (SPEC §6).
+or ``local``), an alternative to fine-tuning a generator (docs/design.md §6).
 
 For each request the sampler picks a premise (``premises``, deduplicated, in a seeded order)
 and a target label (labels balanced: each premise is asked for every label in turn, and a
 label whose share of ``n`` is written is no longer asked for), then builds a few-shot prompt:
 ``few_shot`` examples of that label drawn (seeded per request) from ``examples``, and with
-``avoid_biased`` the label's most biased hypothesis n-grams in ``examples`` (top z, SPEC §3)
-listed as words to avoid. The answer is parsed strictly (:func:`parse_answer`): a failed
-request, an empty, malformed, cut-off, label-echoing or premise-copying answer is dropped and
+``avoid_biased`` the label's most biased hypothesis n-grams in ``examples`` (top z,
+docs/design.md §3) listed as words to avoid. The answer is parsed strictly (:func:`parse_answer`): a
+failed request, an empty, malformed, cut-off, label-echoing or premise-copying answer is dropped and
 counted by reason; duplicates are dropped as in :mod:`zdebias.generation.rounds`, whose
 shards, ``state.json``, resume and summary this backend shares. Each request's token usage,
 attempts and time go to ``requests-NNNNN.jsonl`` and add up in the summary's ``usage``.

@@ -1,5 +1,5 @@
-"""The sampling loop every backend shares (SPEC §6): rounds → candidates → unique records →
-shards and ``state.json`` (:mod:`zdebias.generation.store`).
+"""The sampling loop every backend shares (docs/design.md §6): rounds → candidates → unique
+records → shards and ``state.json`` (:mod:`zdebias.generation.store`).
 
 Sampling runs in *rounds*: round r draws ``batch_size`` outputs with the random seed derived
 from (``seed``, r) (:func:`round_seed`). A backend turns a round into candidates, each parsed

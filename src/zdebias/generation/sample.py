@@ -1,4 +1,5 @@
-"""Sample a generator into shards, resumably (SPEC §6; ``zdebias sample``): the front door.
+"""Sample a generator into shards, resumably (docs/design.md §6; ``zdebias sample``): the front
+door.
 
 :func:`sample_generator` checks what it is asked (backend, premises, worker mode), reads the
 premises and examples when they are files, and runs one of:

@@ -1,4 +1,4 @@
-"""Settings of the generator operations (SPEC §6): training, debiasing and sampling.
+"""Settings of the generator operations (docs/design.md §6): training, debiasing and sampling.
 
 Declared once here; :func:`~zdebias.generation.trainer.train_generator`,
 :func:`~zdebias.generation.sample.sample_generator`, the recipe stages
@@ -23,7 +23,7 @@ from zdebias.settings import DEFAULT_SEED, Settings, setting
 from zdebias.stats.settings import ZFilterSettings
 
 T = TypeVar("T")
-#: which tokens the ``<null>`` feature's unlikelihood covers (SPEC §6)
+#: which tokens the ``<null>`` feature's unlikelihood covers (docs/design.md §6)
 NullMask = Literal["hypothesis", "label"]
 #: length-grouped training batches: on, off, or auto (on with a CUDA GPU)
 GroupByLength = Literal["auto", "on", "off"]
@@ -148,7 +148,8 @@ class DebiasSettings(GeneratorSettings):
 
 
 class SampleSettings(ExecutorSettings):
-    """Sampling a generator into resumable shards (SPEC §6); on Ray actors with ``ray``."""
+    """Sampling a generator into resumable shards (docs/design.md §6); on Ray actors with
+    ``ray``."""
 
     help_panel: ClassVar[str] = "Sampling"
     #: the settings that decide which samples a run produces: a resumed run must keep them

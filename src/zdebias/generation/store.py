@@ -1,4 +1,5 @@
-"""The sampling folder on disk (SPEC §6): ``state.json``, the shard files, resume, reading back.
+"""The sampling folder on disk (docs/design.md §6): ``state.json``, the shard files, resume,
+reading back.
 
 A sampling run's folder holds ``shard-NNNNN.jsonl`` (records with ``meta.type =
 "generated"``), ``dropped-NNNNN.jsonl`` (each dropped output with its reason), for prompted

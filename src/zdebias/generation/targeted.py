@@ -1,4 +1,4 @@
-"""Sampling toward shortcut-breaking cells (``zdebias sample --cells``, SPEC §12).
+"""Sampling toward shortcut-breaking cells (``zdebias sample --cells``, docs/design.md §12).
 
 A cell (f, y) of ``zdebias stats --cells`` asks for ``needed`` rows that have the biased
 feature f and the label y it does not favour. :class:`TargetPlan` turns the cells into

@@ -1,4 +1,4 @@
-"""Sampling a trained generator folder (SPEC §6): backends ``hf`` and ``vllm``.
+"""Sampling a trained generator folder (docs/design.md §6): backends ``hf`` and ``vllm``.
 
 A backend turns a round's seed into ``batch_size`` token-id rows sampled from the start token
 (:class:`HFBackend`: transformers, any device, several rounds decoded as one batch by

@@ -1,4 +1,5 @@
-"""Train and debias a data generator on HF ``Trainer`` (SPEC §6, GD-NLI §2, §4.1, Table 7).
+"""Train and debias a data generator on HF ``Trainer`` (docs/design.md §6, GD-NLI §2, §4.1,
+Table 7).
 
 - :class:`GeneratorTrainingArguments`: ``TrainingArguments`` with the Table 7 defaults (lr 1e-5,
   batch 24, 5 epochs, Adam ε 1e-6, β (0.9, 0.999), constant schedule, max length 128) plus

@@ -1,4 +1,4 @@
-"""Rule-made transforms of real pairs for the HANS heuristics (SPEC §12; Min et al. 2020).
+"""Rule-made transforms of real pairs for the HANS heuristics (docs/design.md §12; Min et al. 2020).
 
 Each rule rewrites a D0 premise into a new hypothesis and sets the label the rule implies;
 the premise stays as it was. Plain text rules, no parser: each accepts only the simple
@@ -540,8 +540,8 @@ def transform_records(
 
     Every record gets ``id`` ``tf-RULE:SOURCE_ID`` and ``meta`` ``{"type": "transform",
     "rule", "heuristic", "source_id", "edit"}`` (``heuristic``: the HANS heuristic of the
-    rule, :data:`HEURISTICS`). With ``cells`` (shortcut-breaking cells, SPEC §12), a record
-    that fills one (:func:`~zdebias.stats.cells.cells_filled`: the first in order) also gets
+    rule, :data:`HEURISTICS`). With ``cells`` (shortcut-breaking cells, docs/design.md §12), a
+    record that fills one (:func:`~zdebias.stats.cells.cells_filled`: the first in order) also gets
     ``meta.cell`` and ``meta.feature``, as a targeted sample does, and the summary counts the
     records per cell. The summary counts per rule: tried, applied, skipped by reason, cut by
     ``per_rule`` (``not_tried``) and by ``balance``."""

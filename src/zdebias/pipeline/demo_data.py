@@ -358,7 +358,7 @@ def _draw(rng: random.Random, p: _Profile, label: str) -> tuple[str, str, str]:
 
 
 def overlap(premise: str, hypothesis: str) -> float:
-    """Share of hypothesis tokens that occur in the premise (SPEC §2 lexical overlap)."""
+    """Share of hypothesis tokens that occur in the premise (docs/design.md §2 lexical overlap)."""
     hyp = tokenize(hypothesis)
     prem = set(tokenize(premise))
     return sum(t in prem for t in hyp) / len(hyp) if hyp else 0.0

@@ -1,5 +1,5 @@
-"""The run report's shortcut-breaking cells (SPEC §12): per cell a targeted ``sample`` stage
-filled, what was asked, generated and written, what each judge accepted, the rule-made pairs
+"""The run report's shortcut-breaking cells (docs/design.md §12): per cell a targeted ``sample``
+stage filled, what was asked, generated and written, what each judge accepted, the rule-made pairs
 that fill it, and its feature's z before → after.
 
 Read from saved JSON only: the sample stage's ``summary.json`` (its ``cells`` block), the

@@ -1,5 +1,5 @@
-"""The Gardner plot (Gardner et al. 2021, Fig. 1; SPEC §3) and the data map of dataset
-cartography (:func:`data_map_plot`, SPEC §12) as PNG and interactive HTML.
+"""The Gardner plot (Gardner et al. 2021, Fig. 1; docs/design.md §3) and the data map of dataset
+cartography (:func:`data_map_plot`, docs/design.md §12) as PNG and interactive HTML.
 
 Every feature seen in more than ``min_n`` examples is a point at (n, p̂(l|x)) for the label l it
 favours most (its highest z), coloured by that label; n is on a log axis. The curve
@@ -114,7 +114,7 @@ def gardner_summary(
 
 def prior_of(report: dict[str, Any]) -> list[float] | None:
     """The null share of each label a stats report tested against, in label order, when it
-    used the empirical label prior (SPEC §14); None for 1/L."""
+    used the empirical label prior (docs/design.md §14); None for 1/L."""
     if report.get("label_prior") != "empirical" or not report.get("p0"):
         return None
     return [float(report["p0"][label]) for label in report["labels"]]

@@ -130,7 +130,7 @@ def _plain(console: Any, text: str) -> None:
 
 def cells_text(cells: dict[str, Any], top: int) -> str:
     """``stats --cells``: the shortcut-breaking cells of the ``top`` most biased features
-    (SPEC §12), one row per cell, and where all of them were written."""
+    (docs/design.md §12), one row per cell, and where all of them were written."""
     from io import StringIO
 
     from rich.console import Console
@@ -181,7 +181,7 @@ def batches_text(summary: dict[str, Any]) -> str:
 
 
 def prior_lines(report: dict[str, Any]) -> list[str]:
-    """What a stats report or filter summary says of its label prior (SPEC §14): the
+    """What a stats report or filter summary says of its label prior (docs/design.md §14): the
     empirical prior named (and its cells tested exactly, :func:`exact_test_line`), or the
     warning that the labels are imbalanced under 1/L."""
     from zdebias.stats.zstats import imbalance_line

@@ -1,4 +1,5 @@
-"""AFLite (Le Bras et al. 2020; Sakaguchi et al. 2020, Algorithm 1; SPEC §12) on embeddings.
+"""AFLite (Le Bras et al. 2020; Sakaguchi et al. 2020, Algorithm 1; docs/design.md §12) on
+embeddings.
 
     S ← D
     while |S| > target:

@@ -1,5 +1,5 @@
-"""Dataset cartography (Swayamdipta et al. 2020; SPEC §12): per-example training dynamics and
-the regions of the data map, on arrays.
+"""Dataset cartography (Swayamdipta et al. 2020; docs/design.md §12): per-example training
+dynamics and the regions of the data map, on arrays.
 
 Per example, over the epochs it was trained on (training-mode forward passes):
 

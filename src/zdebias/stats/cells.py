@@ -1,6 +1,6 @@
-"""Shortcut-breaking cells (SPEC §12): where Z-Aug needs rows, and how many.
+"""Shortcut-breaking cells (docs/design.md §12): where Z-Aug needs rows, and how many.
 
-A biased feature f (z above the threshold, SPEC §3) favours the label y_f with the highest
+A biased feature f (z above the threshold, docs/design.md §3) favours the label y_f with the highest
 z. Its shortcut-breaking cells are (f, y) for every y ≠ y_f: rows that contain f but carry
 another label. Adding m such rows leaves f's count c of label y_f and raises its n, so
 
@@ -14,8 +14,8 @@ gets the next row, never above c, so no other label's z rises above y_f's and ev
 f ends at z ≤ t.
 
 p0 is 1/L throughout, by design: the cells serve the paper's Z-Aug, whose recipes keep the
-uniform prior (SPEC §14); a cell plan under ``--label-prior empirical`` would need p0(l) per
-label here, and is not offered.
+uniform prior (docs/design.md §14); a cell plan under ``--label-prior empirical`` would need
+p0(l) per label here, and is not offered.
 
 Pure functions over counts; :func:`cells_of` takes a measurement
 (:class:`~zdebias.stats.measure.Measurement`), :func:`cells_from_report` a saved
@@ -68,7 +68,7 @@ class Cell:
 
 
 def z_value(c: int, n: int, num_labels: int) -> float:
-    """z of a label that ``c`` of a feature's ``n`` rows carry (SPEC §3)."""
+    """z of a label that ``c`` of a feature's ``n`` rows carry (docs/design.md §3)."""
     p0 = 1.0 / num_labels
     return (c / n - p0) / math.sqrt(p0 * (1 - p0) / n) if n else 0.0
 

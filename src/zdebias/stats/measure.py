@@ -86,7 +86,7 @@ def measure(
     progress: bool = False,
     **overrides: Any,
 ) -> Measurement:
-    """z-statistics of every feature and label of ``records`` (SPEC §3).
+    """z-statistics of every feature and label of ``records`` (docs/design.md §3).
 
     ``settings``: a :class:`StatsSettings` (features, table size, α, tracked features);
     ``overrides``: fields of it as keywords. The report holds :func:`describe`'s keys plus

@@ -1,4 +1,4 @@
-"""Dataset recipes that combine original and generated data (SPEC §5; GD-NLI §4.2).
+"""Dataset recipes that combine original and generated data (docs/design.md §5; GD-NLI §4.2).
 
 - **Z-Aug** ``Z(D_G | D0)``: keep the original data whole and add the generated examples that
   pass conditional z-filtering seeded with it.

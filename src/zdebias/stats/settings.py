@@ -1,4 +1,5 @@
-"""Settings of the statistics operations: z-statistics reports and z-filtering (SPEC §3-§5)."""
+"""Settings of the statistics operations: z-statistics reports and z-filtering
+(docs/design.md §3-§5)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ SMALL_DATA_BATCHES = 20
 DEFAULT_WARN_LABEL_SHARE = 0.25
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
-#: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (SPEC §12)
+#: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (docs/design.md §12)
 FILTER_METHODS = ("z", "cartography", "aflite")
 
 
 class PriorSettings(Settings):
-    """The label prior z is tested against (SPEC §14), one field shared by the statistics,
+    """The label prior z is tested against (docs/design.md §14), one field shared by the statistics,
     the z-filter, the dataset recipes and the shortcut split."""
 
     label_prior: Literal["uniform", "empirical"] | None = setting(
@@ -105,7 +106,7 @@ class StatsSettings(FeatureSettings, PriorSettings, KeepSettings):
 
 
 class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
-    """A shortcut split of a test set (SPEC §13): the training set's significant features
+    """A shortcut split of a test set (docs/design.md §13): the training set's significant features
     (the stats' feature settings, α and Bonferroni) or its hypothesis-only model give each
     test row a verdict; aligned, conflicting or free."""
 
@@ -363,7 +364,7 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
 
 
 class CombineSettings(ZFilterSettings):
-    """A dataset recipe (SPEC §5) over the z-filter settings."""
+    """A dataset recipe (docs/design.md §5) over the z-filter settings."""
 
     recipe: Literal["z-aug", "par-z", "seq-z"] = setting(..., "z-aug, par-z or seq-z.")
 

@@ -1,4 +1,4 @@
-"""z-filtering (SPEC §4; GD-NLI §3.2, Algorithm 1).
+"""z-filtering (docs/design.md §4; GD-NLI §3.2, Algorithm 1).
 
     Z ← ∅ (or Z ← D_seed);  Z⁻ ← ∅
     for each batch D'_t of D' (in a seeded shuffled order):
@@ -233,10 +233,10 @@ def z_filter_matrix(
     the start (conditional z-filtering). ``batch_size``: None scales it to the rows of D'
     (:func:`~zdebias.stats.settings.scaled_batch_size`). ``label_prior``: ``empirical`` tests
     z against the label shares of all the rows the filter sees (seed and D'), decided once, so
-    the filter drives each feature toward those shares and keeps them (SPEC §14); uniform or
-    None: 1/L. ``keep``: ``[F]`` bool, the features that are the task (``keep_features``):
-    never in B_Z(l), so top-k is taken over the other features and they reject no row.
-    ``min_z``: a feature is biased only with z above it (0, the paper's top-k; ``critical``:
+    the filter drives each feature toward those shares and keeps them (docs/design.md §14);
+    uniform or None: 1/L. ``keep``: ``[F]`` bool, the features that are the task
+    (``keep_features``): never in B_Z(l), so top-k is taken over the other features and they reject
+    no row. ``min_z``: a feature is biased only with z above it (0, the paper's top-k; ``critical``:
     z_critical at α 0.01 over the features present in the rows seen, so only significant
     features reject). ``min_label_share``: a row that B_Z(l) rejects is kept instead while
     the kept share of label l's rows visited so far, this one included, is below it

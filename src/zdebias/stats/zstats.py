@@ -1,7 +1,7 @@
-"""z-statistics of features against labels (SPEC §3; Gardner et al. 2021).
+"""z-statistics of features against labels (docs/design.md §3; Gardner et al. 2021).
 
 For a feature x present in n examples, c of them with label l, and L labels (p0 = 1/L, or
-with the empirical label prior of SPEC §14, p0(l) = the share of label l in the data)::
+with the empirical label prior of docs/design.md §14, p0(l) = the share of label l in the data)::
 
     p̂(l|x) = c / n
     z*(x, l) = (p̂(l|x) − p0) / sqrt(p0 (1 − p0) / n)
@@ -79,7 +79,8 @@ def label_counts(matrix: sp.spmatrix, label_ids: np.ndarray, num_labels: int) ->
     return counts.reshape(m.shape[1], num_labels)
 
 
-#: the label priors z is tested against (SPEC §14): 1/L (the papers), or each label's share
+#: the label priors z is tested against (docs/design.md §14): 1/L (the papers), or each
+#: label's share
 LABEL_PRIORS = ("uniform", "empirical")
 
 
@@ -435,7 +436,8 @@ def imbalance(
     """Under the uniform prior, whether the labels are imbalanced (a chi-square test of the
     label totals against equal shares rejects them at ``alpha``) and, if so, how many of the
     features significant against 1/L are not significant against the label shares: those only
-    reflect the label shares (SPEC §14). None when the labels are balanced at ``alpha``."""
+    reflect the label shares (docs/design.md §14). None when the labels are balanced at
+    ``alpha``."""
     from scipy.stats import chisquare
 
     totals = np.asarray(label_totals, dtype=np.float64)
@@ -483,8 +485,8 @@ def describe_matrix(
 ) -> dict[str, Any]:
     """:func:`describe` from a ready feature matrix and each row's label index ``y``.
 
-    ``label_prior``: ``uniform`` or ``empirical`` (SPEC §14); unset means uniform, and then an
-    imbalanced label set is described under ``imbalance`` (:func:`imbalance`)."""
+    ``label_prior``: ``uniform`` or ``empirical`` (docs/design.md §14); unset means uniform, and
+    then an imbalanced label set is described under ``imbalance`` (:func:`imbalance`)."""
     labels = tuple(labels)
     counts = label_counts(fm.matrix, y, len(labels))
     totals = np.bincount(np.asarray(y, dtype=np.int64), minlength=len(labels))

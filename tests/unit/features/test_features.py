@@ -1,4 +1,5 @@
-"""Feature names and definitions of SPEC §2, the registry, and the tokenisation fast path."""
+"""Feature names and definitions of docs/design.md §2, the registry, and the tokenisation fast
+path."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def _records(data: tuple[str, list[str]]) -> list[Record]:
 
 
 def _z(c: int, n: int, p0: float = 1 / 3) -> float:
-    """z*(x, l) of SPEC §3 by its formula."""
+    """z*(x, l) of docs/design.md §3 by its formula."""
     return (c / n - p0) / ((p0 * (1 - p0) / n) ** 0.5)
 
 

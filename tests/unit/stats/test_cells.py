@@ -1,4 +1,4 @@
-"""Shortcut-breaking cells (SPEC §12): the rows Z-Aug needs per cell, checked by hand."""
+"""Shortcut-breaking cells (docs/design.md §12): the rows Z-Aug needs per cell, checked by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The label prior of SPEC §14: z against each label's share instead of 1/L, by hand."""
+"""The label prior of docs/design.md §14: z against each label's share instead of 1/L, by hand."""
 
 from __future__ import annotations
 

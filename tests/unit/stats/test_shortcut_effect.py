@@ -1,6 +1,6 @@
-"""The effect rule of shortcut splits (SPEC §13, amended 2026-12-07): effects not z, one vote
-per group of overlapping features, a partial-input model gated by its held-out precision, the
-label-coincidence flag, what the summary records, and the synthetic set whose truth is known."""
+"""The effect rule of shortcut splits (docs/design.md §13, amended 2026-12-07): effects not z,
+one vote per group of overlapping features, a partial-input model gated by its held-out precision,
+the label-coincidence flag, what the summary records, and the synthetic set whose truth is known."""
 
 from __future__ import annotations
 
@@ -363,7 +363,7 @@ def test_a_recipe_splits_with_an_independent_bias_model(
 
 
 def test_the_gated_model_is_the_hypo_only_feature_s_model() -> None:
-    """SPEC §13: the ``hypo-only-pred`` feature *is* the partial-input model. The gate's
+    """docs/design.md §13: the ``hypo-only-pred`` feature *is* the partial-input model. The gate's
     probabilities (same folds, seed and naive Bayes) give the feature's prediction on every
     row, out of fold on the training rows and fold-averaged on the test rows."""
     from zdebias.features.extract import extract_features

@@ -1,5 +1,6 @@
-"""Shortcut splits (SPEC §13): verdicts from the training set's significant features or its
-hypothesis-only model; aligned / conflicting / free, by hand and on the demo's planted rows."""
+"""Shortcut splits (docs/design.md §13): verdicts from the training set's significant features
+or its hypothesis-only model; aligned / conflicting / free, by hand and on the demo's planted
+rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Classifier stages: confidence filter, training and evaluation (SPEC §7-§9).
+"""Classifier stages: confidence filter, training and evaluation (docs/design.md §7-§9).
 
 Each stage config is its operation's settings (``zdebias.classify.settings``) plus references.
 """
@@ -45,7 +45,8 @@ def _described(name: str) -> Any:
 
 class ConfidenceFilterConfig(ConfidenceSettings, StageConfig):
     """Keep a sample only if a classifier (the judge: trained on D0, or debiased) gives
-    p(label) > τ (SPEC §7), or a rise of p(label) above δ (``rule: delta-p``, SPEC §12)."""
+    p(label) > τ (docs/design.md §7), or a rise of p(label) above δ (``rule: delta-p``,
+    docs/design.md §12)."""
 
     input: RecordsRef
     classifier: ModelRef
@@ -79,7 +80,8 @@ def confidence_filter_stage(
 
 
 class TrainClassifierConfig(ClassifierSettings, StageConfig):
-    """Fine-tune a classifier (SPEC §8, Table 9 defaults); ``seeds`` trains one per seed."""
+    """Fine-tune a classifier (docs/design.md §8, Table 9 defaults); ``seeds`` trains one per
+    seed."""
 
     model: ModelRef = ClassifierSettings.model_fields["model"].default
     bias_model: OptModelRef = None
@@ -176,7 +178,7 @@ def classifier_runs(value: Any) -> list[str]:
 
 
 class EvaluateConfig(EvaluateSettings, StageConfig):
-    """Accuracy of classifiers on suites (SPEC §9), as GD-NLI Tables 2-5 shaped tables."""
+    """Accuracy of classifiers on suites (docs/design.md §9), as GD-NLI Tables 2-5 shaped tables."""
 
     classifiers: Annotated[dict[str, str], Ref("model", external=True)] = Field(
         ..., description="method name → classifier (a train-classifier stage or a folder)"

@@ -1,4 +1,4 @@
-"""AutoCAD counterfactual stages (SPEC §10).
+"""AutoCAD counterfactual stages (docs/design.md §10).
 
 Each stage config is its operation's settings (``zdebias.counterfactual.settings``) plus
 references (classifier, infiller, base model, LM; input / train / dev records).
@@ -62,7 +62,7 @@ def _counterfactuals(
 
 
 class RationalesConfig(RationaleSettings, StageConfig):
-    """AutoCAD step 1: rationale spans by gradient saliency (SPEC §10)."""
+    """AutoCAD step 1: rationale spans by gradient saliency (docs/design.md §10)."""
 
     classifier: ModelRef
     input: RecordsRef

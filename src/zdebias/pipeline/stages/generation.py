@@ -1,4 +1,4 @@
-"""Generator stages: train, debias and sample the generator (SPEC §6).
+"""Generator stages: train, debias and sample the generator (docs/design.md §6).
 
 Each stage config is its operation's settings (``zdebias.generation.settings``) plus
 references; the stage's seed is the recipe's unless the stage sets its own.
@@ -103,9 +103,9 @@ def debias_generator_stage(
 
 
 class SampleConfig(SampleSettings, PromptSettings, StageConfig):
-    """Sample (P, l, H) from a generator (SPEC §6), in resumable shards; with ``premises``,
-    a trained generator writes the label (or, with ``per_premise``, the hypothesis of each
-    forced label) after each premise; with ``backend`` openai / local, prompt an instruction
+    """Sample (P, l, H) from a generator (docs/design.md §6), in resumable shards; with
+    ``premises``, a trained generator writes the label (or, with ``per_premise``, the hypothesis of
+    each forced label) after each premise; with ``backend`` openai / local, prompt an instruction
     model with ``premises`` (few-shot ``examples``); with ``premises`` and ``cells`` (a stats
     stage, or a ``zdebias stats --cells`` file), fill those shortcut-breaking cells, each
     cell's z before and after measured on ``measure_with`` (D0)."""

@@ -1,4 +1,4 @@
-"""Statistics stages: z-statistics, z-filtering and the dataset recipes (SPEC §3-§5).
+"""Statistics stages: z-statistics, z-filtering and the dataset recipes (docs/design.md §3-§5).
 
 Each stage config is its operation's settings (``zdebias.stats.settings``) plus references.
 """
@@ -70,7 +70,8 @@ def with_model_predictions(records: list[Record], cfg: FeatureSettings, ctx: Sta
 
 
 class StatsConfig(StatsSettings, StageConfig):
-    """z-statistics of a dataset (SPEC §3): top features per label and Gardner-plot points."""
+    """z-statistics of a dataset (docs/design.md §3): top features per label and Gardner-plot
+    points."""
 
     input: RecordsRef
     hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
@@ -104,7 +105,7 @@ def stats_stage(cfg: StatsConfig, inputs: Inputs, ctx: StageContext) -> StageRes
 
 
 class FilterConfig(FilterSettings, StageConfig):
-    """z-filtering (SPEC §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set;
+    """z-filtering (docs/design.md §4): Z(input), or Z(input | seed_data) when ``seed_data`` is set;
     ``method: cartography``: the ``region`` of the data map of ``dynamics`` (a
     train-classifier stage trained on ``input``: its first seed's dynamics); AFLite with
     ``method: aflite``."""
@@ -216,7 +217,7 @@ def _file_input(inputs: Inputs, name: str, ctx: StageContext) -> FileInput:
 
 
 class CombineConfig(CombineSettings, StageConfig):
-    """Z-Aug, Par-Z or Seq-Z (SPEC §5) of the original and the generated data."""
+    """Z-Aug, Par-Z or Seq-Z (docs/design.md §5) of the original and the generated data."""
 
     original: RecordsRef
     generated: RecordsRef
@@ -257,7 +258,8 @@ def combine_stage(cfg: CombineConfig, inputs: Inputs, ctx: StageContext) -> Stag
 
 
 class ShortcutSplitConfig(ShortcutSplitSettings, StageConfig):
-    """A test set split by a training set's shortcuts (SPEC §13): aligned, conflicting, free."""
+    """A test set split by a training set's shortcuts (docs/design.md §13): aligned, conflicting,
+    free."""
 
     train: RecordsRef
     test: RecordsRef
