@@ -33,13 +33,23 @@ def _settings_bases(config: type[StageConfig]) -> list[type[Settings]]:
 
 
 def _choices(tp: Any) -> tuple[Any, ...] | None:
+    """The choices a CLI option offers for a field: its Literal's values, where the field is
+    a Literal (or an optional one); a number-or-keyword field (``float | Literal["critical"]``)
+    is text the model parses, its keyword named in the help."""
     args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) else []
     if get_origin(tp) is Literal:
         return get_args(tp)
-    for a in args:
-        if get_origin(a) is Literal:
-            return get_args(a)
+    if len(args) == 1 and get_origin(args[0]) is Literal:
+        return get_args(args[0])
     return None
+
+
+def _keywords(tp: Any) -> tuple[Any, ...]:
+    """The Literal values of a number-or-keyword field (empty for any other field)."""
+    args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) else []
+    if len(args) < 2:
+        return ()
+    return tuple(v for a in args if get_origin(a) is Literal for v in get_args(a))
 
 
 def _is_ref(info: Any) -> bool:
@@ -126,6 +136,8 @@ def test_command_offers_every_setting(name: str, entry: Any) -> None:
             if choices is not None:
                 offered = tuple(param.type_descriptor.choices or ())
                 assert offered == tuple(choices), (name, field, offered)
+            for keyword in _keywords(info.annotation):  # e.g. --min-z critical
+                assert keyword in (param.help or ""), (name, field, keyword)
             for old in meta["deprecated"]:
                 if old.startswith("-"):
                     flag = old.partition("=")[0]  # "--free=false": the hidden flag --free

@@ -17,11 +17,19 @@ def inspect(input: InputArg, read: ReadOptions, tokens: TokenSettings, cli: CliO
     """Show a dataset's format, size, label counts, skipped rows and text lengths."""
     from zdebias.data.inspect import inspect_dataset
     from zdebias.data.options import no_records_error
+    from zdebias.features.short_fields import short_fields_line
+    from zdebias.features.tokenize import Tokenizer
     from zdebias.report.text import inspect_text
 
     path, read = read.for_input(require(input, "INPUT"))
     ds = read.open(path)
-    info = inspect_dataset(ds, limit=read.limit, tokens=tokens)
+    tokenizer = Tokenizer.from_settings(tokens.token_kwargs())
+    info = inspect_dataset(
+        ds,
+        limit=read.limit,
+        tokenizer=tokenizer,
+        short_line=lambda medians: short_fields_line(medians, tokenizer),
+    )
     if ds.report.task_line() is not None:
         log.info("%s", ds.report.task_line())
     for line in info["warnings"]:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
-
-from zdebias.features.settings import TokenSettings
 
 
 def _length_stats(lengths: list[int]) -> dict[str, float]:
@@ -24,16 +23,19 @@ def _length_stats(lengths: list[int]) -> dict[str, float]:
 
 
 def inspect_dataset(
-    ds: Any, *, limit: int | None = None, tokens: TokenSettings | None = None
+    ds: Any,
+    *,
+    limit: int | None = None,
+    tokenizer: Callable[[str], list[str]] | None = None,
+    short_line: Callable[[Mapping[str, float]], str | None] | None = None,
 ) -> dict[str, Any]:
     """Summarise a dataset: format, sizes, label counts, skipped rows, text lengths (words
-    between spaces, and tokens as the features cut them with ``tokens``' settings), and
-    ``warnings`` (repeated ids, records named ``FILE:LINE`` where others have an id, texts
-    whose median is 1-2 tokens)."""
-    from zdebias.features.short_fields import short_fields_line
-    from zdebias.features.tokenize import Tokenizer
+    between spaces, and, with ``tokenizer``, tokens as the features cut them), and
+    ``warnings`` (repeated ids, records named ``FILE:LINE`` where others have an id, and
+    ``short_line`` of the median token lengths: texts whose median is 1-2 tokens).
 
-    tokenizer = Tokenizer.from_settings((tokens or TokenSettings()).token_kwargs())
+    The tokenizer and the warning come from the caller (the features layer), so that this
+    module stays below it."""
     labels: Counter[str] = Counter()
     lengths: dict[str, list[int]] = {}
     token_lengths: dict[str, list[int]] = {}
@@ -45,7 +47,8 @@ def inspect_dataset(
         for fld in fields:
             text = getattr(record, fld)
             lengths.setdefault(fld, []).append(len(text.split()))
-            token_lengths.setdefault(fld, []).append(len(tokenizer(text)))
+            if tokenizer is not None:
+                token_lengths.setdefault(fld, []).append(len(tokenizer(text)))
     rep = ds.report
     task = ds.task or None
     from zdebias.data.labels import get_task
@@ -53,7 +56,8 @@ def inspect_dataset(
 
     names = list(get_task(rep.task).labels) if rep.task != "?" else sorted(labels)
     by_tokens = {fld: _length_stats(v) for fld, v in token_lengths.items()}
-    short = short_fields_line({fld: st["median"] for fld, st in by_tokens.items()}, tokenizer)
+    medians = {fld: st["median"] for fld, st in by_tokens.items()}
+    short = short_line(medians) if short_line is not None else None
     warnings = [repeated_ids_line(ids, rep.path), rep.derived_ids_line(), short]
     return {
         "path": rep.path,
@@ -68,7 +72,7 @@ def inspect_dataset(
         "skipped_errors": [str(e) for e in rep.errors[:20]],
         **({"where": rep.where, "n_skipped_by_where": rep.n_skipped_by_where} if rep.where else {}),
         "length_words": {fld: _length_stats(v) for fld, v in lengths.items()},
-        "length_tokens": by_tokens,
+        **({"length_tokens": by_tokens} if tokenizer is not None else {}),
         "n_derived_ids": rep.n_derived_ids,
         "warnings": [line for line in warnings if line is not None],
         **({"task_forced": task.name} if task else {}),
