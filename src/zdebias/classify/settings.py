@@ -126,6 +126,13 @@ class EvaluateSettings(InferenceSettings):
         ge=1,
         exclude_if=lambda value: value == 20,  # the default: stage hashes as before it
     )
+    metrics: list[str] | None = setting(
+        None,
+        "Comma-separated metrics run beside the built-in ones: a registered name or a dotted "
+        "path pkg.module:Class (a zdebias.evaluation.registry.Metric); compare t-tests the "
+        "primary value of those marked tested.",
+        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
+    )
 
 
 class CompareSettings(Settings):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -60,7 +60,14 @@ def slice_of(gold: str, verdict: str) -> str:
 @dataclass(frozen=True)
 class GroupAccuracy:
     """Accuracy per gold label × verdict and the worst group (module doc); a metric with a
-    primary value, as evaluators are (:data:`primary_metric`, :meth:`flat`)."""
+    primary value, as evaluators are (:data:`primary_metric`, :meth:`flat`), registered
+    with scope ``split`` (:mod:`zdebias.evaluation.catalogue`): it scores a shortcut split's
+    rows together, not one suite."""
+
+    #: the registry's view (:class:`~zdebias.evaluation.registry.Metric`)
+    scope: ClassVar[str] = "split"
+    primary: ClassVar[str] = WORST
+    tested: ClassVar[bool] = False
 
     min_size: int = MIN_GROUP_SIZE
     name: str = "groups"

@@ -29,10 +29,12 @@ from typing import Any
 import numpy as np
 
 from zdebias.evaluation.cells import format_cell
+from zdebias.evaluation.registry import Metric, Scored
 
 MACRO_F1 = "macro-F1"
 BALANCED = "balanced accuracy"
-#: the per-run numbers compare tests by default, beside each suite's accuracy
+#: the built-in per-run numbers compare tests by default, beside each suite's accuracy (the
+#: registry decides: each metric's ``tested``, :func:`~zdebias.evaluation.catalogue.tested_keys`)
 TESTED = (MACRO_F1, BALANCED)
 #: the per-label columns of :func:`per_label_markdown`
 KEYS = ("recall", "precision", "f1")
@@ -80,24 +82,75 @@ def label_metrics(
 def flat_label_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
     """A suite result's macro-F1, balanced accuracy and per-label accuracy and F1 under their
     flat keys (:func:`metric_key`); empty for a result scored before they existed."""
-    if "macro_f1" not in result:
-        return {}
-    out = {
-        metric_key(suite, MACRO_F1): float(result["macro_f1"]),
-        metric_key(suite, BALANCED): float(result["balanced_accuracy"]),
-    }
-    for lab, cell in result.get("per_label_f1", {}).items():
-        if cell["n"]:
-            out[metric_key(suite, "accuracy", lab)] = float(cell["recall"])
-            out[metric_key(suite, "F1", lab)] = float(cell["f1"])
+    scored = Scored(suite, (), (), (), result)
+    out: dict[str, float] = {}
+    for metric in (MacroF1(), BalancedAccuracy(), PerLabel()):
+        out.update(metric.compute(scored))
     return out
 
 
-def tested_keys(doc: dict[str, Any], suites: Sequence[str]) -> list[str]:
-    """The macro-F1 and balanced-accuracy keys of ``suites`` that every run of ``doc`` has."""
-    runs = doc.get("runs", [])
-    keys = [metric_key(s, m) for s in suites for m in TESTED]
-    return [k for k in keys if runs and all(k in run.get("metrics", {}) for run in runs)]
+class Accuracy(Metric):
+    """Accuracy: the share of rows predicted right (the suite's own key)."""
+
+    name = "accuracy"
+    tested = True
+
+    def compute(self, scored: Scored) -> dict[str, float]:
+        return {scored.suite: float(scored.result["accuracy"])}
+
+
+class HeuristicCells(Metric):
+    """Accuracy per group of a grouped suite (HANS: per heuristic, and heuristic × gold)."""
+
+    name = "heuristics"
+
+    def compute(self, scored: Scored) -> dict[str, float]:
+        out = {}
+        for heuristic, cells in scored.result.get("groups", {}).items():
+            for key, cell in cells.items():
+                name = f"{scored.suite}/{heuristic}"
+                out[name if key == "all" else f"{name}/{key}"] = float(cell["accuracy"])
+        return out
+
+
+class MacroF1(Metric):
+    """Macro-F1 over the suite's gold labels (:func:`label_metrics`)."""
+
+    name = "macro-f1"
+    primary = MACRO_F1
+    tested = True
+
+    def compute(self, scored: Scored) -> dict[str, float]:
+        if "macro_f1" not in scored.result:
+            return {}
+        return {self.key(scored.suite): float(scored.result["macro_f1"])}
+
+
+class BalancedAccuracy(Metric):
+    """Balanced accuracy: the mean of the per-label recalls (:func:`label_metrics`)."""
+
+    name = "balanced-accuracy"
+    primary = BALANCED
+    tested = True
+
+    def compute(self, scored: Scored) -> dict[str, float]:
+        if "balanced_accuracy" not in scored.result:
+            return {}
+        return {self.key(scored.suite): float(scored.result["balanced_accuracy"])}
+
+
+class PerLabel(Metric):
+    """Per gold label: accuracy (recall) and F1 (:func:`label_metrics`)."""
+
+    name = "per-label"
+
+    def compute(self, scored: Scored) -> dict[str, float]:
+        out = {}
+        for lab, cell in scored.result.get("per_label_f1", {}).items():
+            if cell["n"]:
+                out[metric_key(scored.suite, "accuracy", lab)] = float(cell["recall"])
+                out[metric_key(scored.suite, "F1", lab)] = float(cell["f1"])
+        return out
 
 
 def summarize(values: Sequence[float]) -> dict[str, Any]:
@@ -192,6 +245,11 @@ __all__ = [
     "BALANCED",
     "MACRO_F1",
     "TESTED",
+    "Accuracy",
+    "BalancedAccuracy",
+    "HeuristicCells",
+    "MacroF1",
+    "PerLabel",
     "flat_label_metrics",
     "label_metrics",
     "label_table",
@@ -199,5 +257,4 @@ __all__ = [
     "overall_markdown",
     "per_label_markdown",
     "summarize",
-    "tested_keys",
 ]

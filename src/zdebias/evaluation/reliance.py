@@ -214,8 +214,14 @@ def evaluate_with_split(
     with ``shortcut_split`` (a ``zdebias shortcut-split`` folder or its summary.json), the
     split's slices as suites and each run's reliance (:func:`add_reliance`); ``options``:
     evaluate_models' keywords."""
+    from zdebias.classify.settings import InferenceSettings
     from zdebias.evaluation.suites import evaluate_models
 
+    if "metrics" not in options and getattr(settings, "metrics", None):
+        options["metrics"] = settings.metrics  # the user's metrics (EvaluateSettings)
+    min_size = getattr(settings, "min_group_size", None) or MIN_GROUP_SIZE
+    # what this function honours itself (the split, metrics, group size) is taken here
+    settings = InferenceSettings.take(settings) if settings is not None else None
     if shortcut_split is None:
         return evaluate_models(models, suites, settings, **options)
     split = read_split(shortcut_split)
@@ -224,7 +230,6 @@ def evaluate_with_split(
     split = {**split, "suite": found["suite"]}
     split["warnings"] = [*split.get("warnings", []), *found["warnings"]]
     doc = evaluate_models(models, [*suites, *split_suites(split, task=task)], settings, **options)
-    min_size = getattr(settings, "min_group_size", None) or MIN_GROUP_SIZE
     return add_reliance(doc, split, rows=found["rows"], min_size=min_size)
 
 
@@ -293,8 +298,10 @@ def add_groups(
     top shortcuts, when its rows record which they carry); the worst-group accuracy as the
     flat metric :data:`WORST_GROUP`, summarized over runs. A run scored before outcomes were
     kept gets neither."""
+    from zdebias.evaluation.catalogue import registered_metrics
+
     gold, verdicts, carries, parts = _row_keys(rows)
-    metric = GroupAccuracy(min_size=min_size)
+    metric: GroupAccuracy = registered_metrics()["groups"].factory(min_size=min_size)
     labels = split.get("labels") or None
     cuts = [
         {"feature": str(d["feature"]), "label": str(d["label"])}

@@ -363,7 +363,7 @@ def compare_results(
     mean/std/runs, the difference of means, its interval ``ci``, the test, ``p``, ``p_holm``
     and ``significant``.
     """
-    from zdebias.evaluation.metrics import tested_keys
+    from zdebias.evaluation.catalogue import tested_keys
     from zdebias.evaluation.tables import suite_names
 
     if len(docs) < 2:

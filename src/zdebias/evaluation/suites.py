@@ -33,7 +33,7 @@ from zdebias.classify.settings import InferenceSettings
 from zdebias.data.options import ReadOptions
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
-from zdebias.evaluation.metrics import flat_label_metrics, label_metrics
+from zdebias.evaluation.metrics import Accuracy, HeuristicCells, label_metrics
 from zdebias.evaluation.metrics import summarize as summarize  # re-exported, as before
 
 FORMAT_NAME = "zdebias-evaluation"
@@ -232,13 +232,12 @@ def _label_order(model_labels: Sequence[str]) -> Callable[[str], tuple[int, str]
 
 
 def flat_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
-    """``{suite: acc, suite/heuristic: acc, suite/heuristic/label: acc}`` for summaries."""
-    out = {suite: float(result["accuracy"])}
-    for heuristic, cells in result.get("groups", {}).items():
-        for key, cell in cells.items():
-            name = f"{suite}/{heuristic}" if key == "all" else f"{suite}/{heuristic}/{key}"
-            out[name] = float(cell["accuracy"])
-    return out
+    """``{suite: acc, suite/heuristic: acc, suite/heuristic/label: acc}`` for summaries
+    (the registered metrics ``accuracy`` and ``heuristics``)."""
+    from zdebias.evaluation.registry import Scored
+
+    scored = Scored(suite, (), (), (), result)
+    return {**Accuracy().compute(scored), **HeuristicCells().compute(scored)}
 
 
 def _run_info(model: str) -> dict[str, Any]:
@@ -387,6 +386,7 @@ def evaluate_models(
     progress: bool = True,
     predictions_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    metrics: Sequence[str] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
@@ -404,9 +404,14 @@ def evaluate_models(
     With ``cache_dir``, a local model's probabilities on a suite are kept there and read back
     by any later evaluation of the same model bytes on the same records with the same device,
     dtype and batch size (:class:`PredictionCache`): the same numbers, without predicting.
+    ``metrics``: metrics run beside the built-ins (:func:`~zdebias.evaluation.registry.
+    suite_metrics`: registered names or ``pkg.module:Class``); the document names them under
+    ``extra_metrics``, so ``compare`` tests theirs.
     """
     from zdebias.classify.on_ray import classifier_for
     from zdebias.data.writers import write_records
+    from zdebias.evaluation.catalogue import flat_scores, suite_metrics
+    from zdebias.evaluation.registry import Scored
 
     opts = InferenceSettings.of(settings, **overrides)
     if not models:
@@ -417,6 +422,7 @@ def evaluate_models(
     dupes = [n for n, c in Counter(names).items() if c > 1]
     if dupes:
         raise ConfigError(f"suite names must be unique; repeated: {', '.join(dupes)}")
+    chosen = suite_metrics(metrics)  # an unknown metric fails before any model loads
     loaded = [load_suite(s) for s in suites]
     runs = []
     sets = [records for records, _info in loaded]
@@ -432,11 +438,11 @@ def evaluate_models(
         probs_all = np.concatenate(parts) if parts else np.empty((0, len(clf.labels)))
         scored = [probs_all[idx] for idx in where]
         results: dict[str, Any] = {}
-        metrics: dict[str, float] = {}
+        flat: dict[str, float] = {}
         for suite, records, probs in zip(suites, sets, scored, strict=True):
             results[suite.name] = score_predictions(probs, clf.labels, records)
+            preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})
             if predictions_dir is not None:
-                preds, _ = map_predictions(probs, clf.labels, {r.label for r in records})
                 rows = (
                     r.replace(
                         meta={
@@ -448,15 +454,16 @@ def evaluate_models(
                     for r, p, row in zip(records, preds, probs, strict=True)
                 )
                 write_records(rows, Path(predictions_dir) / f"run{run_index}-{suite.name}.jsonl")
-            metrics.update(flat_metrics(suite.name, results[suite.name]))
-            metrics.update(flat_label_metrics(suite.name, results[suite.name]))
+            gold = [r.label for r in records]
+            scored_suite = Scored(suite.name, gold, preds, records, results[suite.name])
+            flat.update(flat_scores(chosen, scored_suite))
         runs.append(
             {
                 "model": str(model),
                 **_run_info(str(model)),
                 "labels": clf.labels,
                 "results": results,
-                "metrics": metrics,
+                "metrics": flat,
             }
         )
         del clf
@@ -466,7 +473,7 @@ def evaluate_models(
         for k in keys
         if all(k in r["metrics"] for r in runs)
     }
-    return {
+    doc = {
         "kind": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "name": name or Path(str(models[0])).name,
@@ -474,6 +481,9 @@ def evaluate_models(
         "runs": runs,
         "summary": summary,
     }
+    if metrics:  # the user's metrics, by the names given (absent: a document as before)
+        doc["extra_metrics"] = list(dict.fromkeys(metrics))
+    return doc
 
 
 class _GroupCell(BaseModel):

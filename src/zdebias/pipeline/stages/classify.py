@@ -213,13 +213,14 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
     )
 
     def hash_excluded(self) -> set[str]:
-        """``shortcut_split`` and ``family`` while unset, ``min_group_size`` at its default:
-        evaluate stages hash as before the settings."""
+        """``shortcut_split``, ``family`` and ``metrics`` while unset, ``min_group_size`` at
+        its default: evaluate stages hash as before the settings."""
         return (
             super().hash_excluded()
             | ({"shortcut_split"} if self.shortcut_split is None else set())
             | ({"family"} if self.family is None else set())
             | ({"min_group_size"} if self.min_group_size == 20 else set())
+            | ({"metrics"} if not self.metrics else set())
         )
 
     @model_validator(mode="after")
