@@ -113,8 +113,10 @@ def read_dynamics(ref: str | Path) -> Dynamics:
             where = {"path": str(path), "line": line_no}
             try:
                 row = json.loads(line)
-            except ValueError as err:
+            except json.JSONDecodeError as err:
                 raise DataError(f"not JSON ({err.msg})", **where) from None
+            except (ValueError, RecursionError) as err:  # a number over the digit limit, depth
+                raise DataError(f"not JSON ({err})", **where) from None
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise DataError("expected an object with a string id", field="id", **where)
             key = row["id"]

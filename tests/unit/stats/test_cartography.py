@@ -144,6 +144,17 @@ def test_read_dynamics_recomputes_and_locates_bad_lines(tmp_path: Path) -> None:
         read_dynamics(tmp_path)
 
 
+def test_a_number_over_the_digit_limit_is_a_located_data_error(tmp_path: Path) -> None:
+    """json.loads raises a plain ValueError (no ``msg``) for an int of 5000 digits, and a
+    RecursionError for deep nesting: each is one located line, not an AttributeError."""
+    long = _write(tmp_path / "long.jsonl", ['{"id": "a", "gold_probs": [' + "7" * 5000 + "]}"])
+    with pytest.raises(DataError, match=r"long\.jsonl:1: not JSON \(.*digits"):
+        read_dynamics(long)
+    deep = _write(tmp_path / "deep.jsonl", ["[" * 100_000 + "]" * 100_000])
+    with pytest.raises(DataError, match=r"deep\.jsonl:1: not JSON"):
+        read_dynamics(deep)
+
+
 def test_the_seed_stays_in_every_filter_stage_hash() -> None:
     """The cartography settings gained ``seed`` (its ties); it is every method's seed, so no
     method's stage hash may leave it out (a z-filter stage with another seed is redone)."""
