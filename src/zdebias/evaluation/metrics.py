@@ -214,7 +214,8 @@ def label_table(doc: dict[str, Any]) -> dict[str, Any] | None:
     return {"method": doc.get("name"), "suites": suites}
 
 
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown pipe table: the first column left-aligned, the others right-aligned."""
     lines = [
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
@@ -228,7 +229,7 @@ def overall_markdown(table: dict[str, Any]) -> str:
         [s["suite"], *(format_cell(s[k]) for k in ("accuracy", "macro_f1", "balanced_accuracy"))]
         for s in table["suites"]
     ]
-    return _markdown(["suite", "accuracy", MACRO_F1, BALANCED], rows)
+    return markdown_table(["suite", "accuracy", MACRO_F1, BALANCED], rows)
 
 
 def per_label_markdown(table: dict[str, Any]) -> str:
@@ -238,7 +239,9 @@ def per_label_markdown(table: dict[str, Any]) -> str:
         for s in table["suites"]
         for lab in s["labels"]
     ]
-    return _markdown(["suite", "gold label", "n", "accuracy (recall)", "precision", "F1"], rows)
+    return markdown_table(
+        ["suite", "gold label", "n", "accuracy (recall)", "precision", "F1"], rows
+    )
 
 
 __all__ = [
@@ -253,6 +256,7 @@ __all__ = [
     "flat_label_metrics",
     "label_metrics",
     "label_table",
+    "markdown_table",
     "metric_key",
     "overall_markdown",
     "per_label_markdown",

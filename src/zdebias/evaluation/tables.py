@@ -16,7 +16,12 @@ from typing import Any
 
 from zdebias.evaluation.cells import SIGNIFICANT as SIGNIFICANT  # re-exported, as before
 from zdebias.evaluation.cells import format_cell, format_percent
-from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
+from zdebias.evaluation.metrics import (
+    label_table,
+    markdown_table,
+    overall_markdown,
+    per_label_markdown,
+)
 from zdebias.evaluation.suites import summarize
 
 
@@ -82,15 +87,6 @@ def summary_table(
     return {"columns": cols, "average": average, "rows": rows}
 
 
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def table_markdown(table: dict[str, Any], *, first: str = "Method") -> str:
     """The summary table as a Markdown pipe table."""
     header = [first, *table["columns"]] + (["Avg."] if table.get("average") else [])
@@ -100,7 +96,7 @@ def table_markdown(table: dict[str, Any], *, first: str = "Method") -> str:
         if table.get("average"):
             cells.append(format_cell(row.get("average")))
         body.append([str(row["name"]), *cells])
-    return _markdown(header, body)
+    return markdown_table(header, body)
 
 
 def unlearned_lines(table: dict[str, Any]) -> list[str]:
@@ -166,7 +162,7 @@ def group_markdown(table: dict[str, Any]) -> str:
             format_cell(table["overall"]),
         ]
     )
-    return _markdown(["heuristic", *table["columns"]], body)
+    return markdown_table(["heuristic", *table["columns"]], body)
 
 
 def runs_markdown(doc: dict[str, Any]) -> str:
@@ -182,7 +178,7 @@ def runs_markdown(doc: dict[str, Any]) -> str:
                 *[format_percent(run["metrics"].get(c)) for c in cols],
             ]
         )
-    return _markdown(["model", "seed", *cols], body)
+    return markdown_table(["model", "seed", *cols], body)
 
 
 def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,7 +84,9 @@ class Shard:
         self.records = None
         return len(self.lines)
 
-    def read_and_extract(self, feature_names: Sequence[str] | None) -> Iterator[dict[str, Any]]:
+    def read_and_extract(
+        self, feature_names: Sequence[str] | None
+    ) -> Generator[dict[str, Any], None, dict[str, Any]]:
         """Read the range, yielding each chunk's features, labels, ids and hypotheses
         (distinct texts and each record's among them) as it is done (the parent receives
         them meanwhile, so no worker holds them all); returns the read report."""
