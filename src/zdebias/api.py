@@ -73,6 +73,12 @@ def _options(
     options = ReadOptions.of(read, **read_keys)
     if options.format is not None:
         raise ConfigError("format applies to files; in-memory data needs none")
+    method = getattr(settings, "method", None)
+    if method is not None and "method" in settings_cls.unhonoured(settings):
+        raise ConfigError(
+            f"setting 'method' (= {method!r}) of {type(settings).__name__} is not run here; "
+            "zdebias.filter(data, settings) runs it"
+        )
     return settings_cls.of(settings, **keywords), options
 
 

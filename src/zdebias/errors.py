@@ -8,8 +8,12 @@ from typing import TypeVar
 V = TypeVar("V")
 
 
-class ZdebiasError(Exception):
-    """Any user-facing error: bad input, bad option, missing model. Never shown with a traceback."""
+class ZdebiasError(ValueError):
+    """Any user-facing error: bad input, bad option, missing model. Never shown with a traceback.
+
+    A ``ValueError`` too, so Python callers' ``except ValueError`` catches bad values given
+    to the library.
+    """
 
 
 class DataError(ZdebiasError):

@@ -22,7 +22,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from zdebias.errors import ConfigError
+from zdebias.errors import ConfigError, ZdebiasError
 
 #: the one default random seed of every operation run from the command line or Python
 DEFAULT_SEED = 0
@@ -73,7 +73,35 @@ def cli_meta(info: Any) -> dict[str, Any]:
     return meta
 
 
-class Settings(BaseModel):
+class OwnErrors(BaseModel):
+    """A model whose validators' :class:`~zdebias.errors.ZdebiasError` (a ``ValueError``,
+    which pydantic folds into a ``ValidationError``) leaves validation as itself."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise _own_error(err) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """As pydantic's, raising a validator's own ZdebiasError as itself."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as err:
+            raise _own_error(err) from None
+
+
+def _own_error(err: ValidationError) -> Exception:
+    """The first ZdebiasError a validator raised inside ``err``, else ``err``."""
+    for problem in err.errors():
+        cause = (problem.get("ctx") or {}).get("error")
+        if isinstance(cause, ZdebiasError):
+            return cause
+    return err
+
+
+class Settings(OwnErrors):
     """Base of every operation's settings: validated, no unknown keys."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
@@ -106,16 +134,44 @@ class Settings(BaseModel):
 
     @classmethod
     def take(cls, source: BaseModel, **update: Any) -> Self:
-        """This class's fields taken from ``source`` (e.g. a stage config), then ``update``."""
-        return cls.of(source, **update)
+        """This class's fields taken from ``source`` (e.g. a stage config), then ``update``;
+        the fields of ``source`` this class lacks are left behind on purpose."""
+        return cls._made(source, update)
 
     @classmethod
     def of(cls, settings: BaseModel | None = None, /, **overrides: Any) -> Self:
         """``settings`` (default: all defaults) with ``overrides``, validated as this class.
 
         The one way library functions turn their ``settings`` argument and keyword shortcuts
-        into a settings object: a keyword must be a field of this class.
+        into a settings object: a keyword must be a field of this class, and so must every
+        field that ``settings`` sets to other than its default (a wider object, e.g.
+        ``FilterSettings(method="aflite")`` given to z-filtering, is refused, not narrowed).
         """
+        if settings is not None and type(settings) is not cls:
+            unhonoured = cls.unhonoured(settings)
+            if unhonoured:
+                name, value = next(iter(unhonoured.items()))
+                raise ConfigError(
+                    f"setting {name!r} (= {value!r}) of {type(settings).__name__} is not a "
+                    f"setting of {cls.__name__}: this function cannot honour it; leave it at "
+                    "its default or call the function that takes it"
+                )
+        return cls._made(settings, overrides)
+
+    @classmethod
+    def unhonoured(cls, source: BaseModel) -> dict[str, Any]:
+        """The fields of ``source`` that this class lacks and that are not at their default."""
+        out = {}
+        for name, info in type(source).model_fields.items():
+            if name in cls.model_fields:
+                continue
+            value = getattr(source, name)
+            if info.is_required() or value != info.get_default(call_default_factory=True):
+                out[name] = value
+        return out
+
+    @classmethod
+    def _made(cls, settings: BaseModel | None, overrides: dict[str, Any]) -> Self:
         if type(settings) is cls and not overrides:
             return settings
         values = {} if settings is None else cls._fields_of(settings)

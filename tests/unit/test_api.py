@@ -245,3 +245,50 @@ def test_confidence_filter_on_a_dataframe(tiny_model) -> None:
     assert out["confidence"].tolist()[5] is None and not out["keep"].tolist()[5]
     assert summary["n_input"] == 12 and summary["read"]["n_unlabelled"] == 1
     assert all(c > tau for c in out.loc[out["keep"], "confidence"])
+
+
+def test_settings_that_choose_another_filter_method_are_refused() -> None:
+    """``FilterSettings(method="aflite")`` given to z-filtering used to run z-filtering (the
+    fields z-filtering lacks were dropped): now it is refused, naming ``method``; so is a
+    method's settings object given to an operation that is no filter."""
+    from zdebias.stats.settings import FilterSettings
+
+    with pytest.raises(ConfigError, match=r"method.*'aflite'"):
+        zdebias.z_filter(_toy(), FilterSettings(method="aflite"))
+    with pytest.raises(ConfigError, match=r"method.*'cartography'"):
+        zdebias.z_filter(_toy(), FilterSettings(method="cartography", region="easy"))
+    with pytest.raises(ConfigError, match=r"'method' \(= 'aflite'\).*zdebias\.filter\("):
+        zdebias.find_shortcuts(_toy(), FilterSettings(method="aflite"))
+    # every setting left at its default, or honoured, is fine: the same verdicts as z's own
+    keys = {"biased_k": 1, "zfilter_batch_size": 2, "shuffle": False, **UNIGRAMS}
+    same = zdebias.z_filter(_toy(), FilterSettings(**keys))
+    own = zdebias.z_filter(_toy(), **keys)
+    assert [r["keep"] for r in same] == [r["keep"] for r in own] == [True, True, False, True]
+
+
+def test_a_setting_the_function_cannot_honour_is_refused_by_name() -> None:
+    """A wider settings object is refused, naming its first field that is set and that the
+    function lacks; the same field at its default passes (its value changes nothing)."""
+    from zdebias.stats.settings import FilterSettings, StatsSettings, ZFilterSettings
+
+    with pytest.raises(ConfigError, match=r"setting 'aflite_n' \(= 3\) of FilterSettings is not"):
+        zdebias.z_filter(_toy(), FilterSettings(aflite_n=3))
+    with pytest.raises(ConfigError, match=r"'biased_k' \(= 3\) of ZFilterSettings .*StatsSettings"):
+        zdebias.find_shortcuts(_toy(), ZFilterSettings(biased_k=3))
+    prior = ZFilterSettings(biased_k=20, label_prior="empirical")
+    assert StatsSettings.of(prior).label_prior == "empirical"
+    # a stage config (or any source) narrowed on purpose: ``take`` leaves the rest behind
+    assert ZFilterSettings.take(FilterSettings(method="aflite", biased_k=4)).biased_k == 4
+
+
+def test_zdebias_errors_are_value_errors_and_survive_validation() -> None:
+    """``except ValueError`` catches the library's errors; one raised inside a settings
+    validator still leaves as itself, not folded into pydantic's ValidationError."""
+    from zdebias.stats.settings import ZFilterSettings
+
+    with pytest.raises(ValueError, match="unknown setting 'biased_kk'"):
+        zdebias.z_filter(_toy(), biased_kk=3)
+    with pytest.raises(ConfigError, match=r"cannot read the pattern file .*nowhere\.txt"):
+        ZFilterSettings(keep_features=["@/nowhere.txt"])
+    with pytest.raises(ConfigError, match=r"cannot read the pattern file"):
+        ZFilterSettings.model_validate({"keep_features": ["@/nowhere.txt"]})

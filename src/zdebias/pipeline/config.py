@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from zdebias.data.options import ReadOptions, split_input
 from zdebias.errors import ConfigError
-from zdebias.settings import DEFAULT_SEED
+from zdebias.settings import DEFAULT_SEED, OwnErrors
 
 # --------------------------------------------------------------------------- references
 
@@ -84,7 +84,7 @@ def iter_ref_values(value: Any) -> Iterator[str]:
 # --------------------------------------------------------------------------- models
 
 
-class StageConfig(BaseModel):
+class StageConfig(OwnErrors):
     """Base of every stage's settings. ``stage`` names the kind; ``seed`` overrides the recipe's."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
@@ -139,7 +139,7 @@ class DataSpec(ReadOptions):
         return expand_env(value)
 
 
-class ReportConfig(BaseModel):
+class ReportConfig(OwnErrors):
     """What the HTML report compares: the stats stages shown as *before* and *after*."""
 
     model_config = ConfigDict(extra="forbid")
@@ -151,7 +151,7 @@ class ReportConfig(BaseModel):
     examples: int = Field(default=8, ge=0)
 
 
-class Recipe(BaseModel):
+class Recipe(OwnErrors):
     """A whole recipe: datasets, stages in order, and run-wide settings."""
 
     model_config = ConfigDict(extra="forbid")
