@@ -21,6 +21,7 @@ __all__ = [
     "cartography",
     "cartography_filter",
     "confidence_filter",
+    "filter",
     "find_shortcuts",
     "shortcut_split",
     "z_filter",

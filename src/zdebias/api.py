@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from zdebias.stats.artifacts import ArtifactResult
     from zdebias.stats.measure import Measurement
 
-#: Columns :func:`z_filter` adds to (a copy of) the input.
+#: Columns :func:`z_filter` adds to (a copy of) the input (its method's ``columns``).
 FILTER_COLUMNS = ("keep", "rejected_by", "rejected_by_z")
-#: Columns :func:`aflite_filter` adds to (a copy of) the input.
+#: Columns :func:`aflite_filter` adds to (a copy of) the input (its method's ``columns``).
 AFLITE_COLUMNS = ("keep", "rejected_by", "aflite_round", "aflite_score")
 #: Columns :func:`find_shortcuts` adds to (a copy of) the input.
 SHORTCUT_COLUMNS = ("shortcuts", "shortcut_z")
@@ -137,13 +137,96 @@ def _aligned(rows: MemoryRows, columns: dict[str, list[Any]]) -> Any:
         }
         out = data.remove_columns([c for c in columns if c in data.column_names])
         for name, values in columns.items():
-            out = out.add_column(name, values, feature=features[name])
+            out = out.add_column(name, values, feature=features.get(name))  # else inferred
         return out
     base = [r.to_dict() for r in data] if rows.kind == "records" else data
     return [
         {**row, **{name: values[i] for name, values in columns.items()}}
         for i, row in enumerate(base)
     ]
+
+
+def _embed(records: Any, settings: Any, *, progress: bool = False) -> Any:
+    """:func:`zdebias.classify.embed.embed_records`, imported when a method embeds."""
+    from zdebias.classify.embed import embed_records
+
+    return embed_records(records, settings, progress=progress)
+
+
+def filter(
+    data: Any,
+    settings: Any = None,
+    *,
+    method: str | None = None,
+    read: ReadOptions | None = None,
+    seed_data: Any = None,
+    embeddings: Any = None,
+    return_summary: bool = False,
+    progress: bool = False,
+    **keywords: Any,
+) -> Any:
+    """Filter ``data`` with ``method`` (``zdebias filter --method``): ``z`` (the default),
+    ``cartography``, ``aflite``, a registered method or one at a dotted path
+    ``pkg.module:Method`` (:mod:`zdebias.stats.methods`), and return its rows with the
+    verdicts.
+
+    ``data``: a pandas DataFrame, a ``datasets.Dataset`` / ``DatasetDict`` (with ``split=``),
+    or a list of dicts: the result is a copy of the same type (a list of dicts for a list),
+    same length and order, with the method's columns (``keep`` first; None for a row not
+    read). A list of :class:`Record` returns the method's own result where it has one (a
+    :class:`~zdebias.stats.zfilter.ZFilterResult` for z). ``settings`` / keywords: the
+    method's settings fields and :class:`ReadOptions` fields; a :class:`FilterSettings`
+    names its method itself. ``seed_data``: D_seed for conditional z-filtering.
+    ``embeddings``: AFLite's, one row per input row. ``return_summary``: ``(rows, summary)``,
+    the summary ``zdebias filter`` writes plus ``n_rows`` and ``read``.
+
+    >>> out = zdebias.filter(df, method="z", task="nli")     # doctest: +SKIP
+    """
+    from zdebias.stats.methods import DEFAULT_METHOD, FilterInputs, filter_method
+
+    named = getattr(settings, "method", None)
+    if method is not None and named is not None and named != method:
+        raise ConfigError(f"method={method!r} but the settings' method is {named!r}")
+    chosen = filter_method(method or named or DEFAULT_METHOD)
+    if named is not None:  # chosen: the method's own settings class takes the rest
+        settings = settings.model_copy(update={"method": DEFAULT_METHOD})
+    cfg, options = _options(chosen.settings, settings, read, dict(keywords))
+    rows = _read(data, options)
+    if chosen.uses_features:
+        rows = _with_hypo_only(rows, cfg, progress)
+    inputs = FilterInputs(labels=rows.report.labels, source="data", progress=progress)
+    if seed_data is not None:
+        if not chosen.takes_seed:
+            raise ConfigError(f"seed_data is for z-filtering; method {chosen.name} takes none")
+        seed_options = options.model_copy(update={"split": None, "limit": None, "where": {}})
+        if options.task is None and rows.report.task != "?":
+            seed_options = seed_options.model_copy(update={"task": rows.report.task})
+        seed_rows = _read(seed_data, seed_options)
+        if chosen.uses_features:
+            seed_rows = _with_hypo_only(seed_rows, cfg, progress)
+        inputs.seed_records = seed_rows.records
+    if embeddings is not None:
+        x = np.asarray(embeddings)
+        if x.ndim != 2 or x.shape[0] != rows.n_rows:
+            raise ConfigError(f"embeddings of shape {x.shape} for {rows.n_rows} rows")
+        inputs.embeddings = x[np.asarray(rows.positions, dtype=np.int64)]
+    else:
+        inputs.embed = _embed
+    outcome = chosen.run(rows.records, cfg, inputs)
+    summary = {**outcome.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    for line in summary.get("warnings", ()):  # as `zdebias filter` tells them, on stderr
+        logging.getLogger("zdebias").warning("%s", line)
+    if rows.kind == "records" and outcome.result is not None:
+        outcome.result.summary = summary
+        return outcome.result
+    columns: dict[str, list[Any]] = {}
+    for name, values in outcome.columns.items():
+        placed: list[Any] = [False if name == "keep" else None] * rows.n_rows
+        for pos, value in zip(rows.positions, values, strict=True):
+            placed[pos] = value
+        columns[name] = placed
+    out = _aligned(rows, columns)
+    return (out, summary) if return_summary else out
 
 
 def z_filter(
@@ -156,11 +239,9 @@ def z_filter(
     progress: bool = False,
     **keywords: Any,
 ) -> Any:
-    """z-filter ``data`` (GD-NLI Algorithm 1) and return its rows with the verdicts.
+    """z-filter ``data`` (GD-NLI Algorithm 1): :func:`filter` with ``method="z"``.
 
-    ``data``: a pandas DataFrame, a ``datasets.Dataset`` / ``DatasetDict`` (with ``split=``),
-    or a list of dicts: the result is a copy of the same type (a list of dicts for a list),
-    same length and order, with ``keep`` (bool), ``rejected_by`` (feature names, strongest
+    The rows come back with ``keep`` (bool), ``rejected_by`` (feature names, strongest
     first; ``[]`` when kept, None for a row not read) and ``rejected_by_z``. A list of
     :class:`Record` returns a :class:`~zdebias.stats.zfilter.ZFilterResult`, as
     :func:`zdebias.stats.zfilter.z_filter` does.
@@ -173,50 +254,16 @@ def z_filter(
     whole and not part of the returned rows). ``return_summary``: return ``(rows, summary)``;
     the summary is the one ``zdebias filter`` writes, plus ``read`` (what was skipped).
     """
-    from zdebias.stats import zfilter
-
-    cfg, options = _options(ZFilterSettings, settings, read, dict(keywords))
-    rows = _with_hypo_only(_read(data, options), cfg, progress)
-    seed_records: list[Any] = []
-    if seed_data is not None:
-        seed_options = options.model_copy(update={"split": None, "limit": None, "where": {}})
-        if options.task is None and rows.report.task != "?":
-            seed_options = seed_options.model_copy(update={"task": rows.report.task})
-        seed_records = _with_hypo_only(_read(seed_data, seed_options), cfg, progress).records
-    labels = rows.report.labels
-    result = zfilter.z_filter(
-        rows.records, cfg, seed_records=seed_records, labels=labels, progress=progress
+    return filter(
+        data,
+        settings,
+        method="z",
+        read=read,
+        seed_data=seed_data,
+        return_summary=return_summary,
+        progress=progress,
+        **keywords,
     )
-    summary = {**result.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
-    for line in summary.get("warnings", ()):  # as `zdebias filter` tells them, on stderr
-        logging.getLogger("zdebias").warning("%s", line)
-    if rows.kind == "records":
-        result.summary = summary
-        return result
-    keep: list[bool] = [False] * rows.n_rows
-    rejected_by: list[list[str] | None] = [None] * rows.n_rows
-    rejected_z: list[list[float] | None] = [None] * rows.n_rows
-    n_seed = len(seed_records)
-    positions = rows.positions
-    arrays = result.arrays
-    if arrays is not None:
-        for i in arrays.accepted.tolist():
-            pos = positions[i - n_seed]
-            keep[pos] = True
-            rejected_by[pos] = []
-            rejected_z[pos] = []
-        names = result.features.names if result.features is not None else []
-        zs = arrays.rejected_by_z
-        for k, (i, f) in enumerate(
-            zip(arrays.rejected_by_rows.tolist(), arrays.rejected_by_features.tolist(), strict=True)
-        ):
-            pos = positions[i - n_seed]
-            if rejected_by[pos] is None:
-                rejected_by[pos], rejected_z[pos] = [], []
-            rejected_by[pos].append(names[f])  # type: ignore[union-attr]
-            rejected_z[pos].append(round(float(zs[k]), 4) if zs is not None else float("nan"))  # type: ignore[union-attr]
-    out = _aligned(rows, {"keep": keep, "rejected_by": rejected_by, "rejected_by_z": rejected_z})
-    return (out, summary) if return_summary else out
 
 
 def confidence_filter(
@@ -303,30 +350,9 @@ def cartography_filter(
     Returns the rows (same type, length and order; a list of dicts for a list) with ``keep``,
     ``confidence``, ``variability`` and ``correctness`` (None for a row not read).
     """
-    from zdebias.stats.cartography_filter import cartography_split, match_dynamics
-    from zdebias.stats.dynamics import read_dynamics
-    from zdebias.stats.settings import CartographySettings
-
-    cfg, options = _options(CartographySettings, settings, read, dict(keywords))
-    if cfg.dynamics is None:
-        raise ConfigError("cartography_filter needs dynamics= (a classifier folder)")
-    rows = _read(data, options)
-    dynamics = read_dynamics(cfg.dynamics)
-    _, _, summary, keep = cartography_split(rows.records, dynamics, cfg, "data")
-    columns: dict[str, list[Any]] = {"keep": [False] * rows.n_rows}
-    columns.update(
-        {name: [None] * rows.n_rows for name in ("confidence", "variability", "correctness")}
+    return filter(
+        data, settings, method="cartography", read=read, return_summary=return_summary, **keywords
     )
-    matched = match_dynamics(rows.records, dynamics, "data")
-    for i in range(len(rows.records)):
-        pos, row = rows.positions[i], int(matched[i])
-        columns["keep"][pos] = bool(keep[i])
-        columns["confidence"][pos] = float(dynamics.confidence[row])
-        columns["variability"][pos] = float(dynamics.variability[row])
-        columns["correctness"][pos] = float(dynamics.correctness[row])
-    summary = {**summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
-    out = _aligned(rows, columns)
-    return (out, summary) if return_summary else out
 
 
 def aflite_filter(
@@ -356,45 +382,16 @@ def aflite_filter(
 
     >>> out = zdebias.aflite_filter(df, task="nli", embeddings=x)   # doctest: +SKIP
     """
-    from zdebias.stats import aflite
-
-    cfg, options = _options(AfliteSettings, settings, read, dict(keywords))
-    rows = _read(data, options)
-    if embeddings is not None:
-        x = np.asarray(embeddings)
-        if x.ndim != 2 or x.shape[0] != rows.n_rows:
-            raise ConfigError(f"embeddings of shape {x.shape} for {rows.n_rows} rows")
-        x, info = x[np.asarray(rows.positions, dtype=np.int64)], {"encoder": "given"}
-    else:
-        from zdebias.classify.embed import embed_records
-
-        aflite.checked_sizes(len(rows.records), cfg)  # before the embedding
-        x, info = embed_records(rows.records, cfg, progress=progress)
-    result = aflite.aflite_filter(
-        rows.records,
-        cfg,
-        embeddings=x,
-        labels=rows.report.labels,
-        embedding_info=info,
+    return filter(
+        data,
+        settings,
+        method="aflite",
+        embeddings=embeddings,
+        read=read,
+        return_summary=return_summary,
         progress=progress,
+        **keywords,
     )
-    summary = {**result.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
-    if rows.kind == "records":
-        result.summary = summary
-        return result
-    keep: list[bool] = [False] * rows.n_rows
-    rejected_by: list[list[str] | None] = [None] * rows.n_rows
-    removed_in: list[int | None] = [None] * rows.n_rows
-    scores: list[float | None] = [None] * rows.n_rows
-    for i, pos in enumerate(rows.positions):
-        r, s = int(result.arrays.removed_in[i]), float(result.arrays.score[i])
-        keep[pos] = r == 0
-        rejected_by[pos] = [aflite.REASON] if r else []
-        removed_in[pos] = r or None
-        scores[pos] = None if np.isnan(s) else round(s, 4)
-    columns = {"keep": keep, "rejected_by": rejected_by, "aflite_round": removed_in}
-    out = _aligned(rows, {**columns, "aflite_score": scores})
-    return (out, summary) if return_summary else out
 
 
 @dataclass
@@ -630,6 +627,7 @@ __all__ = [
     "cartography",
     "cartography_filter",
     "confidence_filter",
+    "filter",
     "find_shortcuts",
     "shortcut_split",
     "z_filter",

@@ -258,10 +258,27 @@ def discard_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def filter_text(summary: dict[str, Any], out: Path) -> str:
-    if summary.get("method") == "cartography":
-        return cartography_text(summary, out)
-    if summary.get("method") == "aflite":
-        return aflite_text(summary, out)
+    """What ``zdebias filter`` prints: the text of the summary's method
+    (:func:`zdebias.stats.methods.render_text`), or its counts, labels and files."""
+    from zdebias.stats.methods import render_text
+
+    text = render_text(summary, out)
+    return text if text is not None else method_text(summary, out)
+
+
+def method_text(s: dict[str, Any], out: Path) -> str:
+    """A filter method's lines when it renders none of its own: counts, labels, files."""
+    lines = [f"input {s['n_input']:,}: kept {s['n_kept']:,}, rejected {s['n_rejected']:,}"]
+    before, after = s.get("label_counts_before"), s.get("label_counts_after") or {}
+    if before:
+        lines.append(
+            "  labels: " + ", ".join(f"{k} {before[k]:,} → {after.get(k, 0):,}" for k in before)
+        )
+    return "\n".join([*lines, *_kept_and_written(s, out, "")])
+
+
+def z_filter_text(summary: dict[str, Any], out: Path) -> str:
+    """What ``zdebias filter`` (z-filtering) prints."""
     lines = [
         f"input {summary['n_input']:,}"
         + (f" + seed {summary['n_seed']:,}" if summary["n_seed"] else "")
@@ -623,6 +640,7 @@ __all__ = [
     "generator_text",
     "inspect_text",
     "merged_text",
+    "method_text",
     "sample_text",
     "sampled_cells_text",
     "shortcut_split_text",
@@ -630,4 +648,5 @@ __all__ = [
     "stats_text",
     "train_text",
     "worker_text",
+    "z_filter_text",
 ]

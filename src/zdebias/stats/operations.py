@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from zdebias.data.options import OutputOptions
 from zdebias.errors import ConfigError
-from zdebias.stats.plan import Filtered, FilterPlan, plan_filter
+from zdebias.stats.plan import Filtered
 from zdebias.stats.settings import (
     CombineSettings,
-    FilterSettings,
     ShortcutSplitSettings,
     StatsSettings,
     ZFilterSettings,
@@ -154,110 +153,22 @@ def _way(
     embed: Embed | None,
     progress: bool,
 ) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
-    """The filter of ``source``, run the way the method and the plan choose."""
-    method = getattr(settings, "method", "z")
-    if isinstance(settings, FilterSettings) and settings.dynamics and method != "cartography":
+    """The filter of ``source``, run the way its method (:mod:`zdebias.stats.methods`)
+    chooses; settings it cannot honour are refused first."""
+    from zdebias.stats.methods import DEFAULT_METHOD, filter_method
+
+    name = getattr(settings, "method", DEFAULT_METHOD)
+    method = filter_method(name)
+    honoured = method.settings.model_fields
+    if getattr(settings, "dynamics", None) and "dynamics" not in honoured:
         raise ConfigError("--dynamics is for --method cartography")
-    if method != "z" and settings.keep_features:  # they look at no feature: it would do nothing
-        raise ConfigError(f"--keep-features is for z-filtering; --method {method} uses no features")
-    if method != "z" and seed is not None:
-        raise ConfigError(
-            f"--seed-data (seed_data) is for z-filtering; --method {method} takes none"
-        )
-    if method == "cartography":
-        from zdebias.stats.cartography_filter import filter_by_dynamics
-
-        return filter_by_dynamics(source, settings, hypo_only, progress)  # type: ignore[arg-type]
-    if method == "aflite":
-        return _aflite_one(source, settings, hypo_only, embed, progress)
-    seed_data = seed.path if seed is not None else None
-    plan = plan_filter(source.path, source.read, settings, seed_data=seed_data)
-    if plan.way == "sharded":
-        from zdebias.stats.sharded import filter_sharded
-
-        return filter_sharded(source, plan.ranges, settings, progress=progress)
-    if plan.way == "writer":
-        from zdebias.stats.writer import filter_records
-
-        assert plan.size is not None
-        return filter_records(source, plan.size, settings, progress=progress)
-    return _filter_one(source, seed, plan, settings, hypo_only, progress)
-
-
-@contextlib.contextmanager
-def _filter_one(
-    source: FileInput,
-    seed: FileInput | None,
-    plan: FilterPlan,
-    settings: ZFilterSettings,
-    hypo_only: HypoOnly | None,
-    progress: bool,
-) -> Iterator[Callable[[Path], Filtered]]:
-    """The one-process way: read, filter, and the kept rows' statistics, in this process."""
-    from zdebias.stats.kept import kept_summary_of
-    from zdebias.stats.measure import stats_of_kept
-    from zdebias.stats.zfilter import z_filter
-
-    records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
-    seed_records: list[Any] = []
-    seed_report = None
-    if seed is not None:
-        if seed.task is None:  # the input's label set, unless told otherwise
-            seed = dataclasses.replace(seed, task=report.task)
-        seed_records, seed_report = read_source(
-            seed, settings, hypo_only=hypo_only, progress=progress
-        )
-    labels = report.labels
-    result = z_filter(
-        records, settings, seed_records=seed_records, labels=labels, progress=progress
+    if not method.uses_features and settings.keep_features:  # it would do nothing
+        raise ConfigError(f"--keep-features is for z-filtering; --method {name} uses no features")
+    if not method.takes_seed and seed is not None:
+        raise ConfigError(f"--seed-data (seed_data) is for z-filtering; --method {name} takes none")
+    return method.open(
+        source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=progress
     )
-    if plan.kept_from_matrix and result.arrays is not None:  # from the matrix it has
-        of_kept = kept_summary_of(result, records, settings)
-    else:  # features extracted again on the kept records
-        of_kept = stats_of_kept(result.kept, settings, labels=labels)
-
-    def write(folder: Path) -> Filtered:
-        from zdebias.data.writers import write_files
-
-        files = {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected}
-        write_files(folder, files, num_proc=plan.num_proc)
-        return Filtered(result.summary, of_kept, report, seed_report)
-
-    yield write
-
-
-@contextlib.contextmanager
-def _aflite_one(
-    source: FileInput,
-    settings: ZFilterSettings,
-    hypo_only: HypoOnly | None,
-    embed: Embed | None,
-    progress: bool,
-) -> Iterator[Callable[[Path], Filtered]]:
-    """AFLite in this process: read, embed (``embed``), filter, the kept rows' statistics."""
-    from zdebias.stats.aflite import aflite_filter, checked_sizes
-    from zdebias.stats.measure import stats_of_kept
-    from zdebias.stats.settings import AfliteSettings
-
-    if embed is None:
-        raise ConfigError("AFLite needs embed= (zdebias.classify.embed.embed_records)")
-    cfg = AfliteSettings.take(settings)
-    records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
-    checked_sizes(len(records), cfg)  # before the embedding, which takes the time
-    x, info = embed(records, cfg, progress=progress)
-    result = aflite_filter(
-        records, cfg, embeddings=x, labels=report.labels, embedding_info=info, progress=progress
-    )
-    of_kept = stats_of_kept(result.kept, settings, labels=report.labels)
-
-    def write(folder: Path) -> Filtered:
-        from zdebias.data.writers import write_files
-
-        files = {"kept.jsonl": result.kept, "rejected.jsonl": result.rejected}
-        write_files(folder, files, num_proc=1)
-        return Filtered(result.summary, of_kept, report)
-
-    yield write
 
 
 def combine_files(

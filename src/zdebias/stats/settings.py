@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 
 from zdebias.features.settings import FeatureSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
+from zdebias.stats.methods.catalogue import CATALOGUE, unknown_method
 
 #: Algorithm 1's defaults: k (Table 8) and the z-filtering batch of large data (GD-NLI)
 DEFAULT_TOP_K = 20
@@ -24,8 +25,11 @@ SMALL_DATA_BATCHES = 20
 DEFAULT_WARN_LABEL_SHARE = 0.25
 #: the dataset recipes of GD-NLI §4.2
 RECIPE_NAMES = ("z-aug", "par-z", "seq-z")
-#: the filter methods: z-filtering (GD-NLI Algorithm 1), dataset cartography (docs/design.md §12)
-FILTER_METHODS = ("z", "cartography", "aflite")
+#: the built-in filter methods (:data:`zdebias.stats.methods.catalogue.CATALOGUE`):
+#: z-filtering (GD-NLI Algorithm 1), dataset cartography and AFLite (docs/design.md §12)
+FILTER_METHODS = tuple(CATALOGUE)
+#: a built-in method's name; ``FilterSettings.method`` also takes a user's, by dotted path
+FilterMethodName = Literal[FILTER_METHODS]  # type: ignore[valid-type]
 
 
 class PriorSettings(Settings):
@@ -149,6 +153,8 @@ class ZFilterSettings(FeatureSettings, PriorSettings, KeepSettings):
     """z-filtering, GD-NLI Algorithm 1: biased features per label, batch, visiting order."""
 
     help_panel: ClassVar[str] = "z-filter"
+    #: the filter method whose settings these are (:meth:`FilterSettings.hash_excluded`)
+    filter_method: ClassVar[str] = "z"
 
     biased_k: int = setting(
         DEFAULT_TOP_K,
@@ -259,6 +265,7 @@ class CartographySettings(Settings):
     method keeps the ``fraction`` of the input in ``region`` of a classifier's data map."""
 
     help_panel: ClassVar[str] = "Cartography"
+    filter_method: ClassVar[str] = "cartography"
 
     dynamics: str | None = setting(
         None,
@@ -295,6 +302,7 @@ class AfliteSettings(Settings):
     most predictable rows at or above τ go, until fewer than k qualify or the target size."""
 
     help_panel: ClassVar[str] = "AFLite"
+    filter_method: ClassVar[str] = "aflite"
 
     encoder: str = setting(
         "minilm",
@@ -347,20 +355,31 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
     """The filter command and stage: z-filtering (the default), a cartography region or
     AFLite (``method``), and their settings."""
 
-    method: Literal["z", "cartography", "aflite"] = setting(
-        "z",
+    method: FilterMethodName | str = setting(
+        FILTER_METHODS[0],
         "z (z-filtering, GD-NLI Algorithm 1), cartography (a data-map region) or aflite "
-        "(adversarial filtering on embeddings).",
+        "(adversarial filtering on embeddings); or a method of your own by dotted path, "
+        "pkg.module:Method (docs/architecture.md).",
     )
 
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        """A built-in or registered method, or a dotted path (loaded when it runs)."""
+        why = unknown_method(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
+
     def hash_excluded(self) -> set[str]:
-        """Settings left out of a recipe stage's hash: the methods' it does not run (and
-        ``method`` itself for z), so that adding them left z-filter stages' hashes as they were."""
-        carto = set(CartographySettings.model_fields) - set(Settings.model_fields) - {"seed"}
-        aflite = set(AfliteSettings.model_fields) - {"seed"}  # seed: every method's
-        return {"z": {"method", *carto, *aflite}, "cartography": aflite, "aflite": carto}[
-            self.method
-        ]
+        """Settings left out of a recipe stage's hash: the settings of the methods it does not
+        run (their classes name them, ``filter_method``) that z-filtering lacks (and ``method``
+        itself for z), so that adding methods left z-filter stages' hashes as they were."""
+        own = [b for b in type(self).__mro__ if b.__dict__.get("filter_method") == self.method]
+        honoured = set(own[0].model_fields) if own else set()
+        others = set(FilterSettings.model_fields) - {"method"} - honoured
+        unused = others - set(ZFilterSettings.model_fields)
+        return unused | ({"method"} if self.method == FILTER_METHODS[0] else set())
 
 
 class CombineSettings(ZFilterSettings):

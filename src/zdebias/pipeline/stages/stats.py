@@ -125,10 +125,16 @@ class FilterConfig(FilterSettings, StageConfig):
 
     @model_validator(mode="after")
     def _like_for_sized_methods(self) -> FilterConfig:
-        if self.like is not None and self.method == "z":
-            raise ValueError("like: for method aflite or cartography (z-filtering sets no size)")
-        if self.like is not None and self.method == "aflite" and self.aflite_target is not None:
-            raise ValueError("give one of like and aflite_target")
+        from zdebias.stats.methods import filter_method, method_names
+
+        key = filter_method(self.method).size_setting
+        if self.like is not None and key is None:
+            sized = sorted(n for n in method_names() if filter_method(n).size_setting)
+            who = "z-filtering" if self.method == "z" else self.method
+            raise ValueError(f"like: for method {' or '.join(sized)} ({who} sets no size)")
+        unset = key is not None and type(self).model_fields[key].default is None
+        if self.like is not None and unset and getattr(self, key) is not None:
+            raise ValueError(f"give one of like and {key}")
         return self
 
     def hash_excluded(self) -> set[str]:
@@ -143,6 +149,7 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
     or AFLite's kept and rejected rows."""
     from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.stats.methods import filter_method
     from zdebias.stats.operations import run_filter
 
     settings = feature_settings(FilterSettings, cfg, inputs, ctx)
@@ -151,10 +158,8 @@ def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageR
         size, total = len(inputs.records("like")), len(inputs.records("input"))
         if not 0 < size <= total:
             raise ConfigError(f"like: {size} rows; expected 1 to the input's {total}")
-        key = "aflite_target" if cfg.method == "aflite" else "fraction"
-        settings = settings.model_copy(
-            update={key: size if key == "aflite_target" else size / total}
-        )
+        update = filter_method(cfg.method).sized(size, total)
+        settings = settings.model_copy(update=update)
     source = _file_input(inputs, "input", ctx)
     seed = _file_input(inputs, "seed_data", ctx) if "seed_data" in inputs else None
     hypo_only, embed = apply_hypo_only_model, embed_records
