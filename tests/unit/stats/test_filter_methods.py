@@ -79,3 +79,25 @@ def test_a_toy_method_through_the_api() -> None:
 def test_the_filter_door_refuses_two_methods() -> None:
     with pytest.raises(ConfigError, match="method='z' but the settings' method is 'aflite'"):
         zdebias.z_filter(ROWS, FilterSettings(method="aflite"))
+
+
+def test_a_method_registered_in_python() -> None:
+    from zdebias.settings import Settings
+    from zdebias.stats.methods import FilterOutcome, register_filter_method
+    from zdebias.stats.methods.catalogue import REGISTRY
+
+    @register_filter_method
+    class KeepNone(FilterMethod):
+        name = "keep-none"
+        settings = Settings
+
+        def run(self, records: list, settings: object, inputs: object) -> FilterOutcome:  # type: ignore[override]
+            keep = [False] * len(records)
+            return FilterOutcome([], list(records), {"n_kept": 0}, {"keep": keep})
+
+    try:
+        assert "keep-none" in method_names()
+        assert FilterSettings(method="keep-none").method == "keep-none"
+        assert [r["keep"] for r in zdebias.filter(ROWS[:2], method="keep-none")] == [False] * 2
+    finally:
+        REGISTRY.pop("keep-none")  # the next tests see the built-ins only
