@@ -368,7 +368,7 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
         """A built-in or registered method, or a dotted path (loaded when it runs)."""
         why = unknown_method(value)
         if why is not None:
-            raise ValueError(why)
+            raise PydanticCustomError("unknown_method", why)
         return value
 
     def hash_excluded(self) -> set[str]:

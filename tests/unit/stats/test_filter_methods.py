@@ -54,6 +54,10 @@ def test_a_toy_method_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     args = ["filter", data, "--out", tmp_path / "g", "--method", TOY, "--keep-features", "x"]
     assert run_main(args) == 2
     assert "--keep-features is for z-filtering" in capsys.readouterr().err
+    args = ["filter", data, "--out", tmp_path / "g", "--method", "no_such.module:Method"]
+    assert run_main(args) == 2
+    assert "filter method 'no_such.module:Method': cannot import" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()
 
 
 def test_a_toy_method_in_a_recipe_stage(tmp_path: Path) -> None:

@@ -159,7 +159,10 @@ def filter_method(name: str) -> FilterMethod:
     if why is not None:
         raise ConfigError(why)
     path = CATALOGUE.get(name, name)
-    found: Any = load_function(path)
+    try:
+        found: Any = load_function(path)
+    except ConfigError as err:  # its words are the feature functions'
+        raise ConfigError(f"filter method {name!r}: {err}") from None
     method = found() if isinstance(found, type) else found
     if not isinstance(method, FilterMethod):
         raise ConfigError(f"{name}: {type(method).__name__} is not a zdebias FilterMethod")
