@@ -3,6 +3,10 @@
 
 - :func:`find_shortcuts`: the z-statistics of every feature (``zdebias stats``), as a table of
   the top features per label, plus each row's significant shortcuts, aligned to the input.
+- :func:`filter`: any filter method by name (``zdebias filter --method``, the registry
+  :mod:`zdebias.stats.methods`); the rows with the method's columns, ``keep`` first.
+  :func:`z_filter`, :func:`cartography_filter` and :func:`aflite_filter` are it with the
+  method named.
 - :func:`z_filter`: z-filtering (``zdebias filter``); the input's rows in the input's type
   and order with a boolean ``keep``, ``rejected_by`` (the biased features that rejected the
   row) and ``rejected_by_z`` (their z for the row's label when it was rejected).
