@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, ZdebiasError
+from zdebias.generation.backends import Backends
 from zdebias.generation.format import ParsedSample, sample_key
 from zdebias.generation.premises import unique_premises
 from zdebias.generation.rounds import Candidate, RoundOutput, label_quota, round_seed, run_rounds
@@ -470,7 +471,8 @@ class LocalChatBackend:
         return answers
 
 
-PROMPT_BACKENDS = {"openai": OpenAIBackend, "local": LocalChatBackend}
+#: the prompted backends by name (:mod:`zdebias.generation.backends`' catalogue)
+PROMPT_BACKENDS = Backends(prompted=True)
 
 
 # --------------------------------------------------------------------------- sampling

@@ -33,6 +33,7 @@ from zdebias.data.ownership import foreign, is_empty
 from zdebias.data.schema import Record
 from zdebias.data.writers import claim
 from zdebias.errors import ConfigError
+from zdebias.generation.backends import PROMPTED
 from zdebias.generation.settings import PromptSettings, SampleSettings
 from zdebias.generation.store import STATE, start_over
 
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
     from zdebias.stats.cells import Cell
 
 
-#: the backends that prompt an instruction model (:mod:`zdebias.generation.prompted`)
-PROMPTED_BACKENDS = ("openai", "local")
+#: the backends that prompt an instruction model (:data:`zdebias.generation.backends.PROMPTED`)
+PROMPTED_BACKENDS = PROMPTED
 
 
 def sample_generator(

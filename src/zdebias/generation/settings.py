@@ -18,6 +18,7 @@ from pydantic import create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from zdebias.executor import ExecutorSettings
+from zdebias.generation.backends import BackendName, backend_help
 from zdebias.models.trainer_settings import TrainerSettings
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 from zdebias.stats.settings import ZFilterSettings
@@ -169,12 +170,7 @@ class SampleSettings(ExecutorSettings):
     top_k: int = setting(0, "Sampling top-k (0: off).", ge=0)
     temperature: float = setting(1.0, "Sampling temperature.", gt=0)
     shard_size: int = setting(10_000, "Samples per shard file.", ge=1)
-    backend: Literal["hf", "vllm", "openai", "local"] = setting(
-        "hf",
-        "hf, or vllm (needs vLLM and a CUDA GPU): a trained generator folder; openai: prompt "
-        "the model --generator served at --base-url; local: prompt an instruct model "
-        "in-process with its chat template (e.g. smollm2).",
-    )
+    backend: BackendName = setting("hf", backend_help())
     device: str | None = setting(
         None, "auto (GPU when available), cpu, cuda, cuda:1 ... (default: auto)."
     )

@@ -5,8 +5,9 @@ A backend turns a round's seed into ``batch_size`` token-id rows sampled from th
 :class:`RoundBatches`; :class:`VllmBackend`: vLLM on a CUDA GPU). :func:`sample_trained` parses
 the rows back into records (:func:`~zdebias.generation.format.parse_output`) and runs the shared
 round loop (:func:`~zdebias.generation.rounds.run_rounds`) in one folder: a whole run, or one
-worker's rounds (:mod:`zdebias.generation.workers`). Backends added to :data:`BACKENDS` (tests,
-plugins) are used by name.
+worker's rounds (:mod:`zdebias.generation.workers`). The backends' names live in
+:mod:`zdebias.generation.backends`; classes set in :data:`BACKENDS` (tests, plugins) are used
+by name.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
+from zdebias.generation.backends import Backends
 from zdebias.generation.conditioned import (
     ConditionedRounds,
     fitting_premises,
@@ -491,7 +493,9 @@ def check_vllm() -> None:
         raise ConfigError("--backend vllm needs a CUDA GPU and none is visible; use --backend hf")
 
 
-BACKENDS = {"hf": HFBackend, "vllm": VllmBackend}
+#: the trained backends by name (:mod:`zdebias.generation.backends`' catalogue, loaded when
+#: first named; an entry set here, by a test or a plugin, is used instead)
+BACKENDS = Backends(prompted=False)
 
 
 # --------------------------------------------------------------------------- sampling

@@ -46,9 +46,7 @@ from zdebias.generation.settings import SampleSettings
 from zdebias.generation.store import MERGED, STATE, SUMMARY, key_hash, read_state
 from zdebias.generation.trained import (
     BACKENDS,
-    HFBackend,
     TrainedGenerator,
-    VllmBackend,
     sample_trained,
 )
 
@@ -583,7 +581,7 @@ def run_workers(
     out.mkdir(parents=True, exist_ok=True)
     per = cfg.tensor_parallel_size if cfg.backend == "vllm" else 1
     gpus = _gpu_sets(workers, per) if cfg.device is None else [None] * workers
-    builtin = {"hf": HFBackend, "vllm": VllmBackend}
+    builtin = BACKENDS.builtin()
     extra = {k: v for k, v in BACKENDS.items() if builtin.get(k) is not v}
     ctx = multiprocessing.get_context("spawn")
     last: list[int] | None = None
