@@ -10,8 +10,8 @@ Each command runs in a fresh process, as a user runs it (start-up, reading, feat
 cross-fitted hypothesis-only model; the split extracts them once over train and test together),
 the two taking turns ``--repeat`` times; the run with the median wall time is shown, with its
 CPU seconds (children included). Prints the ratio split / stats: the target (issue 37) is 2 or
-less; and the effect rule (SPEC §13 amended, the default) against the summed-z rule: within 2x
-(issue 55). Wall time is noisy on a shared machine; CPU time much less so.
+less; and the effect rule (docs/design.md §13 amended, the default) against the summed-z rule:
+within 2x (issue 55). Wall time is noisy on a shared machine; CPU time much less so.
 """
 
 from __future__ import annotations

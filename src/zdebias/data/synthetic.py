@@ -1,4 +1,4 @@
-"""A synthetic NLI-shaped set whose shortcuts are fully known (SPEC §13's checks of a
+"""A synthetic NLI-shaped set whose shortcuts are fully known (docs/design.md §13's checks of a
 shortcut split): every premise and hypothesis is random filler words, labels are drawn
 independently of them, and only a few planted hypothesis words (:data:`ARTIFACTS`) predict a
 label. In the test set half the rows carry exactly one planted word, half of those with its

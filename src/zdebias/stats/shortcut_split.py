@@ -1,7 +1,7 @@
-"""Shortcut splits of a test set (SPEC §13): each test row is *aligned* (the training set's
-shortcuts point to its gold label), *conflicting* (they point to another label) or *free*.
+"""Shortcut splits of a test set (docs/design.md §13): each test row is *aligned* (the training
+set's shortcuts point to its gold label), *conflicting* (they point to another label) or *free*.
 
-The verdict rule. ``rule`` effect (the default since 2026-12-07, SPEC §13 amended:
+The verdict rule. ``rule`` effect (the default since 2026-12-07, docs/design.md §13 amended:
 :data:`RULE_EFFECT`, :mod:`zdebias.stats.shortcut_votes`) weighs each significant feature by
 its effect, lets a group of overlapping features vote once and the partial-input model only
 where it is confident. ``rule`` sum-z, the earlier rule, is described here: the significant
@@ -64,7 +64,7 @@ RULE = (
     "when it carries none or the largest sum is tied; aligned: the verdict is the gold label, "
     "conflicting: another label, free: no verdict"
 )
-#: the verdict under the effect rule (the default since 2026-12-07, SPEC §13)
+#: the verdict under the effect rule (the default since 2026-12-07, docs/design.md §13)
 RULE_EFFECT = (
     "significant features (z > z_critical for some label, <null> left out) may vote; each "
     "group of overlapping features (the overlap thresholds; an n-gram and the n-grams that "
@@ -86,7 +86,7 @@ def z_table(
     matrix: sp.spmatrix, y: np.ndarray, num_labels: int, label_prior: str | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(z [F, L], n [F])`` of the training rows: the one place the split takes its z from
-    (``label_prior``: uniform or empirical, SPEC §14)."""
+    (``label_prior``: uniform or empirical, docs/design.md §14)."""
     z, n, _p = z_statistics(matrix, y, num_labels, label_prior=label_prior)
     return z, n
 
@@ -96,7 +96,7 @@ def imbalance_warning(
 ) -> str | None:
     """The warning for training labels so imbalanced that ``<null>`` (on every row: its z is
     the label imbalance) is significant: frequent features then lean to the majority label
-    under the uniform prior of SPEC §3, and so do the verdicts."""
+    under the uniform prior of docs/design.md §3, and so do the verdicts."""
     counts = np.bincount(np.asarray(y), minlength=len(labels))[None, :]
     z, _n, p_hat = z_from_counts(counts)
     top = int(z[0].argmax())

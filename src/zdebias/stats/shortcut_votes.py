@@ -1,5 +1,5 @@
-"""The effect rule of a shortcut split (SPEC §13, amended 2026-12-07): verdicts that weigh a
-feature's effect, not its sample size, that let overlapping features vote once, and that let
+"""The effect rule of a shortcut split (docs/design.md §13, amended 2026-12-07): verdicts that weigh
+a feature's effect, not its sample size, that let overlapping features vote once, and that let
 the partial-input model vote only where its held-out predictions are clearly better than the
 prior.
 
@@ -388,7 +388,7 @@ def predictions_digest(proba: np.ndarray) -> str:
 def label_coincidence(
     verdict: np.ndarray, codes: np.ndarray, y: np.ndarray, labels: Sequence[str]
 ) -> str | None:
-    """The warning for a split that measures the label mix (SPEC §13): one label holds
+    """The warning for a split that measures the label mix (docs/design.md §13): one label holds
     :data:`COINCIDENT_SHARE` or more of the rows with a verdict, or of the aligned rows
     (codes: 0 aligned); None otherwise."""
     verdict = np.asarray(verdict)
