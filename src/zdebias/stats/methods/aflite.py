@@ -32,7 +32,7 @@ class Aflite(FilterMethod):
     size_setting = "aflite_target"
 
     def sized(self, size: int, total: int) -> dict[str, Any]:
-        """AFLite's target, or the region's share: ``size`` rows."""
+        """AFLite's target: ``size`` rows."""
         return {"aflite_target": size}
 
     def run(self, records: list[Record], settings: Any, inputs: FilterInputs) -> FilterOutcome:

@@ -30,7 +30,7 @@ class Cartography(FilterMethod):
     size_setting = "fraction"
 
     def sized(self, size: int, total: int) -> dict[str, Any]:
-        """AFLite's target, or the region's share: ``size`` rows."""
+        """The share of the region that keeps ``size`` of ``total`` rows."""
         return {"fraction": size / total}
 
     def run(self, records: list[Record], settings: Any, inputs: FilterInputs) -> FilterOutcome:
