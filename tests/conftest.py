@@ -19,8 +19,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 fake_cuda.install_if_wanted()  # ZDEBIAS_TEST_FAKE_CUDA=1: a CPU torch that claims a GPU
 
 
+#: fixtures that train and sample a tiny generator: a test using one is in the slow tier
+SLOW_FIXTURES = frozenset({"tiny_generator", "ending_generator"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` skip without a real CUDA GPU (``scripts/gpu_tests.sh`` runs them)."""
+    """Tests marked ``cuda`` skip without a real CUDA GPU (``scripts/gpu_tests.sh`` runs them);
+    tests that use a generator fixture are marked ``slow``."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if marked and not fake_cuda.real_cuda():
         skip = pytest.mark.skip(reason="needs a CUDA GPU")

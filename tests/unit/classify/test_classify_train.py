@@ -97,6 +97,7 @@ def test_best_epoch_callback_keeps_best_weights_and_stops() -> None:
     assert [h["dev_accuracy"] for h in cb.history] == [0.5, 0.7, 0.6, 0.7]
 
 
+@pytest.mark.slow
 def test_train_saves_contract_folder_and_best_epoch(tiny_model, tmp_path: Path) -> None:
     base = tiny_model("bert", head="encoder")
     train, dev = toy_nli(96, seed=1), toy_nli(12, seed=2)
@@ -239,6 +240,7 @@ def test_trainer_compute_loss_applies_the_named_loss(tiny_model, tmp_path: Path,
     assert float(got_eval) == pytest.approx(float(plain.detach()), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_learned_mixin_training_drops_the_gate(tiny_model, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
@@ -256,6 +258,7 @@ def test_learned_mixin_training_drops_the_gate(tiny_model, tmp_path: Path) -> No
     assert json.loads((hyp / CLASSIFIER_INFO).read_text())["input"] == "hypothesis-only"
 
 
+@pytest.mark.slow
 def test_cross_fit_predicts_each_record_with_a_model_that_did_not_see_it(
     tiny_model, tmp_path: Path
 ) -> None:
@@ -371,6 +374,7 @@ def test_joint_poe_trainer_blocks_the_bias_gradient_into_the_encoder(
         assert torch.allclose(got, want, atol=1e-6), name
 
 
+@pytest.mark.slow
 def test_joint_poe_gamma_changes_the_trained_weights(tiny_model, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from zdebias.classify.hypo_only import (
     CROSS_FIT_FILE,
@@ -27,6 +28,7 @@ def _records(n: int, prefix: str) -> list[Record]:
     ]
 
 
+@pytest.mark.slow
 def test_training_records_get_out_of_fold_predictions_others_the_model(
     tiny_model, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from zdebias.cli import app
@@ -41,6 +42,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
     return sick, kept
 
 
+@pytest.mark.slow
 def test_train_with_a_dev_set_in_another_schema_then_evaluate_with_columns(
     tmp_path: Path, tiny_model: Callable[..., Path]
 ) -> None:

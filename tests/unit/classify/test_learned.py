@@ -57,6 +57,7 @@ def test_thresholds_and_what_each_test_needs() -> None:
     assert did_not_learn({}) is None
 
 
+@pytest.mark.slow
 def test_training_says_it_did_not_learn(
     tiny_model, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

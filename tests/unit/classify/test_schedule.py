@@ -36,6 +36,7 @@ def test_the_floor_counts_optimizer_steps() -> None:
     assert minilm.total_steps(17, max_steps=40) == 40  # max_steps wins over everything
 
 
+@pytest.mark.slow
 def test_a_small_training_set_trains_to_the_floor(tiny_model, tmp_path: Path) -> None:
     base = tiny_model("bert", head="encoder")
     train, dev = toy_nli(24, seed=1), toy_nli(6, seed=2)

@@ -26,6 +26,7 @@ def _data(path: Path, n: int = 12) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_quiet_run_says_its_planned_steps_and_time(
     tmp_path: Path, tiny_model: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

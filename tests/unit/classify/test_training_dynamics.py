@@ -24,6 +24,7 @@ def _rows(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (folder / DYNAMICS).read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_capture_leaves_the_weights_bit_for_bit(
     tiny_model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,6 +71,7 @@ def _gold_probs(folder: Path, records: list[Record]) -> np.ndarray:
     return probs[np.arange(len(records)), gold]
 
 
+@pytest.mark.slow
 def test_recorded_probabilities_are_the_training_forward_pass(
     tiny_model: Any, tmp_path: Path
 ) -> None:

@@ -7,11 +7,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 from zdebias.report.html import build_report
 
 
+@pytest.mark.slow
 def test_filter_stage_keeps_the_region_of_the_first_seed(
     tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -46,6 +46,7 @@ def _recipe(bert: Path, *, hypo_after: bool = False) -> dict:
     return {"name": "hypo-feature", "seed": 3, "stages": stages}
 
 
+@pytest.mark.slow
 def test_filter_stats_combine_use_the_cross_fitted_classifier(
     tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import Runner, run_recipe
 
@@ -36,6 +38,7 @@ def _trained(run: Path) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow
 def test_more_seeds_train_only_the_new_ones(
     tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:
