@@ -66,6 +66,7 @@ def test_each_command_gets_its_line() -> None:
     assert interrupted_line(["stats", "d.jsonl"]) == "interrupted"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child: POSIX")
 def test_sigint_to_the_process(tmp_path: Path) -> None:
     """The real signal: a filter that reads a FIFO nobody writes waits until Ctrl-C."""

@@ -247,6 +247,7 @@ def test_train_tiny_infiller(tiny_model, tmp_path, kind, options, arch) -> None:
     assert len(sentinel_ids(loaded.tokenizer)) >= 3
 
 
+@pytest.mark.slow
 def test_sentiment_alpha_default_and_dev(tiny_model, tmp_path) -> None:
     text = Record("t", "positive", text="A wonderful and moving film.")
     spans = {"text": [(2, 11)]}

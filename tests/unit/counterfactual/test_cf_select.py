@@ -116,6 +116,7 @@ def _nli_records() -> list[Record]:
     return recs
 
 
+@pytest.mark.slow
 def test_generate_accounts_for_every_output(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     inf = load_infiller(tiny_model("t5"))  # untrained: the FlipDA-like baseline
@@ -155,6 +156,7 @@ def test_generate_accounts_for_every_output(tiny_model) -> None:
     assert summary["flip_rate"] == pytest.approx(flips / 18, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_random_spans_and_free_decoding(tiny_model) -> None:
     clf = load_classifier(tiny_model("bert"))
     inf = load_infiller(tiny_model("t5"))

@@ -28,6 +28,7 @@ def _suite(path: Path, n: int, offset: int = 0) -> Suite:
     return Suite(path.stem, str(path))
 
 
+@pytest.mark.slow
 def test_predictions_are_read_back_from_the_cache(
     tiny_model: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -92,6 +92,7 @@ def _frequent_token(model: Any, steps: int, u: torch.Tensor) -> int:
     return max(firsts, key=lambda token: (len(firsts[token]), -token))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_rows_do_not_depend_on_their_batch(kind: str, tiny_lms: dict[str, Any]) -> None:
     model, steps = tiny_lms[kind], 16
@@ -246,6 +247,7 @@ def _lengths(rows: list[list[int]], eos: int) -> list[int]:
     return [row.index(eos) + 1 if eos in row else len(row) for row in rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("slots", [16, 5, 1])
 def test_refill_loop_gives_the_ids_of_the_carry_loop(
@@ -273,6 +275,7 @@ def test_refill_loop_gives_the_ids_of_the_carry_loop(
         assert stats["steps"] == max(lengths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_refilled_rows_are_the_rows_sampled_alone(kind: str, tiny_lms: dict[str, Any]) -> None:
     from zdebias.generation.decode import SlotDecoder
@@ -290,6 +293,7 @@ def test_refilled_rows_are_the_rows_sampled_alone(kind: str, tiny_lms: dict[str,
     assert decoder(1, eos, 0, u, top_p=0.9) == batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("choices", [None, [7, 9, 11]])
 def test_refill_loop_reads_prompts_as_the_carry_loop(
@@ -314,6 +318,7 @@ def test_refill_loop_reads_prompts_as_the_carry_loop(
         assert set(firsts) <= set(choices)
 
 
+@pytest.mark.slow
 def test_refill_step_compiles_as_one_graph(tiny_lms: dict[str, Any]) -> None:
     # fullgraph=True: the step (model, slot cache, mask) traces without a break, as CUDA
     # graphs need; the eager backend keeps the test quick and the ids equal
@@ -345,6 +350,7 @@ def test_auto_slots_from_free_memory(
         assert auto_slots(model, 127, "cuda") == slots
 
 
+@pytest.mark.slow
 def test_backend_loop_setting(generator: tuple[Path, Any, Any]) -> None:
     from zdebias.errors import ConfigError
     from zdebias.generation.settings import SampleSettings

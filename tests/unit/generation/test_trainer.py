@@ -158,6 +158,7 @@ def _wrong_label_logprob(folder: Path) -> tuple[float, float]:
     return statistics.mean(gold), statistics.mean(wrong)
 
 
+@pytest.mark.slow
 def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_path: Path) -> None:
     """Same tiny model, data, seed and steps; only λ differs. Training seeds 0-3 give gaps of
     3.4-10.6 nats in log p(H | P, wrong label) (mean over the 24 wrong pairs; seed 0: 4.8), and
@@ -180,6 +181,7 @@ def test_consistency_loss_lowers_p_hypothesis_given_wrong_label(tiny_model, tmp_
     assert ul_gold - ul_wrong > mle_gold - mle_wrong
 
 
+@pytest.mark.slow
 def test_debias_unlikelihood_lowers_the_masked_token_only(tiny_model, tmp_path: Path) -> None:
     """One record in Z⁻ with its hypothesis word "sleeping" masked: after training, the
     word is much less likely than after training the same record as an ordinary one (seeds

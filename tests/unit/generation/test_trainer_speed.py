@@ -240,6 +240,7 @@ def test_flop_parameters_count_a_tied_embedding_once(tiny_model) -> None:
     assert flop_parameters(model) == expected
 
 
+@pytest.mark.slow
 def test_grouped_runs_train_every_row_and_resume_identically(
     tiny_model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

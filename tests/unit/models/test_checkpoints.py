@@ -76,6 +76,7 @@ def _toy_nli(n: int, seed: int) -> list[Record]:
     ]
 
 
+@pytest.mark.slow
 def test_classifier_resumes_to_the_same_weights(
     tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
 ) -> None:
@@ -118,6 +119,7 @@ def test_classifier_resumes_to_the_same_weights(
     assert whole["training_dynamics"]["values"] == 96  # 48 examples x 2 epochs
 
 
+@pytest.mark.slow
 def test_a_checkpoint_without_totals_takes_the_loss_before_the_cut_from_its_log_lines(
     tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
 ) -> None:
@@ -148,6 +150,7 @@ def test_a_checkpoint_without_totals_takes_the_loss_before_the_cut_from_its_log_
     assert resumed["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_generator_resumes_to_the_same_weights(
     tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
 ) -> None:
@@ -175,6 +178,7 @@ def test_generator_resumes_to_the_same_weights(
     assert not checkpoint_root(tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_infiller_resumes_to_the_same_weights(
     tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
 ) -> None:
@@ -202,6 +206,7 @@ def test_infiller_resumes_to_the_same_weights(
     assert not checkpoint_root(tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_other_settings_start_over_and_incomplete_checkpoints_are_dropped(
     tiny_model: Callable[..., Path], tmp_path: Path, cut_after: Callable[[int], None]
 ) -> None:

@@ -33,6 +33,7 @@ def test_minilm_is_packaged_bert() -> None:
     assert tok.tokenize("A man is sleeping") == ["a", "man", "is", "sleeping"]
 
 
+@pytest.mark.slow
 @pytest.mark.real_model
 def test_smollm2_converted_once_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time

@@ -127,6 +127,7 @@ def test_bad_set_keys_and_trackers_fail_before_training(
     assert "args" not in caught and not list(tmp_path.glob(".out*"))
 
 
+@pytest.mark.slow
 def test_unknown_set_key_is_one_line_and_exit_2(tmp_path: Path) -> None:
     data = _data(tmp_path)
     cmd = [sys.executable, "-m", "zdebias.cli", "train-classifier", "--train", str(data)]

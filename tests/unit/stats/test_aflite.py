@@ -37,6 +37,7 @@ def _run(x: np.ndarray, y: np.ndarray, seed: int = 0, **over: object) -> object:
     return aflite_arrays(x, y, 3, **options)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_planted_rows_go_first() -> None:
     x, y, mask = planted()
     out = _run(x, y)
