@@ -103,6 +103,7 @@ class Files:
             progress=self.progress,
             overwrite=self.overwrite,
             tell_steps=True,
+            train_file=train,
         )
         summary: dict[str, Any] = {
             "out": str(out),

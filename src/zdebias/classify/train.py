@@ -49,6 +49,7 @@ from zdebias.classify.settings import (
     torch_device,
 )
 from zdebias.data.labels import Task, get_task, infer_task, label_ids
+from zdebias.data.recorded import filter_provenance
 from zdebias.data.schema import Record
 from zdebias.data.writers import check_out_dir, write_json, write_records
 from zdebias.errors import ConfigError, DataError
@@ -320,6 +321,7 @@ def train_classifier(
     progress: bool = True,
     overwrite: bool = False,
     tell_steps: bool = False,
+    train_file: str | Path | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``train``, keep the best epoch on ``dev``, save a
@@ -340,7 +342,10 @@ def train_classifier(
     ``progress=False`` silences HF's bars and log lines. ``tell_steps``: the planned steps
     at the start and the steps done and time taken at the end go to stderr even with
     ``-q`` (``zdebias train-classifier``); otherwise they are logged, as the estimate of the
-    time left is (:class:`~zdebias.models.training_run.StepsClock`).
+    time left is (:class:`~zdebias.models.training_run.StepsClock`). ``train_file``: the file
+    ``train`` was read from; when it is a z-filter's kept rows, the metrics record the filter's
+    hypothesis-only model under ``train_filter``
+    (:func:`~zdebias.data.recorded.filter_provenance`).
     """
     s = ClassifierSettings.of(settings, **overrides)
     s.check()
@@ -356,6 +361,7 @@ def train_classifier(
             progress=progress,
             overwrite=overwrite,
             tell_steps=tell_steps,
+            provenance=filter_provenance(train_file) if train_file is not None else None,
         )
     if s.cross_fit is not None:
         out_file = Path(out_dir) / CROSS_FIT_FILE
@@ -383,6 +389,7 @@ def _train(
     progress: bool,
     overwrite: bool,
     tell_steps: bool = False,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
@@ -630,6 +637,8 @@ def _train(
             "wall_time_s": round(time.time() - started + run.seconds_before, 3),
         }
         metrics["did_not_learn"] = did_not_learn(metrics)
+        if provenance is not None:  # evaluate warns when a split shares the filter's model
+            metrics["train_filter"] = provenance
         if metrics["did_not_learn"] and is_main_process() and warn_unlearned():
             log.warning(
                 "%s: this training did not learn (%s): its predictions are no better than "

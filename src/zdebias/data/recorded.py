@@ -74,6 +74,29 @@ def recorded_task(path: str | Path) -> tuple[str, str] | None:
     return None
 
 
+def filter_provenance(path: str | Path) -> dict[str, Any] | None:
+    """Where the rows file ``path`` came from when it is a z-filter's kept rows whose features
+    had the hypothesis-only model: ``{"summary": PATH, "hypo_only_model": {...}}``, the
+    record the filter's ``summary.json`` keeps beside it (the same lookup as
+    :func:`recorded_task`: a ``zdebias filter`` folder's marker must list the file; a recipe
+    stage's folder has no marker, and its ``kept.jsonl`` counts), or None."""
+    from zdebias.data.ownership import owner_of
+
+    path = Path(path)
+    marker = owner_of(path.parent)
+    if marker is not None:
+        if marker.get("kind") != "output" or path.name not in marker.get("files", ()):
+            return None
+    elif path.name != "kept.jsonl":
+        return None
+    summary_path = path.parent / "summary.json"
+    summary = _json(summary_path)
+    record = summary.get("hypo_only_model") if isinstance(summary, dict) else None
+    if not isinstance(record, dict):
+        return None
+    return {"summary": str(summary_path), "hypo_only_model": record}
+
+
 def record_task(path: str | Path, task: str | None) -> Path | None:
     """Record ``task`` beside the single output file ``path`` when it is a custom label set
     (returns the record's path); otherwise remove a record an earlier output left there."""
@@ -91,4 +114,11 @@ def record_task(path: str | Path, task: str | None) -> Path | None:
     return None
 
 
-__all__ = ["READ_KEYS", "SIDECAR", "is_custom", "record_task", "recorded_task"]
+__all__ = [
+    "READ_KEYS",
+    "SIDECAR",
+    "filter_provenance",
+    "is_custom",
+    "record_task",
+    "recorded_task",
+]

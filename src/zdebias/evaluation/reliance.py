@@ -355,22 +355,62 @@ def bias_model_overlap(split_bias: dict[str, Any] | None, run: dict[str, Any]) -
     return None
 
 
+def filter_model_overlap(split_bias: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+    """Why a run's training rows are not independent of the split's bias model, or None: they
+    are a z-filter's kept rows (``train_filter``, recorded by ``train-classifier``) and the
+    filter's ``hypo-only-pred`` feature came from the split's model: the same trained folder,
+    the same predictions digest, or a model of the same family trained on the same rows (the
+    same ``train_digest``; another family on those rows, ``--bias-model ngram-lr``, is not
+    warned about)."""
+    record = run.get("train_filter")
+    if not split_bias or not isinstance(record, dict):
+        return None
+    model = record.get("hypo_only_model")
+    if not isinstance(model, dict):
+        return None
+    family = str(split_bias.get("family") or "")
+    theirs = str(model.get("family") or "")
+    where = f"its training rows were z-filtered ({record.get('summary')}) with"
+    if family.startswith("trained:") and theirs.startswith("trained:"):
+        if _same_input(family[8:], theirs[8:]):
+            return f"{where} the split's bias model ({family[8:]}) as the hypo-only feature"
+    digest = split_bias.get("predictions_digest")
+    if digest and model.get("predictions_digest") == digest:
+        return f"{where} the split's bias model's predictions as the hypo-only feature"
+    digest = split_bias.get("train_digest")
+    if digest and model.get("train_digest") == digest and theirs == family:
+        return (
+            f"{where} a hypo-only feature of the split's bias model's family ({family}), learnt "
+            "from the rows the split's bias model was trained on"
+        )
+    return None
+
+
 def bias_model_warnings(doc: dict[str, Any], split_bias: dict[str, Any] | None) -> list[str]:
     """One warning per reason a method's runs share the split's bias model
-    (:func:`bias_model_overlap`), with how many runs."""
-    reasons: dict[str, int] = {}
+    (:func:`bias_model_overlap`, :func:`filter_model_overlap`), with how many runs."""
+    expert = (
+        "the split grades it with its own bias model, so its conflicting rows are the ones its "
+        "expert already discounts"
+    )
+    filtered = (
+        "the split grades it with the model that chose its training rows, so its conflicting "
+        "rows are the ones the filter balanced away"
+    )
+    reasons: dict[tuple[str, str], int] = {}
     for run in doc["runs"]:
-        why = bias_model_overlap(split_bias, run)
-        if why:
-            reasons[why] = reasons.get(why, 0) + 1
+        for why, tail in (
+            (bias_model_overlap(split_bias, run), expert),
+            (filter_model_overlap(split_bias, run), filtered),
+        ):
+            if why:
+                reasons[why, tail] = reasons.get((why, tail), 0) + 1
     n = len(doc["runs"])
     return [
-        f"method {doc.get('name')!r} ({k} of {n} run{'' if n == 1 else 's'}): {why}: the split "
-        "grades it with its own bias model, so its conflicting rows are the ones its expert "
-        "already discounts; make the split with an independent bias model (another family, "
-        "trained on rows the method's expert never saw: shortcut-split --bias-model ngram-lr "
-        "on other training rows)"
-        for why, k in reasons.items()
+        f"method {doc.get('name')!r} ({k} of {n} run{'' if n == 1 else 's'}): {why}: {tail}; "
+        "make the split with an independent bias model (another family, trained on rows the "
+        "method's expert never saw: shortcut-split --bias-model ngram-lr on other training rows)"
+        for (why, tail), k in reasons.items()
     ]
 
 
@@ -656,6 +696,7 @@ __all__ = [
     "bias_model_warnings",
     "check_split",
     "evaluate_with_split",
+    "filter_model_overlap",
     "groups_markdown",
     "groups_table",
     "read_split",

@@ -265,6 +265,8 @@ def _run_info(model: str) -> dict[str, Any]:
                 bias = _bias_expert(data)
                 if bias:
                     info["bias_expert"] = bias
+                if isinstance(data.get("train_filter"), dict):  # its rows' z-filter's model
+                    info["train_filter"] = data["train_filter"]
     return info
 
 

@@ -139,10 +139,43 @@ def run_filter(
                     "read": filtered.report.summary(),
                     "read_seed": seed_report.summary() if seed_report is not None else None,
                 }
+            record = hypo_only_record(source, settings)
+            if record is not None:  # only a filter whose features had the hypo-only model
+                summary["hypo_only_model"] = record
             write_json(summary, Path(folder) / "summary.json")
             return summary
 
         yield write
+
+
+def hypo_only_record(source: FileInput, settings: Any) -> dict[str, Any] | None:
+    """The model behind a z-filter's ``hypo-only-pred`` feature, recorded as a shortcut split
+    records its bias model (``summary.json`` ``hypo_only_model``): ``family``
+    (``hypo-only-nb``, ``hypo-only-logreg`` or ``trained:DIR``), ``folds``, ``seed`` and
+    ``train_digest`` (:func:`~zdebias.stats.shortcut_split.rows_digest` of the input's rows,
+    which the cross-fitted model learnt from; a conditional filter's seed rows are not in it).
+    ``evaluate`` warns when a classifier trained on the kept rows is graded on a split made
+    with the same model. None for another method, single-text rows, or features without
+    ``hypo-only``. The input is read again for the digest; the kept rows do not change."""
+    from zdebias.features.catalogue import DEFAULT_PAIR_FEATURES
+
+    if getattr(settings, "method", "z") != "z" or not hasattr(settings, "hypo_only_model"):
+        return None
+    if "hypo-only" not in (settings.features or DEFAULT_PAIR_FEATURES):
+        return None
+    from zdebias.stats.shortcut_split import rows_digest
+
+    records, _ = source.read.read(source.path, task=source.task, what=source.what)
+    if not records or not records[0].is_pair:
+        return None
+    model = settings.hypo_only_model
+    classifier = settings.hypo_only_classifier or "nb"
+    return {
+        "family": f"trained:{model}" if model else f"hypo-only-{classifier}",
+        "folds": None if model else settings.hypo_only_folds or 5,
+        "seed": settings.seed,
+        "train_digest": rows_digest(records),
+    }
 
 
 def _way(

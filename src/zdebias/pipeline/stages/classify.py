@@ -150,6 +150,7 @@ def train_classifier_stage(
                     task=ctx.task,
                     progress=ctx.progress,
                     overwrite=True,
+                    train_file=inputs.path("train"),
                 )
             note_resumed(ctx, metrics, f"{folder} ")
         reason = recorded_did_not_learn(metrics)
