@@ -33,6 +33,7 @@ from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
     from zdebias.data.export import InputSchema
+    from zdebias.data.schema import Record
     from zdebias.stats.aflite import Embed
     from zdebias.stats.measure import Measurement
 
@@ -139,7 +140,7 @@ def run_filter(
                     "read": filtered.report.summary(),
                     "read_seed": seed_report.summary() if seed_report is not None else None,
                 }
-            record = hypo_only_record(source, settings)
+            record = hypo_only_record(source, settings, Path(folder), seeded=seed is not None)
             if record is not None:  # only a filter whose features had the hypo-only model
                 summary["hypo_only_model"] = record
             write_json(summary, Path(folder) / "summary.json")
@@ -148,7 +149,9 @@ def run_filter(
         yield write
 
 
-def hypo_only_record(source: FileInput, settings: Any) -> dict[str, Any] | None:
+def hypo_only_record(
+    source: FileInput, settings: Any, folder: Path | None = None, *, seeded: bool = False
+) -> dict[str, Any] | None:
     """The model behind a z-filter's ``hypo-only-pred`` feature, recorded as a shortcut split
     records its bias model (``summary.json`` ``hypo_only_model``): ``family``
     (``hypo-only-nb``, ``hypo-only-logreg`` or ``trained:DIR``), ``folds``, ``seed`` and
@@ -156,7 +159,9 @@ def hypo_only_record(source: FileInput, settings: Any) -> dict[str, Any] | None:
     which the cross-fitted model learnt from; a conditional filter's seed rows are not in it).
     ``evaluate`` warns when a classifier trained on the kept rows is graded on a split made
     with the same model. None for another method, single-text rows, or features without
-    ``hypo-only``. The input is read again for the digest; the kept rows do not change."""
+    ``hypo-only``. The digest is taken from ``folder``'s ``kept.jsonl`` and ``rejected.jsonl``
+    just written (they partition the input's labelled rows); a conditional filter's
+    (``seeded``: its kept rows hold the seed too) reads the input again."""
     from zdebias.features.catalogue import DEFAULT_PAIR_FEATURES
 
     if getattr(settings, "method", "z") != "z" or not hasattr(settings, "hypo_only_model"):
@@ -165,7 +170,10 @@ def hypo_only_record(source: FileInput, settings: Any) -> dict[str, Any] | None:
         return None
     from zdebias.stats.shortcut_split import rows_digest
 
-    records, _ = source.read.read(source.path, task=source.task, what=source.what)
+    if folder is not None and not seeded:
+        records: list[Any] = _written_rows(folder)
+    else:
+        records, _ = source.read.read(source.path, task=source.task, what=source.what)
     if not records or not records[0].is_pair:
         return None
     model = settings.hypo_only_model
@@ -176,6 +184,31 @@ def hypo_only_record(source: FileInput, settings: Any) -> dict[str, Any] | None:
         "seed": settings.seed,
         "train_digest": rows_digest(records),
     }
+
+
+def _written_rows(folder: Path) -> list[Record]:
+    """The rows of a filter folder's ``kept.jsonl`` and ``rejected.jsonl`` (zdebias's own
+    JSONL, just written), as records with their texts and labels only."""
+    import orjson
+
+    from zdebias.data.schema import Record
+
+    rows: list[Record] = []
+    for name in ("kept.jsonl", "rejected.jsonl"):
+        with open(folder / name, "rb") as fh:
+            for line in fh:
+                if line.strip():
+                    d = orjson.loads(line)
+                    rows.append(
+                        Record(
+                            "",
+                            d["label"],
+                            d.get("premise"),
+                            d.get("hypothesis"),
+                            d.get("text"),
+                        )
+                    )
+    return rows
 
 
 def _way(
