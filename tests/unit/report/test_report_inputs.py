@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_main import run_main
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 
@@ -63,14 +64,9 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
 
 
 def _zdebias(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    from zdebias.cli import main
-
+    """Run the CLI in-process (:func:`cli_main.run_main`): exit code and stderr."""
     capsys.readouterr()
-    try:
-        main(args)
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
+    code = run_main(args)
     return code, capsys.readouterr().err
 
 
