@@ -45,6 +45,18 @@ class PriorSettings(Settings):
     )
 
 
+def comma_parts(value: Any) -> list[str] | None:
+    """A repeatable, comma-separated option's items (``--x a --x b,c`` or a recipe's list or
+    string) → ``[a, b, c]``, empty items dropped; None for a value of another type (left to
+    the field's own validation)."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list | tuple):
+        parts = [p.strip() for v in value for p in str(v).split(",")]
+        return [p for p in parts if p]
+    return None
+
+
 class KeepSettings(Settings):
     """Features that are the task (:mod:`zdebias.stats.keep`), one field shared by the
     statistics (they report them, marked as kept), the z-filter (they are never biased) and
@@ -67,12 +79,8 @@ class KeepSettings(Settings):
         """``--keep-features a --keep-features b,@words.txt`` → ``[a, b, <the file's>]``."""
         from zdebias.stats.keep import expand_patterns
 
-        if isinstance(value, str):
-            value = [value]
-        if isinstance(value, list | tuple):
-            parts = [p.strip() for v in value for p in str(v).split(",")]
-            return expand_patterns([p for p in parts if p])
-        return value
+        parts = comma_parts(value)
+        return expand_patterns(parts) if parts is not None else value
 
 
 class StatsSettings(FeatureSettings, PriorSettings, KeepSettings):
@@ -101,12 +109,8 @@ class StatsSettings(FeatureSettings, PriorSettings, KeepSettings):
     @classmethod
     def _comma_lists(cls, value: Any) -> Any:
         """``--track a --track b,c`` → ``[a, b, c]`` (a recipe's list or string alike)."""
-        if isinstance(value, str):
-            value = [value]
-        if isinstance(value, list | tuple):
-            parts = [p.strip() for v in value for p in str(v).split(",")]
-            return list(dict.fromkeys(p for p in parts if p))
-        return value
+        parts = comma_parts(value)
+        return list(dict.fromkeys(parts)) if parts is not None else value
 
 
 class ShortcutSplitSettings(FeatureSettings, PriorSettings, KeepSettings):
