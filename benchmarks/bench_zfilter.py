@@ -18,7 +18,7 @@ resident memory (for ``zdebias filter``, the largest sum over its process tree, 
 - ``zdebias filter``: the command as a user runs it (start-up, read, features with the
   cross-fitted hypothesis-only model, Algorithm 1 at k 20 and batch 1,000, the stats of the
   kept rows, kept.jsonl / rejected.jsonl / summary.json written); on a file of 64 MB or more it
-  uses every core, one process per byte range (``zdebias.stats.sharded``);
+  uses every core, one process per byte range (``zdebias.stats.execution.sharded``);
 - ``zdebias -j1``: the same with ``--num-proc 1`` (one process; the same output bytes);
 - ``reference``: Algorithm 1 in plain Python (``json``, ``re``, dicts of counts updated
   incrementally, ``heapq`` for each batch's top-k): the same features but the hypothesis-only

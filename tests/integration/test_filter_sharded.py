@@ -1,4 +1,4 @@
-"""`zdebias filter` with one process per byte range of the input (zdebias.stats.sharded):
+"""`zdebias filter` with one process per byte range of the input (zdebias.stats.execution.sharded):
 the same bytes as one process, the same errors, warnings and skip reports."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from zdebias.cli import app
 from zdebias.data.options import ReadOptions
 from zdebias.data.readers import Dataset
 from zdebias.errors import DataError
-from zdebias.stats import part_files, plan, shard, writer
+from zdebias.stats.execution import part_files, plan, shard, writer
 from zdebias.stats.settings import ZFilterSettings
 
 runner = CliRunner()

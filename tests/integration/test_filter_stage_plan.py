@@ -1,6 +1,7 @@
 """The recipe stage `filter` runs the way `zdebias filter` would on the same file
-(zdebias.stats.plan): a writer process or sharded workers for a declared dataset or an earlier
-stage's records, one process otherwise; the stage's files, rows and notes are the same."""
+(zdebias.stats.execution.plan): a writer process or sharded workers for a declared dataset or
+an earlier stage's records, one process otherwise; the stage's files, rows and notes are the
+same."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
-from zdebias.stats import plan
+from zdebias.stats.execution import plan
 
 WORDS = "man woman dog park runs sits sleeps red small near the a nobody cat plays".split()
 FILES = ("kept.jsonl", "rejected.jsonl", "summary.json")

@@ -32,7 +32,7 @@ def _data(path: Path, n: int = 30) -> Path:
 def test_filter_says_it_was_interrupted_and_wrote_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zdebias.stats import operations
+    from zdebias.stats.execution import operations
 
     monkeypatch.setattr(operations, "filter_file", _interrupt)
     code = run_main(["filter", _data(tmp_path / "d.jsonl"), "--out", tmp_path / "o"])

@@ -1,7 +1,7 @@
 """``zdebias stats``, ``filter``, ``combine``, ``shortcut-split``: measure, remove and split
 by shortcuts.
 
-Each maps its options onto one operation of :mod:`zdebias.stats.operations`, which decides
+Each maps its options onto one operation of :mod:`zdebias.stats.execution.operations`, which decides
 how to run. Only typer, rich, pydantic and the standard library load at start-up; numpy,
 scipy, scikit-learn and the plotting libraries are imported inside the commands.
 """
@@ -60,8 +60,8 @@ def stats(
     from zdebias.classify.hypo_only import apply_hypo_only_model
     from zdebias.data.writers import write_json
     from zdebias.report.plots import gardner_files, plot_paths
-    from zdebias.stats.operations import measure_file
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import measure_file
+    from zdebias.stats.execution.source import FileInput
 
     path = require(input, "INPUT")
     targets = [out] if out else []
@@ -119,8 +119,8 @@ def filter_command(
     rejected.jsonl, summary.json."""
     from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
-    from zdebias.stats.operations import filter_file
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import filter_file
+    from zdebias.stats.execution.source import FileInput
 
     path = require(input, "INPUT")
     check_output(out, cli, published=True)
@@ -151,8 +151,8 @@ def combine_command(
     """Build a debiased dataset from original + generated data: DIR/combined.jsonl,
     rejected.jsonl, summary.json (every record tagged meta.type = original | generated)."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
-    from zdebias.stats.operations import combine_files
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import combine_files
+    from zdebias.stats.execution.source import FileInput
 
     check_output(out, cli, published=True)
     summary = combine_files(
@@ -192,8 +192,8 @@ def shortcut_split_command(
     DIR/aligned.jsonl (they point to the gold label), conflicting.jsonl (to another label),
     free.jsonl (none), summary.json."""
     from zdebias.classify.hypo_only import apply_hypo_only_model
-    from zdebias.stats.operations import shortcut_split_file
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import shortcut_split_file
+    from zdebias.stats.execution.source import FileInput
 
     check_output(out, cli, published=True)
     summary = shortcut_split_file(

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 DEFAULT_FOLDS = 5
 #: ``FeatureContext.cache`` keys a caller may fill for a context whose ``records`` are only a
-#: count (:mod:`zdebias.stats.sharded`): each record's label index (-1: other), and the label
-#: index in its ``meta["hypo_only_pred"]`` (-1: none)
+#: count (:mod:`zdebias.stats.execution.sharded`): each record's label index (-1: other), and
+#: the label index in its ``meta["hypo_only_pred"]`` (-1: none)
 LABEL_IDS = "label_ids"
 META_PREDICTIONS = "meta_hypo_only_pred"
 CLASSIFIERS = ("logreg", "nb")

@@ -1,6 +1,7 @@
 """The filter's ``cartography`` method on a file: keep the input rows in a region of a
 classifier's data map (:mod:`zdebias.stats.cartography`), as ``zdebias filter --method
-cartography`` and the ``filter`` stage run it through :func:`zdebias.stats.operations.run_filter`.
+cartography`` and the ``filter`` stage run it through
+:func:`zdebias.stats.execution.operations.run_filter`.
 
 Rows are matched to the training dynamics by id, or by position when the input's ids are the
 dynamics' ids in the same order (the classifier's own training rows: the one way repeated ids
@@ -23,9 +24,9 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.cartography import REGION_ORDER, check_epochs, region_size, select_region
 from zdebias.stats.dynamics import Dynamics, read_dynamics
-from zdebias.stats.plan import Filtered
+from zdebias.stats.execution.plan import Filtered
+from zdebias.stats.execution.source import FileInput, HypoOnly, read_source
 from zdebias.stats.settings import CartographySettings, FilterSettings
-from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 
 def region_reason(region: str, fraction: float) -> str:
@@ -158,7 +159,7 @@ def filter_by_dynamics(
     hypo_only: HypoOnly | None,
     progress: bool,
 ) -> Iterator[Callable[[Path], Filtered]]:
-    """The cartography way of :func:`~zdebias.stats.operations.run_filter`: read, match,
+    """The cartography way of :func:`~zdebias.stats.execution.operations.run_filter`: read, match,
     select, and the kept rows' z-statistics (as ``zdebias stats`` of ``kept.jsonl``)."""
     from zdebias.stats.measure import stats_of_kept
 

@@ -85,7 +85,7 @@ def test_convert_keeps_row_2s_id_and_field_and_warns(
 
 
 def test_the_sharded_read_adds_up_the_workers_line_ids() -> None:
-    from zdebias.stats.merge import merged_report
+    from zdebias.stats.execution.merge import merged_report
 
     def part(n: int, first: int, n_derived: int) -> dict[str, object]:
         ids = [f"d.jsonl:{first + i}" for i in range(min(n_derived, 10))]

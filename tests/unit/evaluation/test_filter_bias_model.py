@@ -17,10 +17,10 @@ from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 from zdebias.evaluation import reliance
 from zdebias.evaluation.reliance import add_reliance, filter_model_overlap
-from zdebias.stats.operations import filter_file, shortcut_split_file
+from zdebias.stats.execution.operations import filter_file, shortcut_split_file
+from zdebias.stats.execution.source import FileInput
 from zdebias.stats.settings import ShortcutSplitSettings, ZFilterSettings
 from zdebias.stats.shortcut_split import rows_digest
-from zdebias.stats.source import FileInput
 
 #: the key words of the filter case's warning
 FILTERED = "the model that chose its training rows"

@@ -261,8 +261,8 @@ def test_filter_report_and_json_say_what_was_discarded(tmp_path: Path) -> None:
 
     from zdebias.data.writers import write_records
     from zdebias.report.results import write_result_report
-    from zdebias.stats.operations import filter_file
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import filter_file
+    from zdebias.stats.execution.source import FileInput
 
     records = [
         Record(id=str(i), label=lab, text=f"{'good' if lab == 'pos' else 'bad'} w{i}")

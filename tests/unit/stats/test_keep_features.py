@@ -158,8 +158,8 @@ def test_the_stats_report_marks_kept_features_and_counts_them() -> None:
 
 
 def test_keep_features_is_for_z_filtering_only(tmp_path: Path) -> None:
-    from zdebias.stats.operations import filter_file
-    from zdebias.stats.source import FileInput
+    from zdebias.stats.execution.operations import filter_file
+    from zdebias.stats.execution.source import FileInput
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"text": r.text, "label": r.label}) + "\n" for r in _rows()))

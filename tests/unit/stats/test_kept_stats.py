@@ -82,7 +82,7 @@ def test_kept_stats_from_the_matrix_equal_extracting_again(make, features) -> No
     """The one-process `zdebias filter` takes `stats_of_kept` from the input's matrix (the
     hypothesis-only feature refitted on the kept rows from their hypothesis n-grams): the
     same numbers as extracting every feature again on the kept records."""
-    from zdebias.stats.kept import kept_summary_of, matrix_describes_kept
+    from zdebias.stats.execution.kept import kept_summary_of, matrix_describes_kept
 
     records = make()
     settings = ZFilterSettings(biased_k=3, zfilter_batch_size=50, features=features)
@@ -94,7 +94,7 @@ def test_kept_stats_from_the_matrix_equal_extracting_again(make, features) -> No
 
 
 def test_kept_stats_need_the_matrix_to_hold_them() -> None:
-    from zdebias.stats.kept import matrix_describes_kept
+    from zdebias.stats.execution.kept import matrix_describes_kept
 
     assert not matrix_describes_kept(ZFilterSettings(hypo_only_model="some/model"))
     assert not matrix_describes_kept(ZFilterSettings(ngram_fields=("premise",)))

@@ -1,6 +1,6 @@
-"""How a z-filter of a file runs is decided once, in the library (zdebias.stats.plan), as a
-value: sharded for a large plain JSONL file, a writer process for a mid-sized one, one process
-otherwise."""
+"""How a z-filter of a file runs is decided once, in the library
+(zdebias.stats.execution.plan), as a value: sharded for a large plain JSONL file, a writer
+process for a mid-sized one, one process otherwise."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from zdebias.data.options import ReadOptions
 from zdebias.features import parallel
-from zdebias.stats import plan
-from zdebias.stats.plan import FilterPlan, plan_filter
+from zdebias.stats.execution import plan
+from zdebias.stats.execution.plan import FilterPlan, plan_filter
 from zdebias.stats.settings import ZFilterSettings
 
 

@@ -35,6 +35,7 @@ from zdebias.pipeline.stages._common import (
     task_labels,
     write_examples,
 )
+from zdebias.stats.execution.source import FileInput, Teller
 from zdebias.stats.settings import (
     CombineSettings,
     FilterSettings,
@@ -42,7 +43,6 @@ from zdebias.stats.settings import (
     StatsSettings,
     ZFilterSettings,
 )
-from zdebias.stats.source import FileInput, Teller
 
 # --------------------------------------------------------------------------- statistics
 
@@ -145,12 +145,12 @@ class FilterConfig(FilterSettings, StageConfig):
 @register_stage("filter", config=FilterConfig, outputs=SPLIT_OUTPUTS)
 def filter_stage(cfg: FilterConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Z (kept) and Z⁻ (rejected, each with the features that rejected it), run the way
-    ``zdebias filter`` would run on the same file (:func:`~zdebias.stats.plan.plan_filter`);
-    or AFLite's kept and rejected rows."""
+    ``zdebias filter`` would run on the same file
+    (:func:`~zdebias.stats.execution.plan.plan_filter`); or AFLite's kept and rejected rows."""
     from zdebias.classify.embed import embed_records
     from zdebias.classify.hypo_only import apply_hypo_only_model
+    from zdebias.stats.execution.operations import run_filter
     from zdebias.stats.methods import filter_method
-    from zdebias.stats.operations import run_filter
 
     settings = feature_settings(FilterSettings, cfg, inputs, ctx)
     settings = settings.model_copy(update={"dynamics": inputs.path("dynamics")})

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from zdebias.data.schema import Record
     from zdebias.settings import Settings
     from zdebias.stats.aflite import Embed
-    from zdebias.stats.plan import Filtered
-    from zdebias.stats.source import FileInput, HypoOnly
+    from zdebias.stats.execution.plan import Filtered
+    from zdebias.stats.execution.source import FileInput, HypoOnly
 
 
 @dataclass
@@ -107,11 +107,11 @@ class FilterMethod:
         embed: Embed | None,
         progress: bool,
     ) -> Iterator[Callable[[Path], Filtered]]:
-        """The file way of :func:`~zdebias.stats.operations.run_filter`: read ``source``,
+        """The file way of :func:`~zdebias.stats.execution.operations.run_filter`: read ``source``,
         :meth:`run`, the kept rows' z-statistics; gives ``write(folder) -> Filtered``."""
+        from zdebias.stats.execution.plan import Filtered
+        from zdebias.stats.execution.source import read_source
         from zdebias.stats.measure import stats_of_kept
-        from zdebias.stats.plan import Filtered
-        from zdebias.stats.source import read_source
 
         records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
         inputs = FilterInputs(

@@ -18,8 +18,8 @@ from zdebias.stats.settings import AfliteSettings
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
     from zdebias.stats.aflite import Embed
-    from zdebias.stats.plan import Filtered
-    from zdebias.stats.source import FileInput, HypoOnly
+    from zdebias.stats.execution.plan import Filtered
+    from zdebias.stats.execution.source import FileInput, HypoOnly
 
 
 class Aflite(FilterMethod):
@@ -78,9 +78,9 @@ class Aflite(FilterMethod):
     ) -> Iterator[Callable[[Path], Filtered]]:
         """AFLite in this process: read, embed (``embed``), filter, the kept rows' statistics."""
         from zdebias.stats.aflite import checked_sizes
+        from zdebias.stats.execution.plan import Filtered
+        from zdebias.stats.execution.source import read_source
         from zdebias.stats.measure import stats_of_kept
-        from zdebias.stats.plan import Filtered
-        from zdebias.stats.source import read_source
 
         if embed is None:
             raise ConfigError("AFLite needs embed= (zdebias.classify.embed.embed_records)")

@@ -16,8 +16,8 @@ from zdebias.stats.settings import CartographySettings
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
     from zdebias.stats.aflite import Embed
-    from zdebias.stats.plan import Filtered
-    from zdebias.stats.source import FileInput, HypoOnly
+    from zdebias.stats.execution.plan import Filtered
+    from zdebias.stats.execution.source import FileInput, HypoOnly
 
 
 class Cartography(FilterMethod):

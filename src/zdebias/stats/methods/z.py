@@ -1,5 +1,5 @@
 """The ``z`` filter method: z-filtering, GD-NLI Algorithm 1 (:mod:`zdebias.stats.zfilter`),
-on a file the way :func:`~zdebias.stats.plan.plan_filter` chooses (sharded, through the
+on a file the way :func:`~zdebias.stats.execution.plan.plan_filter` chooses (sharded, through the
 writer, or in this process), conditionally on a seed dataset when given."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from zdebias.stats.settings import ZFilterSettings
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
     from zdebias.stats.aflite import Embed
-    from zdebias.stats.plan import Filtered, FilterPlan
-    from zdebias.stats.source import FileInput, HypoOnly
+    from zdebias.stats.execution.plan import Filtered, FilterPlan
+    from zdebias.stats.execution.source import FileInput, HypoOnly
     from zdebias.stats.zfilter import ZFilterResult
 
 
@@ -79,17 +79,17 @@ class ZFilter(FilterMethod):
         embed: Embed | None,
         progress: bool,
     ) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
-        """Run as :func:`~zdebias.stats.plan.plan_filter` chooses."""
-        from zdebias.stats import plan as plans  # by module: tests watch plan_filter
+        """Run as :func:`~zdebias.stats.execution.plan.plan_filter` chooses."""
+        from zdebias.stats.execution import plan as plans  # by module: tests watch plan_filter
 
         seed_data = seed.path if seed is not None else None
         plan = plans.plan_filter(source.path, source.read, settings, seed_data=seed_data)
         if plan.way == "sharded":
-            from zdebias.stats.sharded import filter_sharded
+            from zdebias.stats.execution.sharded import filter_sharded
 
             return filter_sharded(source, plan.ranges, settings, progress=progress)
         if plan.way == "writer":
-            from zdebias.stats.writer import filter_records
+            from zdebias.stats.execution.writer import filter_records
 
             assert plan.size is not None
             return filter_records(source, plan.size, settings, progress=progress)
@@ -106,10 +106,10 @@ def _filter_one(
     progress: bool,
 ) -> Iterator[Callable[[Path], Filtered]]:
     """The one-process way: read, filter, and the kept rows' statistics, in this process."""
-    from zdebias.stats.kept import kept_summary_of
+    from zdebias.stats.execution.kept import kept_summary_of
+    from zdebias.stats.execution.plan import Filtered
+    from zdebias.stats.execution.source import read_source
     from zdebias.stats.measure import stats_of_kept
-    from zdebias.stats.plan import Filtered
-    from zdebias.stats.source import read_source
     from zdebias.stats.zfilter import z_filter
 
     records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)

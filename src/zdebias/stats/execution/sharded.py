@@ -1,23 +1,23 @@
 """The sharded way of z-filtering one large JSONL file (:func:`filter_sharded`): several
 processes, each reading part of it.
 
-The file is cut into byte ranges at line starts, one per process (:mod:`zdebias.stats.plan`).
-Each worker (:class:`~zdebias.stats.shard.Shard`), forked before anything is read, reads its
-own range (the records never cross a pipe: sending them costs as much as parsing them),
-extracts the feature groups that depend on one record at a time, chunk by chunk, and streams
-compact blocks back with each record's label, id and hypothesis. The parent merges the blocks
-exactly as :mod:`zdebias.features.parallel` does (:mod:`zdebias.stats.merge`), fits the
-hypothesis-only feature, runs Algorithm 1, and tells each worker which of its rows were kept
-and which features rejected the others. Meanwhile the workers, with nothing else to do, have
-encoded their records as JSON lines (at a lower priority than the parent); they write their
-share of ``kept.jsonl`` / ``rejected.jsonl`` while the parent computes the statistics of the
-kept rows from the matrix (the summary's ``stats_of_kept``), and the parent joins the parts
-(:mod:`zdebias.stats.part_files`).
+The file is cut into byte ranges at line starts, one per process
+(:mod:`zdebias.stats.execution.plan`). Each worker (:class:`~zdebias.stats.execution.shard.Shard`),
+forked before anything is read, reads its own range (the records never cross a pipe: sending them
+costs as much as parsing them), extracts the feature groups that depend on one record at a time,
+chunk by chunk, and streams compact blocks back with each record's label, id and hypothesis. The
+parent merges the blocks exactly as :mod:`zdebias.features.parallel` does
+(:mod:`zdebias.stats.execution.merge`), fits the hypothesis-only feature, runs Algorithm 1, and
+tells each worker which of its rows were kept and which features rejected the others. Meanwhile the
+workers, with nothing else to do, have encoded their records as JSON lines (at a lower priority than
+the parent); they write their share of ``kept.jsonl`` / ``rejected.jsonl`` while the parent computes
+the statistics of the kept rows from the matrix (the summary's ``stats_of_kept``), and the parent
+joins the parts (:mod:`zdebias.stats.execution.part_files`).
 
 The output is byte for byte what one process writes (tests compare them). It applies to a
 plain (not gzipped) local JSONL file, without a seed dataset, ``--limit`` or a trained
-hypothesis-only model, with the built-in feature groups; :func:`~zdebias.stats.plan.plan_shards`
-says when.
+hypothesis-only model, with the built-in feature groups;
+:func:`~zdebias.stats.execution.plan.plan_shards` says when.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 
 from zdebias.data.process import mmap_large_allocations
-from zdebias.stats.kept import kept_summary
-from zdebias.stats.merge import combine_read, merged_report, merged_rows, merged_warnings
-from zdebias.stats.part_files import join_parts, write_in_workers
-from zdebias.stats.plan import Filtered
+from zdebias.stats.execution.kept import kept_summary
+from zdebias.stats.execution.merge import combine_read, merged_report, merged_rows, merged_warnings
+from zdebias.stats.execution.part_files import join_parts, write_in_workers
+from zdebias.stats.execution.plan import Filtered
+from zdebias.stats.execution.shard import Shard
+from zdebias.stats.execution.source import FileInput
+from zdebias.stats.execution.workers import Workers
 from zdebias.stats.settings import ZFilterSettings
-from zdebias.stats.shard import Shard
-from zdebias.stats.source import FileInput
-from zdebias.stats.workers import Workers
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zdebias.data.schema import Record
-from zdebias.stats.hypotheses import distinct_hypotheses
+from zdebias.stats.execution.hypotheses import distinct_hypotheses
 from zdebias.stats.settings import StatsSettings, ZFilterSettings
 
 

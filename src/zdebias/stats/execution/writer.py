@@ -1,7 +1,8 @@
 """The writer way of z-filtering a JSONL file (:func:`filter_records`): this process reads and
 filters it while a second one, forked before reading, reads it too, encodes it and writes the
-output: the overlap of the sharded way (:mod:`zdebias.stats.sharded`) without merging blocks
-from several processes. :func:`~zdebias.stats.plan.writer_size` says when it applies.
+output: the overlap of the sharded way (:mod:`zdebias.stats.execution.sharded`) without
+merging blocks from several processes. :func:`~zdebias.stats.execution.plan.writer_size` says
+when it applies.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from zdebias.stats.kept import input_rows, kept_summary
-from zdebias.stats.part_files import join_parts, write_in_workers
-from zdebias.stats.plan import Filtered
+from zdebias.stats.execution.kept import input_rows, kept_summary
+from zdebias.stats.execution.part_files import join_parts, write_in_workers
+from zdebias.stats.execution.plan import Filtered
+from zdebias.stats.execution.shard import Shard
+from zdebias.stats.execution.source import FileInput, read_source
+from zdebias.stats.execution.workers import Workers
 from zdebias.stats.settings import ZFilterSettings
-from zdebias.stats.shard import Shard
-from zdebias.stats.source import FileInput, read_source
-from zdebias.stats.workers import Workers
 
 
 @contextlib.contextmanager

@@ -1,9 +1,9 @@
 """The statistics operations on files, as ``zdebias stats``, ``filter`` and ``combine`` and the
-recipe stages run them: read the inputs (:mod:`zdebias.stats.source`), decide how to run, run,
-and write or publish the outputs; each returns its summary.
+recipe stages run them: read the inputs (:mod:`zdebias.stats.execution.source`), decide how to
+run, run, and write or publish the outputs; each returns its summary.
 
 - :func:`filter_file`: z-filter one file into ``kept.jsonl``, ``rejected.jsonl`` and
-  ``summary.json``, the way :func:`~zdebias.stats.plan.plan_filter` chooses
+  ``summary.json``, the way :func:`~zdebias.stats.execution.plan.plan_filter` chooses
   (:func:`run_filter`: the same, for a caller that writes into a folder of its own);
 - :func:`combine_files`: a dataset recipe of an original and a generated file;
 - :func:`measure_file`: the z-statistics report of one file;
@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from zdebias.data.options import OutputOptions
 from zdebias.errors import ConfigError
-from zdebias.stats.plan import Filtered
+from zdebias.stats.execution.plan import Filtered
+from zdebias.stats.execution.source import FileInput, HypoOnly, read_source
 from zdebias.stats.settings import (
     CombineSettings,
     ShortcutSplitSettings,
     StatsSettings,
     ZFilterSettings,
 )
-from zdebias.stats.source import FileInput, HypoOnly, read_source
 
 if TYPE_CHECKING:
     from zdebias.data.export import InputSchema
@@ -54,8 +54,8 @@ def filter_file(
     publish the folder ``out`` whole: ``kept.jsonl``, ``rejected.jsonl``, ``summary.json``
     (:func:`~zdebias.data.writers.publish_folder`; an existing ``out`` only with
     ``overwrite``); the summary. ``hypo_only``: applies a trained hypothesis-only model
-    (:data:`~zdebias.stats.source.HypoOnly`). ``output``: with ``output_schema`` ``input``,
-    kept and rejected are written in the input's schema instead (``kept.csv`` for a CSV,
+    (:data:`~zdebias.stats.execution.source.HypoOnly`). ``output``: with ``output_schema``
+    ``input``, kept and rejected are written in the input's schema instead (``kept.csv`` for a CSV,
     :mod:`zdebias.data.export`). ``settings.method`` ``aflite`` (a :class:`FilterSettings`):
     AFLite instead, on the embeddings ``embed`` gives (:mod:`zdebias.stats.aflite`)."""
     from zdebias.data.writers import publish_folder
@@ -113,7 +113,7 @@ def run_filter(
     embed: Embed | None = None,
     progress: bool = False,
 ) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Read and z-filter ``source`` as :func:`~zdebias.stats.plan.plan_filter` chooses (or
+    """Read and z-filter ``source`` as :func:`~zdebias.stats.execution.plan.plan_filter` chooses (or
     run AFLite in this process, when ``settings.method`` says so);
     entered once the filter has run, it gives ``write(folder, *, sources=True)``, which
     writes the three files into ``folder`` and returns the summary (``sources``: it names
@@ -340,8 +340,8 @@ def shortcut_split_file(
     the shortcuts of ``train`` (:mod:`zdebias.stats.shortcut_split`) and publish the folder
     ``out``: ``aligned.jsonl``, ``conflicting.jsonl``, ``free.jsonl``, ``summary.json``; the
     summary. ``hypo_only``: applies a trained hypothesis-only model
-    (:data:`~zdebias.stats.source.HypoOnly`) to both files. ``compare_with``: another split's
-    folder of the same test set; the summary's ``agreement`` says how far the two agree."""
+    (:data:`~zdebias.stats.execution.source.HypoOnly`) to both files. ``compare_with``: another
+    split's folder of the same test set; the summary's ``agreement`` says how far the two agree."""
     from zdebias.data.writers import publish_folder, write_files
     from zdebias.stats.shortcut_split import split_records
 

@@ -3,7 +3,8 @@ sends a method name and its arguments to every worker at once and gathers the re
 generator method's items stream back as they come), or the first worker's error.
 
 Forked, so a worker starts with what the parent holds (nothing crosses a pipe but the calls
-and their results); the z-filter's workers are :class:`~zdebias.stats.shard.Shard` objects.
+and their results); the z-filter's workers are
+:class:`~zdebias.stats.execution.shard.Shard` objects.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The hypothesis-only feature's distinct hypotheses given to a feature context without records
 (:func:`distinct_hypotheses`), as extraction over records leaves them.
 
-The sharded z-filter merges its workers' blocks (:mod:`zdebias.stats.merge`) and the kept-rows
-summary refits the hypothesis-only feature on a subset of a matrix
-(:mod:`zdebias.stats.kept`); both must leave the features as extraction over records would.
+The sharded z-filter merges its workers' blocks (:mod:`zdebias.stats.execution.merge`) and
+the kept-rows summary refits the hypothesis-only feature on a subset of a matrix
+(:mod:`zdebias.stats.execution.kept`); both must leave the features as extraction over records
+would.
 """
 
 from __future__ import annotations

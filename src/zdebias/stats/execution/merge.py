@@ -15,13 +15,14 @@ import numpy as np
 
 from zdebias.data.mapping import SHOWN_IDS, ReadReport
 from zdebias.data.process import gc_paused
-from zdebias.stats.hypotheses import distinct_hypotheses
-from zdebias.stats.kept import InputRows
+from zdebias.stats.execution.hypotheses import distinct_hypotheses
+from zdebias.stats.execution.kept import InputRows
 
 
 def combine_read(final: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One worker's read: what :meth:`~zdebias.stats.shard.Shard.read_and_extract` returned
-    (``final``) and its chunks' ``parts`` put together."""
+    """One worker's read: what
+    :meth:`~zdebias.stats.execution.shard.Shard.read_and_extract` returned (``final``) and its
+    chunks' ``parts`` put together."""
     return {
         **final,
         "chunks": [p["chunk"] for p in parts],

@@ -20,7 +20,7 @@ import numpy as np
 
 from zdebias.data.process import gc_paused
 from zdebias.data.schema import Record
-from zdebias.stats.source import FileInput
+from zdebias.stats.execution.source import FileInput
 
 #: Records a worker turns into features at a time (bounds its memory on huge files).
 CHUNK_ROWS = 100_000

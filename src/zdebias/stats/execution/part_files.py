@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from zdebias.stats.shard import ShardRows
-from zdebias.stats.workers import Workers
+from zdebias.stats.execution.shard import ShardRows
+from zdebias.stats.execution.workers import Workers
 
 
 def write_in_workers(workers: Workers, work: Path, arrays: Any, sizes: list[int], fm: Any) -> int:

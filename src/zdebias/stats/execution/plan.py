@@ -4,9 +4,9 @@ way of running hands back (:class:`Filtered`).
 Three ways, all writing the same bytes (tests compare them):
 
 - ``sharded``: one large plain JSONL file, cut into byte ranges at line starts, one worker
-  process each (:mod:`zdebias.stats.sharded`);
+  process each (:mod:`zdebias.stats.execution.sharded`);
 - ``writer``: a smaller one, read and filtered in this process while a second one reads it
-  too and writes the output (:mod:`zdebias.stats.writer`);
+  too and writes the output (:mod:`zdebias.stats.execution.writer`);
 - ``one``: everything in this process (a seed dataset, ``--limit``, ``--where``, a trained
   hypothesis-only model, plugin settings, a gzipped or non-JSONL input, ``num_proc`` 1, one
   core, or a small file).
@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple
 from zdebias.data.mapping import ReadReport
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError, DataError
-from zdebias.stats.kept import matrix_describes_kept
+from zdebias.stats.execution.kept import matrix_describes_kept
 from zdebias.stats.settings import ZFilterSettings
 
 #: Below this size one process is as fast (forking and merging cost more than they save).
@@ -43,7 +43,7 @@ class FilterPlan:
     ``num_proc``: the processes that encode the output (the workers; the writer; in one
     process, those :func:`~zdebias.data.writers.write_jsonl` may use). ``kept_from_matrix``:
     the summary's ``stats_of_kept`` taken from the input's matrix
-    (:func:`~zdebias.stats.kept.kept_summary`), else from extracting the kept records'
+    (:func:`~zdebias.stats.execution.kept.kept_summary`), else from extracting the kept records'
     features again.
     """
 
@@ -129,7 +129,7 @@ def _plain_jsonl_size(
 ) -> int | None:
     """The size of ``path`` if it is a plain (not gzipped) local JSONL file that a process
     can read part of and z-filter without a seed, ``--limit`` or ``--where``, with
-    :func:`~zdebias.stats.kept.matrix_describes_kept`; else None."""
+    :func:`~zdebias.stats.execution.kept.matrix_describes_kept`; else None."""
     from zdebias.data.files import detect_format
 
     if seed_data or read.limit is not None or read.where or not matrix_describes_kept(settings):
