@@ -6,7 +6,8 @@ Each stage config is its operation's settings (``zdebias.classify.settings``) pl
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, model_validator
@@ -252,6 +253,8 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
 #: the run's cache of classifiers' probabilities on evaluation sets (any evaluate stage of the
 #: run, or of a recipe that extends its recipe, reads a model's predictions back from there)
 PREDICTIONS_CACHE = ".zdebias-predictions"
+#: each evaluate stage's compact predictions (docs/results.md rebuilds its tables from them)
+PREDICTIONS_FILE = "predictions.json.gz"
 
 
 @register_stage(
@@ -262,16 +265,7 @@ PREDICTIONS_CACHE = ".zdebias-predictions"
 def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Evaluate every method (all its seeds) on every suite; t-test against the first."""
     from zdebias.classify.learned import said_by_caller
-    from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
-    from zdebias.evaluation.reliance import evaluate_with_split, reliance_markdown, reliance_table
-    from zdebias.evaluation.significance import comparison_markdown
-    from zdebias.evaluation.tables import (
-        group_markdown,
-        group_table,
-        summary_table,
-        table_markdown,
-        unlearned_lines,
-    )
+    from zdebias.evaluation.reliance import evaluate_with_split
 
     suites = []
     for name, value in inputs.get("suites").items():
@@ -279,7 +273,8 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     split = inputs.path("shortcut_split")  # the stage's reference, resolved
     settings = settings_for(EvaluateSettings, cfg, ctx).model_copy(update={"shortcut_split": split})
     docs = []
-    for method, value in inputs.get("classifiers").items():
+    rows = ctx.out_dir / ".rows"  # each run's predictions, until compacted below
+    for i, (method, value) in enumerate(inputs.get("classifiers").items()):
         with said_by_caller():  # runs that did not learn: said below, in the stage's notes
             doc = evaluate_with_split(
                 classifier_runs(value),
@@ -289,23 +284,70 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
                 name=method,
                 progress=ctx.progress,
                 cache_dir=ctx.run_dir / PREDICTIONS_CACHE,
+                predictions_dir=rows / str(i),
             )
         docs.append(doc)
+    tables = TableSettings.of(cfg)
+    out = ctx.out_dir / PREDICTIONS_FILE
+    publish_predictions(docs, rows, out, split, tables, settings.min_group_size)
+    results, markdown, unlearned = evaluation_tables(docs, [s.name for s in suites], tables)
+    for line in unlearned:
+        ctx.note(line)
+    write_json(results, ctx.out_dir / "results.json")
+    (ctx.out_dir / "table.md").write_text(markdown, encoding="utf-8")
+    flat = {
+        row["name"]: {c: (cell["mean"] if cell else None) for c, cell in row["cells"].items()}
+        for row in results["table"]["rows"]
+    }
+    return StageResult({"results": "results.json", "table": "table.md"}, metrics={"accuracy": flat})
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """What an evaluate stage's tables and tests depend on besides the documents (kept in its
+    compact predictions, so that the tables rebuild from them)."""
+
+    average: bool = False
+    baselines: list[str] | None = None
+    detail: bool = False
+    family: list[str] | None = None
+
+    @classmethod
+    def of(cls, cfg: Any) -> TableSettings:
+        """The fields of an :class:`EvaluateConfig` or of a mapping."""
+        get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
+        return cls(**{f: get(f, getattr(cls, f)) for f in cls.__dataclass_fields__})
+
+
+def evaluation_tables(
+    docs: list[dict[str, Any]], suites: list[str], cfg: TableSettings
+) -> tuple[dict[str, Any], str, list[str]]:
+    """An evaluate stage's ``results.json`` content, ``table.md`` text and the lines on runs
+    that did not learn, from its results documents (one per method)."""
+    from zdebias.evaluation.metrics import label_table, overall_markdown, per_label_markdown
+    from zdebias.evaluation.reliance import reliance_markdown, reliance_table
+    from zdebias.evaluation.significance import comparison_markdown
+    from zdebias.evaluation.tables import (
+        group_markdown,
+        group_table,
+        summary_table,
+        table_markdown,
+        unlearned_lines,
+    )
+
     comparisons = baseline_comparisons(docs, cfg)
     comparison = comparisons[0] if comparisons else None
     table = summary_table(docs, average=cfg.average, comparison=comparison)
     groups = []
     for doc in docs:
         for suite in suites:
-            g = group_table(doc, suite.name)
+            g = group_table(doc, suite)
             if g is not None:
                 groups.append({"method": doc["name"], **g})
     markdown = [table_markdown(table)]
     unlearned = unlearned_lines(table)
     if unlearned:
         markdown += ["", *(f"- {line}" for line in unlearned)]
-    for line in unlearned:
-        ctx.note(line)
     for c in comparisons:
         markdown += ["", f"Tests against {c['baseline']}:", "", comparison_markdown(c)]
     if comparisons:  # one legend: the marks mean the same in every table above
@@ -330,16 +372,69 @@ def evaluate_stage(cfg: EvaluateConfig, inputs: Inputs, ctx: StageContext) -> St
     }
     if reliance:
         results["reliance"] = reliance_table(docs, comparison)
-    write_json(results, ctx.out_dir / "results.json")
-    (ctx.out_dir / "table.md").write_text("\n".join(markdown) + "\n", encoding="utf-8")
-    flat = {
-        row["name"]: {c: (cell["mean"] if cell else None) for c, cell in row["cells"].items()}
-        for row in table["rows"]
-    }
-    return StageResult({"results": "results.json", "table": "table.md"}, metrics={"accuracy": flat})
+    return results, "\n".join(markdown) + "\n", unlearned
 
 
-def baseline_comparisons(docs: list[dict[str, Any]], cfg: EvaluateConfig) -> list[dict[str, Any]]:
+def rebuilt_tables(path: str | Path) -> tuple[dict[str, Any], str]:
+    """An evaluate stage's ``results.json`` content and ``table.md`` text, rebuilt from its
+    compact predictions alone (:func:`zdebias.evaluation.published.documents`)."""
+    from zdebias.evaluation.published import documents, read_predictions
+    from zdebias.evaluation.reliance import SUITES
+
+    compacted = read_predictions(path)
+    docs = documents(compacted, min_size=compacted["tables"].get("min_group_size"))
+    suites = [s["name"] for s in compacted["methods"][0]["suites"]] if docs else []
+    suites = [n for n in suites if n in compacted["suites"] and n not in SUITES.values()]
+    results, markdown, _ = evaluation_tables(docs, suites, TableSettings.of(compacted["tables"]))
+    return results, markdown
+
+
+def publish_predictions(
+    docs: list[dict[str, Any]],
+    rows: Path,
+    out: Path,
+    split: Path | None,
+    tables: TableSettings,
+    min_size: int,
+) -> None:
+    """The evaluation's compact predictions (:mod:`zdebias.evaluation.published`) from the
+    runs' predictions in ``rows`` (``I/runR-SUITE.jsonl``, method I), which are then removed."""
+    import shutil
+
+    from zdebias.data.schema import Record
+    from zdebias.evaluation.published import write_predictions
+    from zdebias.evaluation.reliance import read_split
+
+    def read(path: Path) -> list[Record]:
+        with path.open(encoding="utf-8") as f:
+            return [
+                Record(
+                    d["id"],
+                    d["label"],
+                    d.get("premise"),
+                    d.get("hypothesis"),
+                    d.get("text"),
+                    d.get("meta") or {},
+                )
+                for d in map(json.loads, f)
+            ]
+
+    predicted = [
+        [
+            {name: read(rows / str(i) / f"run{r}-{name}.jsonl") for name in run["results"]}
+            for r, run in enumerate(doc["runs"])
+        ]
+        for i, doc in enumerate(docs)
+    ]
+    summary = read_split(split) if split else None
+    tables_used = {**asdict(tables), "min_group_size": min_size}
+    write_predictions(docs, predicted, out, split=summary, tables=tables_used)
+    shutil.rmtree(rows)
+
+
+def baseline_comparisons(
+    docs: list[dict[str, Any]], cfg: TableSettings | EvaluateConfig
+) -> list[dict[str, Any]]:
     """The tests of every method against each of ``cfg.baselines`` (default: the first
     method), one comparison per baseline; with ``cfg.detail`` also on every flat metric of
     the results (``HANS/lexical_overlap/entailment``, ...), not only on the suites. Holm's
