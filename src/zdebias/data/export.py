@@ -78,7 +78,7 @@ class InputSchema:
         #: label name → the raw value the input gives it, as seen while reading
         self.seen_labels: dict[str, Any] = {}
         #: label name → raw value from the label map or the ClassLabel, until one is seen
-        self.mapped_labels: dict[str, Any] = {}
+        self.mapped_labels: dict[str | None, Any] = {}
         for raw, name in self.read.label_map.items():
             try:
                 self.mapped_labels.setdefault(self.mapper.task.normalize(name), raw)

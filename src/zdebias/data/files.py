@@ -355,7 +355,7 @@ def _plain_document(
     Raises :class:`_NotPlain` for anything else (then :func:`json_value` says what is wrong).
     """
     decoder = json.JSONDecoder()
-    scan = decoder.scan_once
+    scan = decoder.scan_once  # type: ignore[attr-defined]  # set by __init__; typeshed lacks it
     pos = _WS.match(text).end()  # type: ignore[union-attr]
     keys: list[tuple[str, int]] = []
     spans: list[tuple[int, int]] = []
@@ -370,7 +370,7 @@ def _plain_document(
             while end < 0:
                 if not text.startswith('"', pos):
                     raise _NotPlain
-                key, after = json.decoder.scanstring(text, pos + 1)
+                key, after = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
                 keys.append((key, pos))
                 after = _WS.match(text, after).end()  # type: ignore[union-attr]
                 if not text.startswith(":", after):
@@ -434,7 +434,7 @@ def located_rows(text: str, path: Path) -> list[tuple[RecordLine, Any]]:
     ``json``'s scanner, so a pretty-printed list costs no second parse; a document on one
     line (``json.dump``'s way) is read whole, every record on line 1."""
     if "\n" not in text.rstrip():
-        rows = document_rows(text, json_value(text, path, 1, document=True), path)
+        whole = document_rows(text, json_value(text, path, 1, document=True), path)
         return [
             (
                 record_line(1, i),
@@ -442,31 +442,31 @@ def located_rows(text: str, path: Path) -> list[tuple[RecordLine, Any]]:
                 if isinstance(row, DataError)
                 else row,
             )
-            for i, row in enumerate(rows, 1)
+            for i, row in enumerate(whole, 1)
         ]
     try:
         value, items, spans, keys = _plain_document(text)
     except _NotPlain:
         value = json_value(text, path, 1, document=True)  # raises what is wrong, located
-        rows = document_rows(text, value, path)
-        return [(record_line(1, i), row) for i, row in enumerate(rows, 1)]
+        whole = document_rows(text, value, path)
+        return [(record_line(1, i), row) for i, row in enumerate(whole, 1)]
     starts = [start for start, _ in spans]
     steps = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)
     lines = list(map(RecordLine, itertools.accumulate(steps, initial=1)))[1:]
     for i, at in enumerate(lines, 1):
         at.record = i
     names = [k for k, _ in keys]
-    for n, (key, at) in enumerate(keys):
+    for n, (key, offset) in enumerate(keys):
         if key in names[:n]:  # the wrapper gives it again here
-            raise duplicate_key_error(key, names.count(key), path, text.count("\n", 0, at) + 1)
+            raise duplicate_key_error(key, names.count(key), path, text.count("\n", 0, offset) + 1)
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
         for where, row in zip(lines, items, strict=True):
-            if (found := _surrogate(row)) is not None:
+            if (lone := _surrogate(row)) is not None:
                 raise DataError(
-                    f"lone surrogate {found[1]} in text (not valid Unicode)",
+                    f"lone surrogate {lone[1]} in text (not valid Unicode)",
                     path=str(path),
                     line=where,
-                    field=found[0] or None,
+                    field=lone[0] or None,
                 )
         json_value(text, path, 1, document=True)  # one in the wrapper: raised at line 1
     if isinstance(value, dict) and not isinstance(value.get("data"), list):
@@ -479,8 +479,8 @@ def located_rows(text: str, path: Path) -> list[tuple[RecordLine, Any]]:
                 continue
             found = _repeated_pair(json.loads(piece, object_pairs_hook=_Pairs))
             if found is not None:
-                where = lines[i] + piece.count("\n", 0, _repeat_offset(piece, found[0]))
-                rows[i] = (lines[i], duplicate_key_error(*found, path, where))
+                line = lines[i] + piece.count("\n", 0, _repeat_offset(piece, found[0]))
+                rows[i] = (lines[i], duplicate_key_error(*found, path, line))
     return rows
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def raw_key(raw: object) -> str:
     if isinstance(raw, numbers.Number) and not isinstance(raw, numbers.Integral):
         if not (isinstance(raw, numbers.Real) and float(raw).is_integer()):
             raise ValueError(f"unknown label {raw!r}")
-        raw = int(raw)
+        raw = int(float(raw))  # integral (checked above): the same number as int(raw)
     if isinstance(raw, numbers.Integral):
         if abs(int(raw)) >= 10**9:
             raise ValueError("unknown label: number too large")
@@ -161,7 +161,7 @@ def infer_task(records: Iterable[Record]) -> Task:
     return Task("labels:" + ",".join(labels), labels, pair=pair, aliases=_aliases(labels))
 
 
-def implied_task(label_map: Mapping[object, object], default: Task | None = None) -> Task | None:
+def implied_task(label_map: Mapping[Any, object], default: Task | None = None) -> Task | None:
     """The task a label map implies when no task is given: None when ``default`` has every
     value among its names or aliases (it reads them, as before), else the first built-in task
     of ``default``'s kind that has (``0=entailment,1=non-entailment`` → nli-binary), else the
@@ -204,7 +204,7 @@ HUB_ORDER = {
 }
 
 
-def check_raw_labels(label_map: Mapping[object, object], flag: str) -> None:
+def check_raw_labels(label_map: Mapping[Any, object], flag: str) -> None:
     """A :class:`ConfigError` when two keys of a label map name one raw label (``0`` and
     ``"0"``, ``Neutral`` and ``neutral``: the reader could keep only one of their values)."""
     seen: dict[str, object] = {}

@@ -419,15 +419,16 @@ class RowMapper:
         if key in self.label_map:
             return self.label_map[key]
         names = self.label_names
-        if names is not None and isinstance(raw, numbers.Integral) and 0 <= raw < len(names):
-            raw = names[raw]
+        if names is not None and isinstance(raw, numbers.Integral) and 0 <= int(raw) < len(names):
+            raw = names[int(raw)]
             key = raw_key(raw)
             if key in self.label_map:
                 return self.label_map[key]
         try:
             return self.task.normalize(raw)
         except ValueError as err:
-            values, others = None, ()
+            values: list[str] | None = None
+            others: tuple[Task, ...] = ()
             number = key.lstrip("-").isdigit()
             if self.label_values is not None and not self.given and (number or not self.task_given):
                 values = self.label_values(label_col)

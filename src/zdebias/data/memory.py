@@ -119,7 +119,7 @@ def read_rows(
     kind = data_kind(data)
     shown = _WHERE[kind]
     if kind == "records":
-        records = list(data[:limit] if limit is not None else data)
+        records: list[Record] = list(data[:limit] if limit is not None else data)
         report = ReadReport(shown, "records", task or "?", n_records=len(records))
         if task is None and records:
             from zdebias.data.labels import infer_task
@@ -138,7 +138,7 @@ def read_rows(
     from zdebias.data.labels import get_task
 
     report = ReadReport(shown, kind, task or "?")
-    records: list[Record] = []
+    records = []
     positions: list[int] = []
     if n_rows == 0:
         return MemoryRows(kind, records, positions, 0, report, data)

@@ -19,7 +19,7 @@ A :class:`Dataset` ties together the format (:mod:`zdebias.data.files`), the raw
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,7 +105,7 @@ class Dataset:
         rows, label_names, id_prefix = format_rows(self.format, self.spec, self.path, self.split)
         return self._records(rows, label_names, id_prefix)
 
-    def with_rows(self) -> Iterator[tuple[Record, Mapping[str, Any]]]:
+    def with_rows(self) -> Generator[tuple[Record, Mapping[str, Any]], None, None]:
         """Each record with the raw row it was read from (the file's own columns and
         values), in file order; :attr:`mapper` holds the column mapping once reading began."""
         rows, label_names, id_prefix = format_rows(self.format, self.spec, self.path, self.split)

@@ -58,7 +58,7 @@ class Record:
 
     def replace(self, **changes: Any) -> Record:
         """A copy with some fields changed (``meta`` is copied, never shared)."""
-        values = {
+        values: dict[str, Any] = {
             "id": self.id,
             "label": self.label,
             "premise": self.premise,

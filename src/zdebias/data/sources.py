@@ -13,7 +13,7 @@ import csv
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from zdebias.data.files import (
     BadLine,
@@ -372,7 +372,9 @@ def triplet_rows(path: Path, split: str | None) -> Rows:
                     path=str(longer),
                     line=line,
                 )
-            line = a[0]
+            # none ended (checked above): three lines, numbered alike
+            line, first = cast("tuple[int, str]", a)
+            second, label = cast("str", b[1]), cast("str", c[1])
             bad = next(
                 (
                     (p, x)
@@ -387,9 +389,9 @@ def triplet_rows(path: Path, split: str | None) -> Rows:
             yield (
                 line,
                 {
-                    "premise": a[1].rstrip("\r\n"),
-                    "hypothesis": b[1].rstrip("\r\n"),
-                    "label": c[1].strip(),
+                    "premise": first.rstrip("\r\n"),
+                    "hypothesis": second.rstrip("\r\n"),
+                    "label": label.strip(),
                 },
             )
 

@@ -473,9 +473,9 @@ def write_rows(
     if schema is None:
         schema = pa.schema([(c, pa.string()) for c in columns])
     with atomic_open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
-        while block := list(islice(it, ROWS_PER_BATCH)):
-            writer.write_table(pa.Table.from_pylist(block, schema=schema))
-            n += len(block)
+        while batch := list(islice(it, ROWS_PER_BATCH)):
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            n += len(batch)
     return n
 
 
@@ -530,11 +530,12 @@ def write_together(files: Mapping[str | Path, Any]) -> list[Path]:
                 raise ConfigError(f"{path} is a folder; expected a file name")
             path.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_temps(path.parent)
-            fd, tmp = tempfile.mkstemp(
+            fd, tmp_name = tempfile.mkstemp(
                 prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent
             )
             os.close(fd)
-            staged.append((Path(tmp), path))
+            tmp = Path(tmp_name)
+            staged.append((tmp, path))
             records = isinstance(content, list | tuple) and all(
                 isinstance(r, Record) for r in content
             )
