@@ -174,9 +174,9 @@ def feature_presence(
             out[name] = None
         else:
             wanted.setdefault(group, []).append(name)
-    for (group, options), group_names in wanted.items():
-        settings = {k: list(v) if k == "ngram_fields" else v for k, v in options}
-        fm = extract_features(list(records), [group], labels=labels, **settings)
+    for (kind, options), group_names in wanted.items():
+        settings: dict[str, Any] = {k: list(v) if k == "ngram_fields" else v for k, v in options}
+        fm = extract_features(list(records), [kind], labels=labels, **settings)
         column = {n: j for j, n in enumerate(fm.names)}
         matrix = fm.matrix.tocsc()
         for name in group_names:

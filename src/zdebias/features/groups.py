@@ -68,7 +68,7 @@ def run_group(
         raise ConfigError(
             f"feature {spec.name!r} needs premise/hypothesis pairs; these records are single-text"
         )
-    out = spec.fn(ctx) if spec.batch else _record_feature(spec, records, settings)
+    out: tuple[Any, ...] = spec.fn(ctx) if spec.batch else _record_feature(spec, records, settings)
     m, fnames = out[0], list(out[1])
     if len(out) > 2:
         keys = list(out[2])

@@ -86,11 +86,11 @@ def ngram_keyed_block(
         starts = np.flatnonzero(rows[: total - n + 1] == rows[n - 1 :])
         size = max(len(vocab), 1)
         if size**n < 2**62:
-            keys = np.zeros(len(starts), dtype=np.int64)
+            codes = np.zeros(len(starts), dtype=np.int64)
             for i in range(n):
-                keys *= size
-                keys += ids[starts + i]
-            uniq, inverse = _factorize(keys)
+                codes *= size
+                codes += ids[starts + i]
+            uniq, inverse = _factorize(codes)
             parts = []
             rest = uniq.copy()
             for _ in range(n):
@@ -139,8 +139,8 @@ def distinct_ngram_block(
 def parse_ngram_range(value: Any) -> tuple[int, int]:
     """``(min, max)`` n-gram lengths from a pair or a ``"1-2"`` string, checked."""
     if isinstance(value, str):
-        lo, _, hi = value.partition("-")
-        value = (lo, hi or lo)
+        first, _, last = value.partition("-")
+        value = (first, last or first)
     try:
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):

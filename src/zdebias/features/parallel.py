@@ -275,15 +275,15 @@ def merge_chunks(
     merged: list[list[tuple[RowParts, list[str], list[FeatureKey]]]] = []
     for g, spec in enumerate(chunked):
         per_chunk = [groups[g] for groups, _ in results]
-        n_blocks = {len(blocks) for blocks in per_chunk}
+        n_blocks = {len(chunk) for chunk in per_chunk}
         if len(n_blocks) != 1:  # pragma: no cover - a group's blocks depend on its data
             raise RuntimeError(f"feature {spec.name!r} returned a different number of blocks")
         sort = spec.batch and spec.name in SORTED_GROUPS
         group = []
         for b in range(n_blocks.pop()):
-            group.append(_align([blocks[b] for blocks in per_chunk], sort))
-            for blocks in per_chunk:  # the row parts hold them now: let them go with those
-                blocks[b] = None
+            group.append(_align([chunk[b] for chunk in per_chunk], sort))
+            for chunk in per_chunk:  # the row parts hold them now: let them go with those
+                chunk[b] = None
         merged.append(group)
     if hypo_ngrams:
         # the hypothesis-only feature reads the hypothesis n-grams stacked (a copy, which the

@@ -81,6 +81,7 @@ def register_feature(
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        accepted: frozenset[str] | None
         if batch:
             accepted = frozenset(settings or ())
         else:
