@@ -15,8 +15,8 @@ Starts a local Ray cluster with this machine's cores (``ray.init``, timed as ``i
   16, 1 thread per sampler, fresh folder) in this process and on ``--actors`` Ray actors (1 CPU
   each); ``identical`` says whether the folder equals the in-process one, ``rounds_decoded``
   counts the rounds the actors decoded (in groups of 4, two groups per actor ahead);
-- ``predict``: :meth:`Files.predict` of ``--rows`` rows (batches of 64) in this process and
-  through Ray Data on ``--actors`` actors; ``identical``: the output file's bytes are equal.
+- ``predict``: :meth:`EvaluationFiles.predict` of ``--rows`` rows (batches of 64) in this process
+  and through Ray Data on ``--actors`` actors; ``identical``: the output file's bytes are equal.
 
 Each Ray row gives ``seconds`` (the whole call: actors started, model loaded, work, actors
 ended) and ``overhead_s`` (its seconds minus the in-process seconds). ``load`` is the load
@@ -74,16 +74,16 @@ def bench_sample(generator: Path, n: int, actors: list[int], tmp: Path) -> dict[
 def bench_predict(
     classifier: Path, data: Path, rows: int, actors: list[int], tmp: Path
 ) -> dict[str, Any]:
-    from zdebias.classify.files import Files
     from zdebias.classify.settings import InferenceSettings
     from zdebias.data.options import ReadOptions
     from zdebias.data.readers import read_records
     from zdebias.data.writers import write_records
+    from zdebias.evaluation.files import EvaluationFiles
 
     records = read_records(data)[:rows]
     subset = tmp / "rows.jsonl"
     write_records(records, subset)
-    files = Files(ReadOptions(task="nli"), progress=False)
+    files = EvaluationFiles(ReadOptions(task="nli"), progress=False)
     t = time.perf_counter()
     files.predict(str(classifier), str(subset), tmp / "here.jsonl", InferenceSettings())
     here = time.perf_counter() - t

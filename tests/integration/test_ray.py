@@ -15,11 +15,11 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from cli_main import run_main  # noqa: E402
-from zdebias.classify.files import Files  # noqa: E402
 from zdebias.classify.settings import InferenceSettings  # noqa: E402
 from zdebias.data.options import ReadOptions  # noqa: E402
 from zdebias.data.writers import write_records  # noqa: E402
 from zdebias.errors import ZdebiasError  # noqa: E402
+from zdebias.evaluation.files import EvaluationFiles  # noqa: E402
 from zdebias.generation import rounds as rounds_mod  # noqa: E402
 from zdebias.generation.on_ray import ACTOR_PREFIX  # noqa: E402
 from zdebias.generation.sample import sample_generator  # noqa: E402
@@ -169,7 +169,7 @@ def test_ray_data_scoring_equals_in_process_predict(tiny_model: Any, tmp_path: P
     data = tmp_path / "data.jsonl"
     write_records(records, data)
     model = str(tiny_model("bert"))
-    files = Files(ReadOptions(task="nli"), progress=False)
+    files = EvaluationFiles(ReadOptions(task="nli"), progress=False)
     here = files.predict(model, str(data), tmp_path / "here.jsonl", InferenceSettings())
     there = files.predict(model, str(data), tmp_path / "ray.jsonl", InferenceSettings(**RAY))
     assert here["n"] == there["n"] == 2000

@@ -1,4 +1,5 @@
-"""Settings of the classifier operations: training, prediction, confidence filter, evaluation.
+"""Settings of the classifier operations: training, prediction, confidence filter (evaluation's
+are in :mod:`zdebias.evaluation.settings`).
 
 Each is declared once here and shared by the library (``train_classifier(train, dev, out,
 settings)``), the recipe stage (its config subclasses the settings and adds references) and
@@ -13,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import field_validator, model_validator
+from pydantic import field_validator
 
 from zdebias.errors import ConfigError
 from zdebias.executor import ExecutorSettings
 from zdebias.models.trainer_settings import TrainerSettings
-from zdebias.settings import DEFAULT_SEED, Settings, setting
+from zdebias.settings import DEFAULT_SEED, setting
 
 #: the loss names of :data:`zdebias.classify.losses.LOSSES` (a test keeps them equal)
 LOSS_NAMES = ("ce", "poe", "learned-mixin", "learned-mixin-h", "conf-reg")
@@ -106,59 +107,6 @@ class ConfidenceSettings(InferenceSettings):
     _paths = field_validator("originals", "fidelity_judge", "hypothesis_only", mode="before")(
         _path_text
     )
-
-
-class EvaluateSettings(InferenceSettings):
-    """Evaluation on suites (docs/design.md §9)."""
-
-    help_panel: ClassVar[str] = "Evaluation"
-
-    average: bool = setting(False, "Add an Avg. column (Table 5 style).")
-    shortcut_split: str | None = setting(
-        None,
-        "A zdebias shortcut-split folder: also accuracy on its aligned, conflicting and free "
-        "rows and the reliance gap aligned − conflicting.",
-    )
-    min_group_size: int = setting(
-        20,
-        "With --shortcut-split: the rows a gold label × verdict group needs to count in the "
-        "worst-group accuracy.",
-        ge=1,
-        exclude_if=lambda value: value == 20,  # the default: stage hashes as before it
-    )
-    metrics: list[str] | None = setting(
-        None,
-        "Comma-separated metrics run beside the built-in ones: a registered name or a dotted "
-        "path pkg.module:Class (a zdebias.evaluation.registry.Metric); compare t-tests the "
-        "primary value of those marked tested.",
-        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
-    )
-
-
-class CompareSettings(Settings):
-    """Tests of evaluation results against a baseline (``zdebias compare``): paired t over
-    shared seeds, Welch's t otherwise, McNemar over rows for single runs; Holm-adjusted."""
-
-    help_panel: ClassVar[str] = "Comparison"
-
-    alpha: float = setting(0.05, "Significance level (of the Holm-adjusted p).", gt=0, lt=1)
-    welch: bool = setting(False, "Welch's t-test even where the runs' seeds pair.")
-    student: bool = setting(
-        False, "Student's t-test everywhere (the paper's: unpaired, equal variances)."
-    )
-    family: list[str] | None = setting(
-        None,
-        "Comma-separated metrics of the primary Holm family (default: each suite's accuracy); "
-        "every other tested metric is Holm-adjusted in a secondary family.",
-    )
-    average: bool = setting(False, "Also test the per-run average.")
-    detail: bool = setting(False, "Also test per-heuristic sub-results (HANS).")
-
-    @model_validator(mode="after")
-    def _one_test(self) -> CompareSettings:
-        if self.welch and self.student:
-            raise ValueError("welch and student exclude each other: choose one test")
-        return self
 
 
 @dataclass(frozen=True)
@@ -370,10 +318,8 @@ __all__ = [
     "LOSS_NAMES",
     "BiasMode",
     "ClassifierSettings",
-    "CompareSettings",
     "ConfidenceSettings",
     "Device",
-    "EvaluateSettings",
     "InferenceSettings",
     "InputKind",
     "JudgeRule",

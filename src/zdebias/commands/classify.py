@@ -1,8 +1,9 @@
 """``train-classifier``, ``predict``, ``confidence-filter``, ``evaluate``, ``compare``.
 
-Options are generated from the settings of ``zdebias.classify.settings``; each command is one
-call of :class:`zdebias.classify.files.Files` (``compare``: ``compare_files``), which imports
-torch, transformers and scipy only when it runs.
+Options are generated from the settings of ``zdebias.classify.settings`` and
+``zdebias.evaluation.settings``; each command is one call of
+:class:`zdebias.evaluation.files.EvaluationFiles` (``compare``: ``compare_files``), which
+imports torch, transformers and scipy only when it runs.
 """
 
 from __future__ import annotations
@@ -12,16 +13,11 @@ from typing import Annotated
 
 import typer
 
-from zdebias.classify.files import Files, markdown_path
-from zdebias.classify.settings import (
-    ClassifierSettings,
-    CompareSettings,
-    ConfidenceSettings,
-    EvaluateSettings,
-    InferenceSettings,
-)
+from zdebias.classify.settings import ClassifierSettings, ConfidenceSettings, InferenceSettings
 from zdebias.commands._cli import check_output, emit, require, stdout_to_stderr
 from zdebias.data.options import ReadOptions, counted
+from zdebias.evaluation.files import EvaluationFiles, markdown_path
+from zdebias.evaluation.settings import CompareSettings, EvaluateSettings
 from zdebias.report.text import train_text
 from zdebias.settings_cli import CliOptions, InputArg, command
 
@@ -37,9 +33,9 @@ MethodName = Annotated[
 ]
 
 
-def _files(read: ReadOptions, cli: CliOptions) -> Files:
+def _files(read: ReadOptions, cli: CliOptions) -> EvaluationFiles:
     """The operations on files, with the command's reader settings and output policy."""
-    return Files(read, progress=cli.progress, overwrite=cli.overwrite)
+    return EvaluationFiles(read, progress=cli.progress, overwrite=cli.overwrite)
 
 
 @command

@@ -30,8 +30,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from zdebias.classify.settings import CompareSettings
 from zdebias.errors import ConfigError
+from zdebias.evaluation.settings import CompareSettings
 from zdebias.evaluation.suites import summarize
 
 #: confidence level of every interval

@@ -394,7 +394,7 @@ def evaluate_models(
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
 
     ``settings``: batch size and device (an :class:`~zdebias.classify.settings.InferenceSettings`
-    or :class:`~zdebias.classify.settings.EvaluateSettings`); ``overrides``: those fields by
+    or :class:`~zdebias.evaluation.settings.EvaluateSettings`); ``overrides``: those fields by
     keyword (``batch_size=256``).
 
     Document: ``name``, ``suites`` (descriptions), ``runs`` (per model: ``model``, ``seed``...,

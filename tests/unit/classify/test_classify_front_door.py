@@ -16,13 +16,12 @@ from zdebias.classify.confidence import DEFAULT_TAU
 from zdebias.classify.settings import (
     LOSS_NAMES,
     ClassifierSettings,
-    CompareSettings,
     ConfidenceSettings,
-    EvaluateSettings,
     InferenceSettings,
 )
 from zdebias.cli import app
 from zdebias.errors import ConfigError
+from zdebias.evaluation.settings import CompareSettings, EvaluateSettings
 from zdebias.pipeline.stages.classify import (
     ConfidenceFilterConfig,
     EvaluateConfig,

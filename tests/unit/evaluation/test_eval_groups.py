@@ -300,7 +300,7 @@ def test_min_group_size_setting_reaches_the_worst_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import zdebias.evaluation.suites as suites
-    from zdebias.classify.settings import EvaluateSettings
+    from zdebias.evaluation.settings import EvaluateSettings
 
     split = _split(tmp_path)
     made = _doc("D0", split, RIGHT)

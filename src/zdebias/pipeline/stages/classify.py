@@ -12,8 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from zdebias.classify.settings import ClassifierSettings, ConfidenceSettings, EvaluateSettings
+from zdebias.classify.settings import ClassifierSettings, ConfidenceSettings
 from zdebias.data.writers import write_json, write_records
+from zdebias.evaluation.settings import CompareScope, EvaluateSettings
 from zdebias.pipeline.config import Ref, StageConfig
 from zdebias.pipeline.registry import (
     Inputs,
@@ -179,7 +180,7 @@ def classifier_runs(value: Any) -> list[str]:
     return [as_path(value)]
 
 
-class EvaluateConfig(EvaluateSettings, StageConfig):
+class EvaluateConfig(EvaluateSettings, CompareScope, StageConfig):
     """Accuracy of classifiers on suites (docs/design.md §9), as GD-NLI Tables 2-5 shaped tables."""
 
     classifiers: Annotated[dict[str, str], Ref("model", external=True)] = Field(
@@ -192,19 +193,6 @@ class EvaluateConfig(EvaluateSettings, StageConfig):
         None,
         description="methods every other method is t-tested against (default: the first); "
         "the first one marks the table's significant cells",
-    )
-    detail: bool = Field(
-        False,
-        description="also t-test each grouped suite's groups (HANS: per heuristic and per "
-        "heuristic × gold label)",
-        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
-    )
-    family: list[str] | None = Field(
-        None,
-        description="metrics of the primary Holm family (default: each suite's accuracy, "
-        "every method against every baseline); every other tested metric is Holm-adjusted "
-        "in a secondary family",
-        exclude_if=lambda value: value is None,  # unset: stage hashes as before the setting
     )
     shortcut_split: Annotated[str | None, Ref("json")] = Field(
         None,
