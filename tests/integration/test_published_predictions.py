@@ -92,3 +92,25 @@ def test_tables_rebuild_from_compact_predictions(
     assert json.loads(json.dumps(rebuilt)) == results
     assert results["reliance"] and results["documents"][0]["runs"][0]["groups"]
     assert "worst group" in markdown
+
+    # scripts/results_pages.py: publish the run, a page's block equals its rebuild
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "results_pages", Path(__file__).resolve().parents[2] / "scripts" / "results_pages.py"
+    )
+    assert spec and spec.loader
+    pages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pages)
+    published = tmp_path / "docs" / "data"
+    pages.publish(tmp_path / "run", published, None, None)
+    page = tmp_path / "docs" / "page.md"
+    page.write_text("# R\n\n<!-- rebuilt: data evaluate -->\nold\n<!-- /rebuilt -->\nend\n")
+    assert pages.check([page], write=False) == 1
+    assert pages.check([page], write=True) == 0
+    assert pages.check([page], write=False) == 0
+    assert page.read_text() == (
+        "# R\n\n<!-- rebuilt: data evaluate -->\n" + markdown + "<!-- /rebuilt -->\nend\n"
+    )
+    run = json.loads((published / "run.json").read_text())
+    assert [s["seed"] for s in run["trainings"]["clf_a"]] == [1, 2]

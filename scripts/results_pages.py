@@ -1,0 +1,326 @@
+"""The results pages' tables, from committed files: publish a run's predictions, rebuild the tables.
+
+    python scripts/results_pages.py publish runs/snli20k-cpu --out docs/results/data/snli20k-cpu \\
+        --source ../shared/data/snli_20k/train.jsonl --source-name snli_20k/train.jsonl
+    python scripts/results_pages.py rebuild docs/results/data/snli20k-cpu   # every table
+    python scripts/results_pages.py check docs/results.md docs/results/*.md  # pages == rebuilt
+    python scripts/results_pages.py check --write docs/results.md           # regenerate blocks
+
+``publish`` keeps, per recipe: each evaluate stage's compact predictions
+(``STAGE.predictions.json.gz``, :mod:`zdebias.evaluation.published`: label ids per row, no
+text), the hypothesis-only model's out-of-fold predictions on D0 (``STAGE.oof.json.gz``, in D0's
+row order, tied to its content digest) and ``run.json`` (per stage: rows, metrics, times; per
+training seed: steps and best dev accuracy). ``rebuild`` makes every table from those files
+alone, in seconds. A page holds each table between ``<!-- rebuilt: DIR NAME -->`` and
+``<!-- /rebuilt -->``; ``check`` fails when one differs from its rebuild, ``--write`` replaces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import shutil
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_FILE = "run.json"
+OOF_KIND = "zdebias-oof"
+#: a seed whose best dev accuracy is this many points below its siblings' median is flagged
+OUTLIER_POINTS = 5.0
+BLOCK = re.compile(r"(<!-- rebuilt: (\S+) (\S+) -->\n)(.*?)(<!-- /rebuilt -->)", re.S)
+DONE = ("done", "skipped")
+
+
+# ----------------------------------------------------------------------------------- publish
+def publish(run: Path, out: Path, source: Path | None, source_name: str | None) -> list[Path]:
+    """Write a run folder's compact predictions, out-of-fold predictions and ``run.json``."""
+    from zdebias.data.writers import write_json
+
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    stages: dict[str, Any] = {}
+    trainings: dict[str, Any] = {}
+    for stage in manifest["stages"]:
+        if stage.get("status") not in DONE:
+            continue
+        name, kind = stage["name"], stage["stage"]
+        stages[name] = {
+            "kind": kind,
+            **{k: stage.get(k) for k in ("seconds", "cpu_seconds", "rows_in", "rows_out")},
+            "metrics": stage.get("metrics"),
+        }
+        folder = run / name
+        if kind == "evaluate" and (folder / "predictions.json.gz").is_file():
+            target = out / f"{name}.predictions.json.gz"
+            shutil.copyfile(folder / "predictions.json.gz", target)
+            written.append(target)
+        if kind == "train-classifier":
+            runs_file = folder / "runs.json"
+            if runs_file.is_file():
+                runs = json.loads(runs_file.read_text(encoding="utf-8"))["runs"]
+                trainings[name] = [_training(r) for r in runs]
+            if (folder / "cross_fit_predictions.jsonl").is_file() and source is not None:
+                target = out / f"{name}.oof.json.gz"
+                _write_oof(folder, source, source_name or source.name, target)
+                written.append(target)
+    target = out / RUN_FILE
+    write_json({"name": manifest.get("name"), "stages": stages, "trainings": trainings}, target)
+    return [*written, target]
+
+
+def _training(run: dict[str, Any]) -> dict[str, Any]:
+    best = run.get("best") or {}
+    return {
+        "seed": run.get("seed"),
+        "steps": run.get("steps"),
+        "best_dev_accuracy": best.get("dev_accuracy"),
+        "wall_time_s": run.get("wall_time_s"),
+        "did_not_learn": run.get("did_not_learn"),
+    }
+
+
+def _write_oof(folder: Path, source: Path, source_name: str, target: Path) -> None:
+    """D0's out-of-fold hypothesis-only predictions, as codes in D0's row order."""
+    from training_sets import content_digest
+
+    from zdebias.classify.hypo_only import out_of_fold_predictions
+    from zdebias.data.readers import read_records
+    from zdebias.evaluation.published import compact
+
+    records = read_records(source)
+    oof = out_of_fold_predictions(str(folder))
+    info = json.loads((folder / "zdebias_classifier.json").read_text(encoding="utf-8"))
+    classes = list(info["labels"])
+    missing = [r.id for r in records if (r.id, r.hypothesis) not in oof]
+    if missing:
+        raise SystemExit(f"{folder}: no out-of-fold prediction for {len(missing)} rows of {source}")
+    doc = {
+        "kind": OOF_KIND,
+        "version": 1,
+        "source": source_name,
+        "n": len(records),
+        "rows": content_digest(records),
+        "classes": classes,
+        "predicted": compact([oof[(r.id, r.hypothesis)] for r in records], classes),
+    }
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    target.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+
+
+def read_oof(path: Path) -> dict[str, Any]:
+    """A published out-of-fold predictions file."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    if doc.get("kind") != OOF_KIND:
+        raise SystemExit(f"{path}: not out-of-fold predictions (kind {OOF_KIND!r})")
+    return doc
+
+
+# ----------------------------------------------------------------------------------- rebuild
+def _pts(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+
+
+def _cell(test: dict[str, Any] | None) -> str:
+    """``−7.2 [−9.1, −5.3]*``: the difference in points, its 95 % interval, ``*`` where it
+    stays significant after Holm's correction over the table."""
+    if test is None:
+        return "–"
+    text = _pts(test["difference"], signed=True)
+    if test.get("ci"):
+        lo, hi = test["ci"]
+        text += f" [{_pts(lo, True)}, {_pts(hi, True)}]"
+    return text + ("*" if test.get("significant") else "")
+
+
+def summary_table(folder: Path) -> str:
+    """Each method against D0 and against the same-size random control: in-distribution
+    accuracy, worst-group and conflicting accuracy on the split by the independent bias model,
+    and the official hard set; 95 % intervals, Holm over the whole table."""
+    from zdebias.evaluation.significance import adjust, compare_results
+    from zdebias.pipeline.stages.classify import rebuilt_tables
+
+    main, _ = rebuilt_tables(folder / "evaluate.predictions.json.gz")
+    indep, _ = rebuilt_tables(folder / "evaluate_independent.predictions.json.gz")
+    columns = [
+        ("in-distribution (SNLI test)", main, "SNLI"),
+        ("worst group", indep, "worst-group"),
+        ("conflicting", indep, "shortcut-conflicting"),
+        ("SNLI-hard", main, "SNLI-hard"),
+    ]
+    baselines = ["MiniLM w/ D0", "MiniLM w/ random subset"]
+    comparisons = []
+    for base in baselines:
+        for results in (main, indep):
+            docs = results["documents"]
+            ordered = [d for d in docs if d["name"] == base] + [
+                d for d in docs if d["name"] not in (base, baselines[0])
+            ]
+            keys = [key for _t, r, key in columns if r is results]
+            comparisons.append(((base, id(results)), compare_results(ordered, keys=keys)))
+    adjust([c for _k, c in comparisons], family=[key for _t, _r, key in columns])
+    tests = {}
+    for (base, which), comp in comparisons:
+        for item in comp["comparisons"]:
+            for key, test in item["tests"].items():
+                tests[(item["name"], base, which, key)] = test
+    methods = [d["name"] for d in main["documents"] if d["name"] not in baselines]
+    methods.append(baselines[1])
+    head = ["Method", "vs"] + [title for title, _r, _k in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(columns)]
+    for method in methods:
+        for base in baselines:
+            if method == base:
+                continue
+            cells = [_cell(tests.get((method, base, id(r), key))) for _t, r, key in columns]
+            lines.append(
+                f"| {method} | {base.removeprefix('MiniLM w/ ')} | " + " | ".join(cells) + " |"
+            )
+    base_row = next(d for d in main["documents"] if d["name"] == baselines[0])
+    base_ind = next(d for d in indep["documents"] if d["name"] == baselines[0])
+    levels = [
+        base_row["summary"].get("SNLI"),
+        base_ind["summary"].get("worst-group"),
+        base_ind["summary"].get("shortcut-conflicting"),
+        base_row["summary"].get("SNLI-hard"),
+    ]
+    lines.append(
+        "| MiniLM w/ D0 (level) | | "
+        + " | ".join(_pts(c["mean"]) if c else "–" for c in levels)
+        + " |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def trainings_table(folder: Path) -> str:
+    """Every training's seeds: steps, best dev accuracy, and a flag on a seed that trained far
+    worse than its siblings (more than :data:`OUTLIER_POINTS` below their median) or not at all."""
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    lines = [
+        "| Training | seeds | steps | best dev accuracy per seed | flagged |",
+        "|---|---:|---:|---|---|",
+    ]
+    for name, seeds in run["trainings"].items():
+        devs = [s["best_dev_accuracy"] for s in seeds]
+        flags = [f"seed {s['seed']}: did not learn" for s in seeds if s.get("did_not_learn")]
+        flags += [f"seed {s['seed']}: {why}" for s, why in outliers(seeds)]
+        shown = ", ".join(_pts(d) for d in devs)
+        steps = sorted({s["steps"] for s in seeds})
+        lines.append(
+            f"| {name} | {len(seeds)} | {', '.join(map(str, steps))} | {shown} | "
+            f"{'; '.join(flags) or '–'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def outliers(seeds: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """Seeds whose best dev accuracy lies more than :data:`OUTLIER_POINTS` points below the
+    median of the others (leave-one-out, so one bad seed of three is found)."""
+    out = []
+    for i, seed in enumerate(seeds):
+        mine = seed.get("best_dev_accuracy")
+        rest = [s.get("best_dev_accuracy") for j, s in enumerate(seeds) if j != i]
+        rest = [r for r in rest if r is not None]
+        if mine is None or len(rest) < 2:
+            continue
+        median = statistics.median(rest)
+        if 100 * (median - mine) > OUTLIER_POINTS:
+            out.append((seed, f"dev {_pts(mine)} against the others' median {_pts(median)}"))
+    return out
+
+
+def time_table(folder: Path) -> str:
+    """Wall and CPU seconds per stage, and the total in CPU-hours."""
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    lines = ["| Stage | kind | wall (s) | CPU (s) |", "|---|---|---:|---:|"]
+    total = 0.0
+    for name, stage in run["stages"].items():
+        cpu = stage.get("cpu_seconds") or 0.0
+        total += cpu
+        lines.append(
+            f"| {name} | {stage['kind']} | {stage.get('seconds') or 0:,.0f} | {cpu:,.0f} |"
+        )
+    lines.append(f"| total | | | {total:,.0f} ({total / 3600:.2f} CPU-hours) |")
+    return "\n".join(lines) + "\n"
+
+
+def rebuild(folder: Path) -> dict[str, str]:
+    """Every table of a published recipe folder, by name."""
+    from zdebias.pipeline.stages.classify import rebuilt_tables
+
+    out: dict[str, str] = {}
+    for file in sorted(folder.glob("*.predictions.json.gz")):
+        stage = file.name.removesuffix(".predictions.json.gz")
+        out[stage] = rebuilt_tables(file)[1]
+    if (folder / "evaluate.predictions.json.gz").is_file() and (
+        folder / "evaluate_independent.predictions.json.gz"
+    ).is_file():
+        out["summary"] = summary_table(folder)
+    if (folder / RUN_FILE).is_file():
+        out["trainings"] = trainings_table(folder)
+        out["time"] = time_table(folder)
+    return out
+
+
+def check(pages: Sequence[Path], write: bool) -> int:
+    """Compare (or, with ``write``, replace) every rebuilt block of ``pages``."""
+    cache: dict[Path, dict[str, str]] = {}
+    bad = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        parts = []
+        at = 0
+        for match in BLOCK.finditer(text):
+            folder = (page.parent / match.group(2)).resolve()
+            if folder not in cache:
+                cache[folder] = rebuild(folder)
+            table = cache[folder].get(match.group(3))
+            if table is None:
+                raise SystemExit(f"{page}: no table {match.group(3)!r} in {folder}")
+            if table != match.group(4):
+                bad += 1
+                print(f"{page}: {match.group(2)} {match.group(3)} differs from its rebuild")
+            parts += [text[at : match.start(4)], table]
+            at = match.end(4)
+        new = "".join([*parts, text[at:]])
+        if write and new != text:
+            page.write_text(new, encoding="utf-8")
+    return 0 if write or not bad else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_sets
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("publish", help="compact a run folder's predictions into a folder")
+    p.add_argument("run", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--source", type=Path, help="D0's file, for the out-of-fold predictions")
+    p.add_argument("--source-name", help="how the published file names D0")
+    r = sub.add_parser("rebuild", help="print every table of a published folder")
+    r.add_argument("folder", type=Path)
+    c = sub.add_parser("check", help="pages' rebuilt blocks equal their rebuild")
+    c.add_argument("pages", type=Path, nargs="+")
+    c.add_argument("--write", action="store_true", help="replace the blocks instead")
+    args = parser.parse_args(argv)
+    if args.command == "publish":
+        for path in publish(args.run, args.out, args.source, args.source_name):
+            print(path)
+        return 0
+    if args.command == "rebuild":
+        for name, table in rebuild(args.folder).items():
+            print(f"## {name}\n\n{table}")
+        return 0
+    return check(args.pages, args.write)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
