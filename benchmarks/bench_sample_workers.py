@@ -38,7 +38,7 @@ class SleepBackend:
         self.seconds = float(os.environ.get("BENCH_ROUND_SECONDS", "0.5"))
 
     def generate(self, batch_size: int, seed: int) -> list[list[int]]:
-        from zdebias.pipeline.demo_data import make_demo_corpus
+        from zdebias.data.demo import make_demo_corpus
 
         time.sleep(self.seconds)
         corpus = make_demo_corpus(seed=seed % 2**31, n_train=max(30, batch_size), n_dev=3, n_test=3)

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zdebias.data.demo import make_demo_corpus
 from zdebias.generation import trained as trained_mod
 from zdebias.generation.format import GeneratorFormat
-from zdebias.pipeline.demo_data import make_demo_corpus
 
 
 class FakeBackend:

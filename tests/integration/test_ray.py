@@ -163,7 +163,7 @@ def test_killed_actors_then_resume_sample_only_the_missing_rounds(
 
 
 def test_ray_data_scoring_equals_in_process_predict(tiny_model: Any, tmp_path: Path) -> None:
-    from zdebias.pipeline.demo_data import make_demo_corpus
+    from zdebias.data.demo import make_demo_corpus
 
     records = make_demo_corpus(seed=3, n_train=2000, n_dev=3, n_test=3)["train"]
     data = tmp_path / "data.jsonl"
@@ -179,7 +179,7 @@ def test_ray_data_scoring_equals_in_process_predict(tiny_model: Any, tmp_path: P
 def test_cli_confidence_filter_on_ray_publishes_the_same_folder(
     tiny_model: Any, tmp_path: Path
 ) -> None:
-    from zdebias.pipeline.demo_data import make_demo_corpus
+    from zdebias.data.demo import make_demo_corpus
 
     data = tmp_path / "data.jsonl"
     write_records(make_demo_corpus(seed=4, n_train=300, n_dev=3, n_test=3)["train"], data)
@@ -198,7 +198,7 @@ def test_cli_confidence_filter_on_ray_publishes_the_same_folder(
 def test_cli_evaluate_on_ray_writes_the_same_results(tiny_model: Any, tmp_path: Path) -> None:
     """Two suites through one actor pool: the results, tables and predictions are the
     in-process ones."""
-    from zdebias.pipeline.demo_data import make_demo_corpus
+    from zdebias.data.demo import make_demo_corpus
 
     corpus = make_demo_corpus(seed=5, n_train=200, n_dev=100, n_test=3)
     suites = []

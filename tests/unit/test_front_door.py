@@ -161,7 +161,7 @@ LIBRARY = {
     "zdebias.counterfactual.trainer:train_infiller": "InfillSettings",
     "zdebias.counterfactual.select:generate_counterfactuals": "SelectSettings",
     "zdebias.counterfactual.metrics:counterfactual_metrics": "MetricsSettings",
-    "zdebias.pipeline.demo_data:write_demo_corpus": "DemoDataSettings",
+    "zdebias.data.demo:write_demo_corpus": "DemoDataSettings",
 }
 
 

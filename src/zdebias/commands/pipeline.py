@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from zdebias.commands._cli import check_output, emit, stdout_to_stderr
+from zdebias.data.demo import DemoDataSettings
 from zdebias.errors import ConfigError
-from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.settings import RunSettings
 from zdebias.report.text import interrupted_text, plan_text, stages_text
 from zdebias.settings_cli import CliOptions, command
@@ -101,8 +101,8 @@ def demo_data(
     cli: CliOptions,
 ) -> None:
     """Write the built-in synthetic NLI corpus (planted artifacts; artifact-free test split)."""
+    from zdebias.data.demo import write_demo_corpus
     from zdebias.data.writers import publish_folder
-    from zdebias.pipeline.demo_data import write_demo_corpus
 
     check_output(out_dir, cli, published=True)
     info = publish_folder(

@@ -27,6 +27,7 @@ the label there (p̂(l|x) = 1/3, z = 0). A model that learnt the shortcuts loses
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,6 @@ from typing import Any
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
-from zdebias.features.tokenize import tokenize
 from zdebias.settings import DEFAULT_SEED, Settings, setting
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -356,17 +356,27 @@ def _draw(rng: random.Random, p: _Profile, label: str) -> tuple[str, str, str]:
 
 # --------------------------------------------------------------------------- features
 
+#: a word as the features' default tokenizer finds it in ASCII text
+#: (:func:`zdebias.features.tokenize.tokenize`; the grammar is ASCII, and a test keeps the two
+#: equal on the corpus)
+WORD_RE = re.compile(r"\w+(?:'\w+)?")
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of a sentence of the grammar, as the features see them."""
+    return WORD_RE.findall(text.lower())
+
 
 def overlap(premise: str, hypothesis: str) -> float:
     """Share of hypothesis tokens that occur in the premise (docs/design.md §2 lexical overlap)."""
-    hyp = tokenize(hypothesis)
-    prem = set(tokenize(premise))
+    hyp = words(hypothesis)
+    prem = set(words(premise))
     return sum(t in prem for t in hyp) / len(hyp) if hyp else 0.0
 
 
 def planted_features(premise: str, hypothesis: str) -> list[str]:
     """The planted artifact features an example carries (names as in :data:`PLANTED`)."""
-    tokens = set(tokenize(hypothesis))
+    tokens = set(words(hypothesis))
     out = [f for f in ("sleeping@hypothesis", "tall@hypothesis") if f.split("@")[0] in tokens]
     if overlap(premise, hypothesis) == 1.0:
         out.append("full-lex-overlap")
@@ -377,7 +387,7 @@ def _signature(premise: str, hypothesis: str) -> tuple[Any, ...]:
     """The cell an example falls in for quota balancing: planted features + overlap/len bins."""
     ov = overlap(premise, hypothesis)
     ov_bin = 3 if ov == 1.0 else 2 if ov > 0.8 else 1 if ov > 0.5 else 0
-    n = len(tokenize(hypothesis))
+    n = len(words(hypothesis))
     len_bin = 0 if n < 5 else 1 if n < 10 else 2
     return (*sorted(planted_features(premise, hypothesis)), ov_bin, len_bin)
 

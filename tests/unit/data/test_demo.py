@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zdebias.data.readers import read_records
-from zdebias.data.schema import Record
-from zdebias.pipeline.demo_data import (
+from zdebias.data.demo import (
     LABELS,
     PLANTED,
     artifact_subsets,
@@ -17,8 +15,11 @@ from zdebias.pipeline.demo_data import (
     overlap,
     planted_features,
     planted_table,
+    words,
     write_demo_corpus,
 )
+from zdebias.data.readers import read_records
+from zdebias.data.schema import Record
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,16 @@ def test_hand_checked_features() -> None:
         "sleeping@hypothesis"
     ]
     assert planted_features("A man is reading.", "A man is reading for fun.") == []
+
+
+def test_words_are_the_feature_tokens(corpus: dict) -> None:
+    """The planted features are named as the features' tokenizer finds them: the demo's own
+    word split (data sits below features) gives the same tokens on every sentence."""
+    from zdebias.features.tokenize import tokenize
+
+    texts = {t for rows in corpus.values() for r in rows for t in (r.premise, r.hypothesis)}
+    assert texts and all(t.isascii() for t in texts)
+    assert all(words(t) == tokenize(t) for t in texts)
 
 
 def test_sizes_labels_and_determinism(corpus: dict) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from zdebias.data.demo import artifact_subsets
 from zdebias.data.readers import read_records
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
-from zdebias.pipeline.demo_data import artifact_subsets
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 from zdebias.report.html import (

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from zdebias.cli import app
+from zdebias.data.demo import make_demo_corpus
 from zdebias.data.readers import read_records
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
-from zdebias.pipeline.demo_data import make_demo_corpus
 from zdebias.report.plots import gardner_plot, outliers
 from zdebias.report.results import result_kind, write_result_report
 

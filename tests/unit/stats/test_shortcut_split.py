@@ -195,7 +195,7 @@ def test_demo_split_recovers_the_planted_hard_and_easy_rows() -> None:
     """Made from the demo's training data, the split puts 146 of the 150 rows that are only in
     test_hard (97.3%) in conflicting and all 66 rows only in test_easy in aligned; the 36 in
     both (planted features pointing two ways) go where the larger summed z points."""
-    from zdebias.pipeline.demo_data import LABELS, artifact_subsets, make_demo_corpus
+    from zdebias.data.demo import LABELS, artifact_subsets, make_demo_corpus
 
     corpus = make_demo_corpus(seed=0)
     planted = artifact_subsets(corpus["test"])

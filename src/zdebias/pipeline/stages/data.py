@@ -6,12 +6,12 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from zdebias.data.demo import DemoDataSettings
 from zdebias.data.schema import Record
 from zdebias.data.subset import SubsetSettings, draw_subset
 from zdebias.data.writers import write_records
 from zdebias.errors import ConfigError
 from zdebias.pipeline.config import Ref, StageConfig
-from zdebias.pipeline.demo_data import DemoDataSettings
 from zdebias.pipeline.registry import (
     Inputs,
     StageContext,
@@ -29,7 +29,7 @@ from zdebias.pipeline.stages._common import (
 
 
 class DemoDataConfig(DemoDataSettings, StageConfig):
-    """The built-in synthetic corpus (see :mod:`zdebias.pipeline.demo_data`)."""
+    """The built-in synthetic corpus (see :mod:`zdebias.data.demo`)."""
 
 
 @register_stage(
@@ -46,7 +46,7 @@ class DemoDataConfig(DemoDataSettings, StageConfig):
 )
 def demo_data_stage(cfg: DemoDataConfig, inputs: Inputs, ctx: StageContext) -> StageResult:
     """Write the synthetic NLI corpus with planted artifacts (train/dev) and a clean test."""
-    from zdebias.pipeline.demo_data import write_demo_corpus
+    from zdebias.data.demo import write_demo_corpus
 
     if ctx.task.name != "nli":
         raise ConfigError(f"demo-data makes an nli corpus; the recipe's task is {ctx.task.name!r}")
