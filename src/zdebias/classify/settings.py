@@ -175,6 +175,13 @@ class ClassifierSettings(TrainerSettings):
         None,
         "Hypothesis-only classifier folder (the bias model of poe / learned-mixin / conf-reg).",
     )
+    bias_out_of_fold: bool = setting(
+        False,
+        "Frozen --bias-model trained with --cross-fit: its out-of-fold probabilities for the "
+        "training rows it was cross-fitted on (no row's bias from a model that saw its label); "
+        "the model's own for the others.",
+        exclude_if=lambda value: not value,  # unset: stage hashes as before the setting
+    )
     teacher_model: str | None = setting(
         None, "conf-reg teacher: a classifier trained with ce on the same data."
     )

@@ -241,19 +241,59 @@ def aligned_probs(
     what: str,
     batch_size: int = 128,
     progress: bool = False,
+    out_of_fold: bool = False,
 ) -> np.ndarray:
-    """``[N, len(labels)]`` probabilities of the classifier ``ref``, columns in ``labels`` order."""
+    """``[N, len(labels)]`` probabilities of the classifier ``ref``, columns in ``labels`` order;
+    with ``out_of_fold``, a record ``ref`` was cross-fitted on gets its out-of-fold
+    probabilities (:data:`CROSS_FIT_FILE`) instead of the final model's."""
     clf = load_classifier(ref)
     missing = [name for name in labels if name not in clf.labels]
     if missing:
         raise ConfigError(
             f"{what} {ref} predicts {', '.join(clf.labels)}; it lacks {', '.join(missing)}"
         )
-    probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
     cols = [clf.labels.index(name) for name in labels]
-    out = probs[:, cols]
+    if not out_of_fold:
+        probs = predict_proba(clf, records, batch_size=batch_size, progress=progress)
+        out = probs[:, cols]
+    else:
+        held = out_of_fold_probs(ref, records, labels, what=what)
+        rest = [i for i in range(len(records)) if i not in held]
+        out = np.zeros((len(records), len(labels)), dtype=np.float32)
+        if rest:
+            part = [records[i] for i in rest]
+            out[rest] = predict_proba(clf, part, batch_size=batch_size, progress=progress)[:, cols]
+        for i, row in held.items():
+            out[i] = row
+        log.info("%s: %d rows out of fold, %d from %s", what, len(held), len(rest), ref)
     del clf
     return out / np.clip(out.sum(axis=1, keepdims=True), 1e-12, None)
+
+
+def out_of_fold_probs(
+    ref: str | Path, records: Sequence[Record], labels: Sequence[str], *, what: str
+) -> dict[int, np.ndarray]:
+    """Row index → out-of-fold probabilities (``labels`` order) of the records found, by id
+    and hypothesis, in ``ref``'s cross-fit file; a folder without one is refused."""
+    from zdebias.data.readers import read_records
+
+    path = Path(ref) / CROSS_FIT_FILE
+    if not path.is_file():
+        raise ConfigError(
+            f"{what} {ref}: no {CROSS_FIT_FILE}, so no out-of-fold probabilities; train it with "
+            "--cross-fit K, or leave out --bias-out-of-fold"
+        )
+    found = {
+        (r.id, r.hypothesis): r.meta["hypo_only_probs"]
+        for r in read_records(path, format="jsonl")
+        if isinstance(r.meta.get("hypo_only_probs"), dict)
+    }
+    out = {}
+    for i, r in enumerate(records):
+        probs = found.get((r.id, r.hypothesis))
+        if probs is not None:
+            out[i] = np.array([float(probs[name]) for name in labels])
+    return out
 
 
 def _hidden_size(config: Any) -> int:
@@ -434,7 +474,14 @@ def _train(
     }
     for key, (what, ref) in sources.items():
         if key in needs and ref is not None:  # checked above: a loss's model is given
-            extras[key] = aligned_probs(ref, train, labels, what=what, progress=progress)
+            extras[key] = aligned_probs(
+                ref,
+                train,
+                labels,
+                what=what,
+                progress=progress,
+                out_of_fold=s.bias_out_of_fold and key == "bias_probs",
+            )
 
     set_seed(s.seed)
     source = resolve_model(s.model)

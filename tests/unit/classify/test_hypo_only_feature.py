@@ -16,6 +16,7 @@ from zdebias.classify.predict import load_classifier, predict_proba
 from zdebias.classify.train import train_classifier
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
+from zdebias.errors import ConfigError
 
 LABELS = ["entailment", "neutral", "contradiction"]
 CUES = {"entailment": "A person is outside.", "neutral": "They win.", "contradiction": "Nobody."}
@@ -64,3 +65,19 @@ def test_training_records_get_out_of_fold_predictions_others_the_model(
     want = [clf.labels[i] for i in np.asarray(probs).argmax(axis=1)]
     assert [r.meta["hypo_only_pred"] for r in done[12:15]] == want
     assert done[15].meta["hypo_only_pred"] == "neutral"  # a prediction already there is kept
+
+    # PoE's frozen bias expert with --bias-out-of-fold: the training rows' out-of-fold
+    # probabilities, the model's own for a row it was not cross-fitted on
+    from zdebias.classify.train import aligned_probs, out_of_fold_probs
+
+    rows = [*train[:3], other[0]]
+    fold_probs = {r.id: r.meta["hypo_only_probs"] for r in read_records(out / CROSS_FIT_FILE)}
+    got = aligned_probs(out, rows, LABELS, what="bias model", out_of_fold=True)
+    for row, r in zip(got[:3], train[:3], strict=True):
+        want_row = np.array([fold_probs[r.id][name] for name in LABELS])
+        assert row == pytest.approx(want_row / want_row.sum(), abs=1e-6)
+    own = aligned_probs(out, rows, LABELS, what="bias model")
+    assert got[3] == pytest.approx(own[3], abs=1e-6)
+    assert not np.allclose(got[:3], own[:3], atol=1e-4)  # in-sample differs from out-of-fold
+    with pytest.raises(ConfigError, match=r"no cross_fit_predictions\.jsonl.*--cross-fit K"):
+        out_of_fold_probs(tmp_path, rows, LABELS, what="bias model")
