@@ -5,6 +5,8 @@
     python scripts/results_pages.py rebuild docs/results/data/snli20k-cpu   # every table
     python scripts/results_pages.py check docs/results.md docs/results/*.md  # pages == rebuilt
     python scripts/results_pages.py check --write docs/results.md           # regenerate blocks
+    python scripts/results_pages.py figure docs/results/data/snli20k-cpu \
+        --out docs/results/tradeoff.png                                    # the trade-off
 
 ``publish`` keeps, per recipe: each evaluate stage's compact predictions
 (``STAGE.predictions.json.gz``, :mod:`zdebias.evaluation.published`: label ids per row, no
@@ -61,14 +63,22 @@ def publish(run: Path, out: Path, source: Path | None, source_name: str | None) 
             target = out / f"{name}.predictions.json.gz"
             shutil.copyfile(folder / "predictions.json.gz", target)
             written.append(target)
+        if kind in ("filter", "subset"):  # the rows kept, as D0's ids in order
+            kept = (stage.get("outputs") or {}).get("data")
+            if kept:
+                target = out / f"{name}.ids.txt.gz"
+                ids = [json.loads(line)["id"] for line in (folder / kept["path"]).open()]
+                target.write_bytes(gzip.compress(("\n".join(ids) + "\n").encode(), mtime=0))
+                written.append(target)
         if kind == "train-classifier":
             runs_file = folder / "runs.json"
             if runs_file.is_file():
                 runs = json.loads(runs_file.read_text(encoding="utf-8"))["runs"]
                 trainings[name] = [_training(r) for r in runs]
-            if (folder / "cross_fit_predictions.jsonl").is_file() and source is not None:
+            crossed = sorted(folder.glob("**/cross_fit_predictions.jsonl"))
+            if crossed and source is not None:  # the model folder (seed-N) holds the file
                 target = out / f"{name}.oof.json.gz"
-                _write_oof(folder, source, source_name or source.name, target)
+                _write_oof(crossed[0].parent, source, source_name or source.name, target)
                 written.append(target)
     target = out / RUN_FILE
     write_json({"name": manifest.get("name"), "stages": stages, "trainings": trainings}, target)
@@ -101,6 +111,13 @@ def _write_oof(folder: Path, source: Path, source_name: str, target: Path) -> No
     missing = [r.id for r in records if (r.id, r.hypothesis) not in oof]
     if missing:
         raise SystemExit(f"{folder}: no out-of-fold prediction for {len(missing)} rows of {source}")
+    # the final model on the same rows, which saw them all: what a frozen bias expert gives
+    # PoE's training rows unless told to read the out-of-fold probabilities
+    from zdebias.classify.train import aligned_probs
+
+    own = aligned_probs(folder, records, classes, what="bias model", progress=True)
+    folds = aligned_probs(folder, records, classes, what="bias model", out_of_fold=True)
+    gold = [classes.index(r.label) for r in records]
     doc = {
         "kind": OOF_KIND,
         "version": 1,
@@ -108,10 +125,21 @@ def _write_oof(folder: Path, source: Path, source_name: str, target: Path) -> No
         "n": len(records),
         "rows": content_digest(records),
         "classes": classes,
+        "gold": compact([r.label for r in records], classes),
         "predicted": compact([oof[(r.id, r.hypothesis)] for r in records], classes),
+        "in_sample": compact([classes[i] for i in own.argmax(axis=1)], classes),
+        # the probability each gives the gold label, in percent
+        "gold_percent": [round(100 * float(folds[i, g])) for i, g in enumerate(gold)],
+        "gold_percent_in_sample": [round(100 * float(own[i, g])) for i, g in enumerate(gold)],
     }
     data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     target.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+
+
+def published_rows(folder: Path, stage: str) -> int:
+    """How many rows a published filter or subset stage kept (its ``ids.txt.gz``)."""
+    text = gzip.decompress((folder / f"{stage}.ids.txt.gz").read_bytes()).decode()
+    return len(text.split())
 
 
 def read_oof(path: Path) -> dict[str, Any]:
@@ -237,6 +265,28 @@ def outliers(seeds: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]
     return out
 
 
+def bias_expert_table(folder: Path) -> str:
+    """The hypothesis-only model on D0's rows: out of fold (each row by a model that did not
+    see it) against the final model (which saw every row): accuracy and the probability of
+    the gold label, which PoE divides the main model's by."""
+    lines = [
+        "| D0's rows predicted by | accuracy | mean p(gold) | rows with p(gold) ≥ 0.9 |",
+        "|---|---:|---:|---:|",
+    ]
+    for file in sorted(folder.glob("*.oof.json.gz")):
+        doc = read_oof(file)
+        gold = doc["gold"]
+        for what, codes, percent in (
+            ("out of fold", doc["predicted"], doc["gold_percent"]),
+            ("the final model (in sample)", doc["in_sample"], doc["gold_percent_in_sample"]),
+        ):
+            right = sum(a == b for a, b in zip(codes, gold, strict=True)) / len(gold)
+            mean = sum(percent) / len(percent) / 100
+            sure = sum(p >= 90 for p in percent) / len(percent)
+            lines.append(f"| {what} | {_pts(right)} | {mean:.3f} | {_pts(sure)} % |")
+    return "\n".join(lines) + "\n"
+
+
 def time_table(folder: Path) -> str:
     """Wall and CPU seconds per stage, and the total in CPU-hours."""
     run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
@@ -264,9 +314,50 @@ def rebuild(folder: Path) -> dict[str, str]:
         folder / "evaluate_independent.predictions.json.gz"
     ).is_file():
         out["summary"] = summary_table(folder)
+    if list(folder.glob("*.oof.json.gz")):
+        out["bias_expert"] = bias_expert_table(folder)
     if (folder / RUN_FILE).is_file():
         out["trainings"] = trainings_table(folder)
         out["time"] = time_table(folder)
+    return out
+
+
+def figure(folder: Path, out: Path) -> Path:
+    """In-distribution accuracy against worst-group accuracy per method, with 95 % t
+    intervals over seeds: the trade-off a user chooses on."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy import stats
+
+    from zdebias.pipeline.stages.classify import rebuilt_tables
+
+    main, _ = rebuilt_tables(folder / "evaluate.predictions.json.gz")
+    indep, _ = rebuilt_tables(folder / "evaluate_independent.predictions.json.gz")
+    worst = {d["name"]: d for d in indep["documents"]}
+
+    def spread(values: list[float]) -> tuple[float, float]:
+        mean = statistics.fmean(values)
+        if len(values) < 2:
+            return 100 * mean, 0.0
+        half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+        return 100 * mean, 100 * float(half)
+
+    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=110)
+    for doc in main["documents"]:
+        name = doc["name"]
+        x, dx = spread([run["metrics"]["SNLI"] for run in doc["runs"]])
+        y, dy = spread([run["metrics"]["worst-group"] for run in worst[name]["runs"]])
+        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt="o", capsize=3, label=name.removeprefix("MiniLM "))
+    ax.set_xlabel("SNLI test accuracy (%)")
+    ax.set_ylabel("worst-group accuracy (%), independent split")
+    ax.set_title("In-distribution against worst group (95 % intervals over seeds)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, metadata={"Software": None})
+    plt.close(fig)
     return out
 
 
@@ -307,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--source-name", help="how the published file names D0")
     r = sub.add_parser("rebuild", help="print every table of a published folder")
     r.add_argument("folder", type=Path)
+    f = sub.add_parser("figure", help="draw the accuracy / worst-group trade-off")
+    f.add_argument("folder", type=Path)
+    f.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("check", help="pages' rebuilt blocks equal their rebuild")
     c.add_argument("pages", type=Path, nargs="+")
     c.add_argument("--write", action="store_true", help="replace the blocks instead")
@@ -318,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "rebuild":
         for name, table in rebuild(args.folder).items():
             print(f"## {name}\n\n{table}")
+        return 0
+    if args.command == "figure":
+        print(figure(args.folder, args.out))
         return 0
     return check(args.pages, args.write)
 
