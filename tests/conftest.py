@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import fake_cuda
+from helpers import fake_cuda
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

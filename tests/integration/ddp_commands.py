@@ -17,7 +17,7 @@ from zdebias.cli import main
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parents[1]))
-    from fake_cuda import install_if_wanted
+    from helpers.fake_cuda import install_if_wanted
 
     install_if_wanted()  # ZDEBIAS_TEST_FAKE_CUDA=1 reaches the launched processes too
     for argv in json.loads(Path(sys.argv[1]).read_text()):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 
 LABELS = ("entailment", "neutral", "contradiction")
 # six examples, 3 epochs each: (p(gold) per epoch, correct per epoch)

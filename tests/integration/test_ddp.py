@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
-from nli_toy import toy_records
+from helpers.cli_main import run_main
+from helpers.nli_toy import toy_records
 
 #: relative tolerance of a logged loss (2 processes vs 1)
 RTOL = 1e-4

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 from zdebias.cli import app
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from script_module import load_script
+from helpers.script_module import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "docs" / "data" / "snli-pool-cpu"

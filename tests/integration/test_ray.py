@@ -14,7 +14,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from cli_main import run_main  # noqa: E402
+from helpers.cli_main import run_main  # noqa: E402
 from zdebias.classify.settings import InferenceSettings  # noqa: E402
 from zdebias.data.options import ReadOptions  # noqa: E402
 from zdebias.data.writers import write_records  # noqa: E402

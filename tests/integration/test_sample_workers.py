@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_pipeline_tiny import _wait_for_shard, fake_sampler, fake_sampler_env  # noqa: F401
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.errors import ConfigError
 from zdebias.generation import trained as trained_mod
 from zdebias.generation.sample import sample_generator

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_stats_cli import _dataset  # the 300-row file with planted artifacts
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.stats.settings import ZFilterSettings
 from zdebias.stats.zfilter import z_filter
 from zdebias.stats.zstats import z_from_counts

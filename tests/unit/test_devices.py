@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 
 #: relative tolerance of a result against the float32 CPU value, per dtype: float32 on a GPU
 #: differs only in summation order (TF32 matmuls are off by default in torch); bfloat16 keeps

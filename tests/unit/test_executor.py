@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.classify.settings import ConfidenceSettings, InferenceSettings
 from zdebias.errors import ConfigError
 from zdebias.executor import ExecutorSettings, require_ray

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.cli import app
 
 

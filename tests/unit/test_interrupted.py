@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import zdebias
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.cli import interrupted_line
 
 

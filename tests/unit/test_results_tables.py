@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from script_module import load_script
+from helpers.script_module import load_script
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import zdebias
-from cli_main import run_main
+from helpers.cli_main import run_main
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 from zdebias.classify.dynamics import DynamicsRecorder
 from zdebias.classify.train import _Collator, _device_settings, _encode
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.models.training_run import _duration
 
 LABELS = ("entailment", "neutral", "contradiction")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stub_server import StubServer
+from helpers.stub_server import StubServer
 from zdebias.counterfactual.metrics import counterfactual_metrics
 from zdebias.counterfactual.prompted import (
     inserted_words,

@@ -11,7 +11,7 @@ import pandas
 import pyarrow.parquet as pq
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data import Record, read_records, write_jsonl
 from zdebias.data.convert import Conversion
 from zdebias.errors import ConfigError

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 
 #: the user's label coding (not SNLI's order)
 CODES = {"contradiction": 0, "neutral": 1, "entailment": 2}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data import open_dataset, read_records
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError, DataError

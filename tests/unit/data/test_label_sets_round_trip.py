@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data.labels import get_task, implied_task
 from zdebias.data.readers import Dataset
 from zdebias.data.recorded import SIDECAR, recorded_task

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data import open_dataset, read_records
 from zdebias.errors import DataError
 

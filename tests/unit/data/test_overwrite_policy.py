@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data.ownership import owner_of
 from zdebias.data.writers import OUTPUT_MARKER, check_out_dir, mark_owned
 from zdebias.errors import ConfigError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.classify.settings import Schedule
 from zdebias.evaluation.tables import unlearned_lines
 from zdebias.report.text import train_text

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data.options import ReadOptions, split_input
 from zdebias.errors import ConfigError, DataError
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
@@ -54,7 +54,7 @@ def _test_rows() -> list[Record]:
 
 
 def _zdebias(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """Run the CLI in-process (:func:`cli_main.run_main`): exit code and stderr."""
+    """Run the CLI in-process (:func:`helpers.cli_main.run_main`): exit code and stderr."""
     capsys.readouterr()
     code = run_main(args)
     return code, capsys.readouterr().err

@@ -12,8 +12,8 @@ from statistics import NormalDist
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.cli_main import run_main
 
+from helpers.cli_main import run_main
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.features.extract import extract_features

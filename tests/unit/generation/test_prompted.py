@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from stub_server import StubServer, answer_for
+from helpers.stub_server import StubServer, answer_for
 from zdebias.cli import app
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, ZdebiasError

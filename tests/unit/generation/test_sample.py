@@ -207,7 +207,7 @@ def test_overwrite_checks_every_input_and_the_device_before_removing(
     torch sees no GPU, fails with one line and leaves the old run as it was."""
     import torch
 
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     out = tmp_path / "s"
     _run(untrained_generator, out)
@@ -249,7 +249,7 @@ def test_a_user_folder_with_a_state_json_is_refused(
 ) -> None:
     """Issue 40: a folder zdebias did not write is refused (not a KeyError), with or without
     --overwrite, on one worker or several, and keeps its files."""
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     user = tmp_path / "user"
     user.mkdir()

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cli_main import run_main
-from nli_toy import TOY_PREMISES
+from helpers.cli_main import run_main
+from helpers.nli_toy import TOY_PREMISES
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError, DataError
 from zdebias.features.tokenize import tokenize

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.errors import ConfigError
 from zdebias.generation import trained as trained_mod
 from zdebias.generation.format import GeneratorFormat

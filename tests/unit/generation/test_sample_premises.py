@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nli_toy import TOY_PREMISES
+from helpers.nli_toy import TOY_PREMISES
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.generation.sample import sample_generator

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 from zdebias.errors import ConfigError
 from zdebias.generation.format import encode_record
 from zdebias.generation.losses import IGNORE_INDEX

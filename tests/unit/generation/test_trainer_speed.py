@@ -16,7 +16,7 @@ import torch
 from test_losses import LOGITS, TARGETS, P
 from test_trainer import _items
 
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 from zdebias.generation.format import encode_record
 from zdebias.generation.losses import (
     IGNORE_INDEX,

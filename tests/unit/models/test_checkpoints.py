@@ -20,7 +20,7 @@ from zdebias.models import checkpoints as ck
 from zdebias.models.checkpoints import COMPLETE, checkpoint_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nli_toy import toy_records
+from helpers.nli_toy import toy_records
 
 
 class Cut(Exception):

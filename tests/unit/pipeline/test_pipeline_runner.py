@@ -490,7 +490,7 @@ def test_dry_run_exits_2_on_a_plan_with_errors(
 ) -> None:
     import yaml
 
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     path = run_dir.parent / "r.yaml"
     path.write_text(yaml.safe_dump(_recipe().to_dict(), sort_keys=False))

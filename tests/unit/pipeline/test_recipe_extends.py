@@ -56,6 +56,7 @@ def test_the_recipes_that_extend_others() -> None:
     assert {p.stem: load_recipe(p).extends for p in EXTENDING} == {
         "mnli-poe-z-aug": ["mnli-z-aug"],
         "snli-poe-seq-z": ["snli-seq-z"],
+        "snli20k-core-cpu": ["snli20k-cpu"],
         "snli20k-filters-cpu": ["snli20k-cpu"],
         "snli20k-targeted-cpu": ["snli20k-cpu"],
     }

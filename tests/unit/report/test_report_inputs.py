@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_main import run_main
+from helpers.cli_main import run_main
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_records
 
@@ -64,7 +64,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
 
 
 def _zdebias(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """Run the CLI in-process (:func:`cli_main.run_main`): exit code and stderr."""
+    """Run the CLI in-process (:func:`helpers.cli_main.run_main`): exit code and stderr."""
     capsys.readouterr()
     code = run_main(args)
     return code, capsys.readouterr().err

@@ -115,7 +115,7 @@ def _write(rows: list[Record], path: Path) -> Path:
 def test_the_stats_command_reports_it_only_when_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     data = _write(_giveaway(), tmp_path / "d.jsonl")
     args = ["stats", data, "--features", "unigrams", "--task", "nli"]
@@ -134,7 +134,7 @@ def test_the_stats_command_reports_it_only_when_asked(
 
 
 def test_the_result_report_of_a_stats_file_shows_it(tmp_path: Path) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
     from zdebias.report.results import build_result_report
 
     data = _write(_giveaway(), tmp_path / "d.jsonl")
@@ -192,7 +192,7 @@ def test_a_recipe_stats_stage_writes_the_block_its_metrics_and_the_report_line(
 
 @pytest.fixture(scope="module")
 def published(data_dir: Path) -> dict[str, list[Record]]:
-    from script_module import load_script
+    from helpers.script_module import load_script
     from zdebias.data.readers import read_records
 
     root = Path(__file__).resolve().parents[3]

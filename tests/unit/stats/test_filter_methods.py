@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli_main import run_main
 
 import zdebias
+from helpers.cli_main import run_main
 from zdebias.api import AFLITE_COLUMNS, FILTER_COLUMNS
 from zdebias.errors import ConfigError
 from zdebias.pipeline.loader import recipe_from_dict

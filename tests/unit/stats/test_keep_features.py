@@ -176,7 +176,7 @@ def _toxic_file(tmp_path: Path) -> Path:
 
 
 def test_the_cli_keeps_features_on_stats_filter_and_shortcut_split(tmp_path: Path) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     data = _toxic_file(tmp_path)
     common = ["--features", "unigrams", "--task", "labels:hate,neither"]
@@ -226,7 +226,7 @@ def test_the_python_api_takes_keep_features() -> None:
 
 
 def test_the_gardner_plot_and_the_report_name_kept_features(tmp_path: Path) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
     from zdebias.report.plots import gardner_files
     from zdebias.report.results import stats_context
 
@@ -248,7 +248,7 @@ def test_the_gardner_plot_and_the_report_name_kept_features(tmp_path: Path) -> N
 def test_combine_keeps_features_and_warns_of_a_pattern_that_matches_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     data = _toxic_file(tmp_path)
     args = ["combine", "--original", data, "--generated", data, "--recipe", "par-z"]

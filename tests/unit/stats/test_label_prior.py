@@ -223,7 +223,7 @@ def test_real_imbalanced_snli_filter_keeps_the_label_shares(data_dir: Path) -> N
 def test_the_cli_takes_label_prior_on_stats_filter_and_combine(tmp_path: Path) -> None:
     import json
 
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     labels = ["positive"] * 80 + ["negative"] * 20
     words = ["good film"] * 40 + ["nice film"] * 40 + ["bad film"] * 10 + ["dull film"] * 10
@@ -299,7 +299,7 @@ def test_gardner_plot_draws_one_curve_per_label_against_its_share() -> None:
 def test_the_report_of_an_imbalanced_stats_file_says_so(tmp_path: Path) -> None:
     import json
 
-    from cli_main import run_main
+    from helpers.cli_main import run_main
     from zdebias.report.results import build_result_report
 
     labels = ["positive"] * 80 + ["negative"] * 20

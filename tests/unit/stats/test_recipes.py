@@ -204,7 +204,7 @@ def test_ids_repeated_across_and_within_inputs_are_made_unique_by_source() -> No
 def test_combine_command_of_two_kept_jsonl_gives_distinct_ids(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli_main import run_main
+    from helpers.cli_main import run_main
 
     for folder, records in (("a", ORIG), ("b", GEN)):
         (tmp_path / folder).mkdir()
