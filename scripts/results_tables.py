@@ -1,4 +1,4 @@
-"""Markdown tables for docs/results.md from a finished `zdebias run` folder.
+"""Markdown tables for docs/results/history.md from a finished `zdebias run` folder.
 
     python scripts/results_tables.py runs/snli20k-cpu > /tmp/snli-tables.md
     python scripts/results_tables.py runs/autocad-sst2-cpu > /tmp/cad-tables.md

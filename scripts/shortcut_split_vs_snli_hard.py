@@ -1,4 +1,6 @@
-"""How a shortcut split of the full SNLI test set matches the official SNLI-hard (docs/results.md).
+"""How a shortcut split of the full SNLI test set matches the official SNLI-hard.
+
+Its numbers are in docs/results/history.md ("Shortcut splits").
 
 Run: ``python scripts/shortcut_split_vs_snli_hard.py SPLIT_DIR [SPLIT_DIR ...]`` where each
 folder was written by ``zdebias shortcut-split --train snli_20k/train.jsonl --test
