@@ -1,0 +1,56 @@
+"""The results pages are rebuilt, not retyped: every table of docs/results.md and
+docs/results/*.md equals its rebuild from the committed predictions (docs/results/data/), and
+Z(D0) re-derives with `zdebias filter` from the published out-of-fold predictions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.script_module import load_script
+from zdebias.data.readers import read_records
+from zdebias.evaluation.published import expand
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "results").glob("*.md"))]
+DATA = ROOT / "docs" / "results" / "data" / "snli20k-cpu"
+
+
+@pytest.fixture(scope="module")
+def pages() -> Any:
+    return load_script("results_pages")
+
+
+def test_every_table_of_the_pages_equals_its_rebuild(pages: Any) -> None:
+    blocks = sum(p.read_text(encoding="utf-8").count("<!-- rebuilt: ") for p in PAGES)
+    assert blocks >= 6
+    assert pages.check(PAGES, write=False) == 0
+
+
+def test_z_of_d0_rederives_from_the_published_out_of_fold_predictions(
+    pages: Any, data_dir: Path, tmp_path: Path
+) -> None:
+    sets = load_script("training_sets")
+    oof = pages.read_oof(DATA / "clf_hypo.oof.json.gz")
+    d0 = read_records(data_dir / "snli_20k" / "train.jsonl")
+    assert len(d0) == oof["n"] == 19993
+    assert sets.content_digest(d0) == oof["rows"]  # the very rows, in the same order
+    predicted = expand(oof["predicted"], oof["classes"])
+    given = tmp_path / "d0.jsonl"
+    with given.open("w", encoding="utf-8") as f:
+        for r, label in zip(d0, predicted, strict=True):
+            row = {"id": r.id, "premise": r.premise, "hypothesis": r.hypothesis, "label": r.label}
+            f.write(json.dumps({**row, "meta": {"hypo_only_pred": label}}) + "\n")
+    out = tmp_path / "zd0"
+    cmd = [sys.executable, "-m", "zdebias", "filter", str(given), "--out", str(out)]
+    subprocess.run([*cmd, "--biased-k", "20", "-q"], check=True)
+    kept = [json.loads(line)["id"] for line in (out / "kept.jsonl").open(encoding="utf-8")]
+    published = gzip.decompress((DATA / "zfilter.ids.txt.gz").read_bytes()).decode().split()
+    assert kept == published
+    assert len(kept) == pages.published_rows(DATA, "zfilter")
