@@ -221,7 +221,7 @@ def _way(
 ) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
     """The filter of ``source``, run the way its method (:mod:`zdebias.stats.methods`)
     chooses; settings it cannot honour are refused first."""
-    from zdebias.stats.methods import DEFAULT_METHOD, filter_method
+    from zdebias.stats.methods import DEFAULT_METHOD, FileJob, filter_method
 
     name = getattr(settings, "method", DEFAULT_METHOD)
     method = filter_method(name)
@@ -232,9 +232,8 @@ def _way(
         raise ConfigError(f"--keep-features is for z-filtering; --method {name} uses no features")
     if not method.takes_seed and seed is not None:
         raise ConfigError(f"--seed-data (seed_data) is for z-filtering; --method {name} takes none")
-    return method.open(
-        source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=progress
-    )
+    job = FileJob(source, settings, seed=seed, hypo_only=hypo_only, embed=embed, progress=progress)
+    return method.open(job)
 
 
 def combine_files(

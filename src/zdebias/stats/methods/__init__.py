@@ -3,8 +3,9 @@ filter method").
 
 A filter method is a :class:`FilterMethod`: its ``name``, the ``settings`` class whose fields
 it honours, :meth:`FilterMethod.run` on records (a :class:`FilterOutcome`: kept, rejected,
-summary and the in-memory API's columns), :meth:`FilterMethod.open` on a file (the way
-``zdebias filter`` and the ``filter`` stage run it; by default: read, :meth:`run`, write) and
+summary and the in-memory API's columns), :meth:`FilterMethod.open` on a file (a
+:class:`FileJob`: the way ``zdebias filter`` and the ``filter`` stage run it; by default:
+read, :meth:`run`, write) and
 ``text``, the ``pkg.module:function`` that renders its summary for the terminal.
 
 :data:`~zdebias.stats.methods.catalogue.CATALOGUE` names the built-ins by dotted path, so
@@ -53,6 +54,21 @@ class FilterInputs:
     progress: bool = False
 
 
+@dataclass(frozen=True)
+class FileJob:
+    """What :meth:`FilterMethod.open` is given: the input file ``source``, ``settings`` (of
+    the method's class, or the filter's with every method's fields), ``seed`` (a seed dataset:
+    conditional z-filtering), ``hypo_only`` (applies a trained hypothesis-only model while
+    reading), ``embed`` (a function that embeds records: AFLite) and ``progress``."""
+
+    source: FileInput
+    settings: Any
+    seed: FileInput | None = None
+    hypo_only: HypoOnly | None = None
+    embed: Embed | None = None
+    progress: bool = False
+
+
 @dataclass
 class FilterOutcome:
     """What a method decided on ``n`` records: ``kept`` and ``rejected`` (copies, each with
@@ -97,25 +113,18 @@ class FilterMethod:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def open(
-        self,
-        source: FileInput,
-        settings: Any,
-        *,
-        seed: FileInput | None,
-        hypo_only: HypoOnly | None,
-        embed: Embed | None,
-        progress: bool,
-    ) -> Iterator[Callable[[Path], Filtered]]:
-        """The file way of :func:`~zdebias.stats.execution.operations.run_filter`: read ``source``,
-        :meth:`run`, the kept rows' z-statistics; gives ``write(folder) -> Filtered``."""
+    def open(self, job: FileJob) -> Iterator[Callable[[Path], Filtered]]:
+        """The file way of :func:`~zdebias.stats.execution.operations.run_filter`: read
+        ``job.source``, :meth:`run`, the kept rows' z-statistics; gives
+        ``write(folder) -> Filtered``."""
         from zdebias.stats.execution.plan import Filtered
         from zdebias.stats.execution.source import read_source
         from zdebias.stats.measure import stats_of_kept
 
-        records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
+        source, settings, progress = job.source, job.settings, job.progress
+        records, report = read_source(source, settings, hypo_only=job.hypo_only, progress=progress)
         inputs = FilterInputs(
-            labels=report.labels, embed=embed, source=source.shown, progress=progress
+            labels=report.labels, embed=job.embed, source=source.shown, progress=progress
         )
         outcome = self.run(records, self.settings.take(settings), inputs)
         kept = outcome.kept
@@ -194,6 +203,7 @@ def render_text(summary: dict[str, Any], out: Path) -> str | None:
 __all__ = [
     "CATALOGUE",
     "DEFAULT_METHOD",
+    "FileJob",
     "FilterInputs",
     "FilterMethod",
     "FilterOutcome",

@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zdebias.errors import ConfigError
-from zdebias.stats.methods import FilterInputs, FilterMethod, FilterOutcome
+from zdebias.stats.methods import FileJob, FilterInputs, FilterMethod, FilterOutcome
 from zdebias.stats.settings import AfliteSettings
 
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
-    from zdebias.stats.aflite import Embed
     from zdebias.stats.execution.plan import Filtered
-    from zdebias.stats.execution.source import FileInput, HypoOnly
 
 
 class Aflite(FilterMethod):
@@ -66,26 +64,21 @@ class Aflite(FilterMethod):
         return FilterOutcome(result.kept, result.rejected, result.summary, columns, result)
 
     @contextlib.contextmanager
-    def open(
-        self,
-        source: FileInput,
-        settings: Any,
-        *,
-        seed: FileInput | None,
-        hypo_only: HypoOnly | None,
-        embed: Embed | None,
-        progress: bool,
-    ) -> Iterator[Callable[[Path], Filtered]]:
-        """AFLite in this process: read, embed (``embed``), filter, the kept rows' statistics."""
+    def open(self, job: FileJob) -> Iterator[Callable[[Path], Filtered]]:
+        """AFLite in this process: read, embed (``job.embed``), filter, the kept rows'
+        statistics."""
         from zdebias.stats.aflite import checked_sizes
         from zdebias.stats.execution.plan import Filtered
         from zdebias.stats.execution.source import read_source
         from zdebias.stats.measure import stats_of_kept
 
+        settings, embed, progress = job.settings, job.embed, job.progress
         if embed is None:
             raise ConfigError("AFLite needs embed= (zdebias.classify.embed.embed_records)")
         cfg = AfliteSettings.take(settings)
-        records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
+        records, report = read_source(
+            job.source, settings, hypo_only=job.hypo_only, progress=progress
+        )
         checked_sizes(len(records), cfg)  # before the embedding, which takes the time
         inputs = FilterInputs(labels=report.labels, embed=embed, progress=progress)
         outcome = self.run(records, cfg, inputs)

@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zdebias.errors import ConfigError
-from zdebias.stats.methods import FilterInputs, FilterMethod, FilterOutcome
+from zdebias.stats.methods import FileJob, FilterInputs, FilterMethod, FilterOutcome
 from zdebias.stats.settings import CartographySettings
 
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
-    from zdebias.stats.aflite import Embed
     from zdebias.stats.execution.plan import Filtered
-    from zdebias.stats.execution.source import FileInput, HypoOnly
 
 
 class Cartography(FilterMethod):
@@ -50,20 +48,11 @@ class Cartography(FilterMethod):
             columns[name] = [float(values[row]) for row in rows]
         return FilterOutcome(kept, rejected, summary, columns)
 
-    def open(
-        self,
-        source: FileInput,
-        settings: Any,
-        *,
-        seed: FileInput | None,
-        hypo_only: HypoOnly | None,
-        embed: Embed | None,
-        progress: bool,
-    ) -> AbstractContextManager[Callable[[Path], Filtered]]:
+    def open(self, job: FileJob) -> AbstractContextManager[Callable[[Path], Filtered]]:
         """Read, match, select (:func:`~zdebias.stats.cartography_filter.filter_by_dynamics`)."""
         from zdebias.stats.cartography_filter import filter_by_dynamics
 
-        return filter_by_dynamics(source, settings, hypo_only, progress)
+        return filter_by_dynamics(job.source, job.settings, job.hypo_only, job.progress)
 
 
 CARTOGRAPHY = Cartography()

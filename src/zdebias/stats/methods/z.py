@@ -10,12 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zdebias.stats.methods import FilterInputs, FilterMethod, FilterOutcome
+from zdebias.stats.methods import FileJob, FilterInputs, FilterMethod, FilterOutcome
 from zdebias.stats.settings import ZFilterSettings
 
 if TYPE_CHECKING:
     from zdebias.data.schema import Record
-    from zdebias.stats.aflite import Embed
     from zdebias.stats.execution.plan import Filtered, FilterPlan
     from zdebias.stats.execution.source import FileInput, HypoOnly
     from zdebias.stats.zfilter import ZFilterResult
@@ -69,19 +68,11 @@ class ZFilter(FilterMethod):
         columns = {"keep": keep, "rejected_by": rejected_by, "rejected_by_z": rejected_z}
         return FilterOutcome(result.kept, result.rejected, result.summary, columns, result)
 
-    def open(
-        self,
-        source: FileInput,
-        settings: Any,
-        *,
-        seed: FileInput | None,
-        hypo_only: HypoOnly | None,
-        embed: Embed | None,
-        progress: bool,
-    ) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
+    def open(self, job: FileJob) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
         """Run as :func:`~zdebias.stats.execution.plan.plan_filter` chooses."""
         from zdebias.stats.execution import plan as plans  # by module: tests watch plan_filter
 
+        source, settings, seed, progress = job.source, job.settings, job.seed, job.progress
         seed_data = seed.path if seed is not None else None
         plan = plans.plan_filter(source.path, source.read, settings, seed_data=seed_data)
         if plan.way == "sharded":
@@ -93,7 +84,7 @@ class ZFilter(FilterMethod):
 
             assert plan.size is not None
             return filter_records(source, plan.size, settings, progress=progress)
-        return _filter_one(source, seed, plan, settings, hypo_only, progress)
+        return _filter_one(source, seed, plan, settings, job.hypo_only, progress)
 
 
 @contextlib.contextmanager
