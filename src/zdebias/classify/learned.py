@@ -1,7 +1,7 @@
 """Did a classifier training learn anything? (:func:`did_not_learn`)
 
 A training can end where it started: on snli_20k, 1 epoch at learning rate 1e-4 left 6 MiniLM
-runs of docs/results.md at a training loss of ln 3 and a dev accuracy of a third, and their
+runs of docs/results/history.md at a training loss of ln 3 and a dev accuracy of a third, and their
 test numbers were averaged with the seeds that learned. A run is said not to have learned when
 
 - its best dev accuracy is less than :data:`CHANCE_MARGIN` above always answering the dev
