@@ -1,6 +1,9 @@
 """Classifier stages: confidence filter, training and evaluation (docs/design.md §7-§9).
 
-Each stage config is its operation's settings (``zdebias.classify.settings``) plus references.
+Each stage config is its operation's settings (``zdebias.classify.settings``; evaluate's:
+``zdebias.evaluation.settings``) plus references. An evaluate stage also keeps its compact
+predictions (:mod:`zdebias.evaluation.published`), from which :func:`rebuilt_tables` remakes
+its results and tables.
 """
 
 from __future__ import annotations
