@@ -384,7 +384,7 @@ def publish_predictions(
     docs: list[dict[str, Any]],
     rows: Path,
     out: Path,
-    split: Path | None,
+    split: str | Path | None,
     tables: TableSettings,
     min_size: int,
 ) -> None:
