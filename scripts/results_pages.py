@@ -20,6 +20,7 @@ alone, in seconds. A page holds each table between ``<!-- rebuilt: DIR NAME -->`
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import re
@@ -40,8 +41,16 @@ DONE = ("done", "skipped")
 
 
 # ----------------------------------------------------------------------------------- publish
-def publish(run: Path, out: Path, source: Path | None, source_name: str | None) -> list[Path]:
-    """Write a run folder's compact predictions, out-of-fold predictions and ``run.json``."""
+def publish(
+    run: Path,
+    out: Path,
+    source: Path | None,
+    source_name: str | None,
+    times_from: Sequence[Path] = (),
+) -> list[Path]:
+    """Write a run folder's compact predictions, out-of-fold predictions and ``run.json``;
+    ``times_from``: run folders whose stages were linked into ``run`` after they ran there
+    (their manifests hold those stages' times)."""
     from zdebias.data.writers import write_json
 
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
@@ -80,6 +89,13 @@ def publish(run: Path, out: Path, source: Path | None, source_name: str | None) 
                 target = out / f"{name}.oof.json.gz"
                 _write_oof(crossed[0].parent, source, source_name or source.name, target)
                 written.append(target)
+    for other in times_from:
+        theirs = json.loads((other / "manifest.json").read_text(encoding="utf-8"))
+        for stage in theirs["stages"]:
+            mine = stages.get(stage["name"])
+            if mine and stage.get("status") == "done" and mine["kind"] == stage["stage"]:
+                if (stage.get("cpu_seconds") or 0) > (mine.get("cpu_seconds") or 0):
+                    mine.update(seconds=stage.get("seconds"), cpu_seconds=stage["cpu_seconds"])
     target = out / RUN_FILE
     write_json({"name": manifest.get("name"), "stages": stages, "trainings": trainings}, target)
     return [*written, target]
@@ -169,15 +185,38 @@ def _cell(test: dict[str, Any] | None) -> str:
     return text + ("*" if test.get("significant") else "")
 
 
+#: the evaluate stages the first table reads: snli20k-cpu's, else snli20k-core-cpu's
+MAIN = ("evaluate", "evaluate_core")
+INDEPENDENT = ("evaluate_independent", "evaluate_core_independent")
+#: GD-NLI Table 13 (BERT-base, all of SNLI): D_SNLI and Z(D_SNLI), in percent
+PAPER_TABLE_13 = {"SNLI": (90.45, 84.93), "SNLI-hard": (80.34, 80.52)}
+
+
+def _stage_file(folder: Path, names: Sequence[str]) -> Path | None:
+    for name in names:
+        path = folder / f"{name}.predictions.json.gz"
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.cache
+def _rebuilt(path: Path) -> dict[str, Any]:
+    from zdebias.pipeline.stages.classify import rebuilt_tables
+
+    return rebuilt_tables(path)[0]
+
+
 def summary_table(folder: Path) -> str:
     """Each method against D0 and against the same-size random control: in-distribution
     accuracy, worst-group and conflicting accuracy on the split by the independent bias model,
     and the official hard set; 95 % intervals, Holm over the whole table."""
-    from zdebias.evaluation.significance import adjust, compare_results
-    from zdebias.pipeline.stages.classify import rebuilt_tables
+    import copy
 
-    main, _ = rebuilt_tables(folder / "evaluate.predictions.json.gz")
-    indep, _ = rebuilt_tables(folder / "evaluate_independent.predictions.json.gz")
+    from zdebias.evaluation.significance import adjust, compare_results
+
+    main = copy.deepcopy(_rebuilt(_stage_file(folder, MAIN)))  # type: ignore[arg-type]
+    indep = copy.deepcopy(_rebuilt(_stage_file(folder, INDEPENDENT)))  # type: ignore[arg-type]
     columns = [
         ("in-distribution (SNLI test)", main, "SNLI"),
         ("worst group", indep, "worst-group"),
@@ -225,6 +264,37 @@ def summary_table(folder: Path) -> str:
         + " | ".join(_pts(c["mean"]) if c else "–" for c in levels)
         + " |"
     )
+    return "\n".join(lines) + "\n"
+
+
+def reproduction_table(folder: Path) -> str:
+    """GD-NLI Table 13 (z-filtered SNLI against all of SNLI) beside Z(D0) against D0 here:
+    the paper's difference, ours with its 95 % interval and Holm-corrected p, and whether the
+    paper's difference lies in our interval."""
+    main = _rebuilt(_stage_file(folder, MAIN))  # type: ignore[arg-type]
+    against_d0 = next(c for c in main["comparisons"] if c["baseline"] == "MiniLM w/ D0")
+    tests = next(i for i in against_d0["comparisons"] if i["name"] == "MiniLM w/ Z(D0)")["tests"]
+    lines = [
+        "| GD-NLI Table 13 | paper: D → Z(D) | Δ paper | here: D0 → Z(D0) | Δ here [95 % CI] "
+        "| p (Holm) | reproduced? |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for suite, (before, after) in PAPER_TABLE_13.items():
+        t = tests[suite]
+        paper = (after - before) / 100
+        lo, hi = t["ci"] or (None, None)
+        if lo is not None and lo <= paper <= hi:
+            verdict = "yes: the paper's Δ is in our interval"
+        elif t.get("significant") and (t["difference"] > 0) == (paper > 0):
+            verdict = "the direction, not the size"
+        else:
+            verdict = "no"
+        p = "–" if t.get("p_holm") is None else f"{t['p_holm']:.3g}"
+        lines.append(
+            f"| {suite} | {before:.2f} → {after:.2f} | {_pts(paper, True)} | "
+            f"{_pts(t['baseline']['mean'])} → {_pts(t['other']['mean'])} | {_cell(t)} | {p} "
+            f"| {verdict} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -310,10 +380,9 @@ def rebuild(folder: Path) -> dict[str, str]:
     for file in sorted(folder.glob("*.predictions.json.gz")):
         stage = file.name.removesuffix(".predictions.json.gz")
         out[stage] = rebuilt_tables(file)[1]
-    if (folder / "evaluate.predictions.json.gz").is_file() and (
-        folder / "evaluate_independent.predictions.json.gz"
-    ).is_file():
+    if _stage_file(folder, MAIN) and _stage_file(folder, INDEPENDENT):
         out["summary"] = summary_table(folder)
+        out["reproduction"] = reproduction_table(folder)
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder)
     if (folder / RUN_FILE).is_file():
@@ -331,10 +400,8 @@ def figure(folder: Path, out: Path) -> Path:
     import matplotlib.pyplot as plt
     from scipy import stats
 
-    from zdebias.pipeline.stages.classify import rebuilt_tables
-
-    main, _ = rebuilt_tables(folder / "evaluate.predictions.json.gz")
-    indep, _ = rebuilt_tables(folder / "evaluate_independent.predictions.json.gz")
+    main = _rebuilt(_stage_file(folder, MAIN))  # type: ignore[arg-type]
+    indep = _rebuilt(_stage_file(folder, INDEPENDENT))  # type: ignore[arg-type]
     worst = {d["name"]: d for d in indep["documents"]}
 
     def spread(values: list[float]) -> tuple[float, float]:
@@ -396,6 +463,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--source", type=Path, help="D0's file, for the out-of-fold predictions")
     p.add_argument("--source-name", help="how the published file names D0")
+    p.add_argument(
+        "--times-from", type=Path, nargs="*", default=[], help="run folders stages came from"
+    )
     r = sub.add_parser("rebuild", help="print every table of a published folder")
     r.add_argument("folder", type=Path)
     f = sub.add_parser("figure", help="draw the accuracy / worst-group trade-off")
@@ -406,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--write", action="store_true", help="replace the blocks instead")
     args = parser.parse_args(argv)
     if args.command == "publish":
-        for path in publish(args.run, args.out, args.source, args.source_name):
+        for path in publish(args.run, args.out, args.source, args.source_name, args.times_from):
             print(path)
         return 0
     if args.command == "rebuild":
