@@ -16,7 +16,7 @@ prompt and trained on the target tokens only. No torch or transformers imports h
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ def field_order(record: Record) -> tuple[str, ...]:
 
 
 def mask_record(
-    record: Record, spans: dict[str, Sequence[Span]]
+    record: Record, spans: Mapping[str, Sequence[Span]]
 ) -> tuple[dict[str, str], list[str]]:
     """Replace each span by the next sentinel; return masked fields and the original fillers."""
     masked: dict[str, str] = {}
@@ -72,7 +72,7 @@ def target_text(fillers: Sequence[str]) -> str:
     return "".join(f"{SENTINEL.format(i)} {f}" for i, f in enumerate(fillers))
 
 
-def rebuild(record: Record, spans: dict[str, Sequence[Span]], fillers: Sequence[str]) -> Record:
+def rebuild(record: Record, spans: Mapping[str, Sequence[Span]], fillers: Sequence[str]) -> Record:
     """The record with span ``i`` (in source order) replaced by ``fillers[i]``.
 
     An empty filler deletes its span together with one neighbouring space.
@@ -209,7 +209,7 @@ def encode_example(
     tokenizer: Any,
     arch: Arch,
     record: Record,
-    spans: dict[str, Sequence[Span]],
+    spans: Mapping[str, Sequence[Span]],
     labels: Sequence[str],
     *,
     wrong_labels: bool = True,
@@ -254,7 +254,7 @@ def encode_records(
     tokenizer: Any,
     arch: Arch,
     records: Sequence[Record],
-    spans: Sequence[dict[str, Sequence[Span]]],
+    spans: Sequence[Mapping[str, Sequence[Span]]],
     labels: Sequence[str],
     *,
     wrong_labels: bool,

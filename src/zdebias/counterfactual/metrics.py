@@ -89,7 +89,7 @@ def perplexity(
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     device = model_device()
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]  # transformers: .to typed unbound (functools.wraps)
     start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (start or 0)
     total_nll = 0.0

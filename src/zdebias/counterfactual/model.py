@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zdebias.counterfactual.format import Arch, add_sentinels, eos_id
 from zdebias.errors import ConfigError
 from zdebias.models.compute import model_device
 from zdebias.models.resolve import resolve_model
+
+if TYPE_CHECKING:
+    from torch.nn import Embedding
 
 #: The settings file that marks a trained infiller folder.
 INFO_FILE = "zdebias_infiller.json"
@@ -86,7 +89,8 @@ def load_base_infiller(ref: str | Path, arch: str = "auto") -> tuple[Any, Any, A
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         model = AutoModelForCausalLM.from_pretrained(path)
-        if len(tok) > model.get_input_embeddings().num_embeddings:
+        embeddings = cast("Embedding", model.get_input_embeddings())  # typed as a Module
+        if len(tok) > embeddings.num_embeddings:
             model.resize_token_embeddings(len(tok))
     gen = model.generation_config
     gen.pad_token_id = tok.pad_token_id
@@ -134,5 +138,5 @@ def load_infiller(
         model, tok, arch = load_base_infiller(path, arch)
         info = {"arch": arch, "trained": False}
     device = model_device(device)
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]  # transformers: .to typed unbound (functools.wraps)
     return LoadedInfiller(model, tok, arch, info)  # type: ignore[arg-type]

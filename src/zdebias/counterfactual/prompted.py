@@ -217,6 +217,7 @@ def prompt_counterfactuals(
     try:
         for start in range(0, len(jobs), cfg.batch_size):
             chunk = jobs[start : start + cfg.batch_size]
+            assert engine is not None  # made when there are jobs
             answers.extend(engine.run(chunk, round_seed(cfg.seed, start // cfg.batch_size)))
     finally:
         if engine is not None:

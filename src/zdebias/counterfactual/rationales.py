@@ -21,7 +21,7 @@ one side. Single-text tasks always use ``text``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def candidate_fields(record: Record, fields: Fields) -> list[str]:
 
 
 def pick_rationales(
-    words: dict[str, Sequence[tuple[int, int, float]]],
+    words: Mapping[str, Sequence[tuple[int, int, float]]],
     *,
     ratio: float = 0.3,
     min_score: float = 0.3,

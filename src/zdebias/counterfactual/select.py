@@ -450,7 +450,7 @@ def generate_counterfactuals(
     samples = iter(
         sample_fillers(
             infiller,
-            [j[3] for j in todo],
+            [j[3] for j in todo if j[3] is not None],  # all of them
             [len(j[4]) for j in todo],
             n=n,
             top_p=cfg.top_p,

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import Trainer, TrainingArguments
 
-from zdebias.counterfactual.format import Encoded, Span, encode_records
+from zdebias.counterfactual.format import Arch, Encoded, Span, encode_records
 from zdebias.counterfactual.losses import infill_loss
 from zdebias.counterfactual.model import INFO_FILE, is_infiller, load_base_infiller
 from zdebias.counterfactual.rationales import record_spans
@@ -35,6 +35,9 @@ from zdebias.models.distributed import train_on_cpu, world_size
 from zdebias.models.early_stopping import EarlyStopping
 from zdebias.models.training_run import TrainingRun, route_logs
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 #: α defaults of the paper: 1 for NLI (pair tasks), 0.3 for sentiment (single text).
 DEFAULT_ALPHA = {True: 1.0, False: 0.3}
 
@@ -44,7 +47,7 @@ class InfillTrainingArguments(TrainingArguments):
     """``TrainingArguments`` plus the infilling settings."""
 
     alpha: float = field(default=1.0, metadata={"help": "weight of the unlikelihood term"})
-    infill_arch: str = field(default="seq2seq", metadata={"help": "seq2seq|bert2bert|causal"})
+    infill_arch: Arch = field(default="seq2seq", metadata={"help": "seq2seq|bert2bert|causal"})
 
 
 class InfillCollator:
@@ -77,6 +80,8 @@ class InfillCollator:
 
 class InfillTrainer(Trainer):
     """HF ``Trainer`` with the label-controlled infilling loss; logs both terms."""
+
+    args: InfillTrainingArguments  # what train_infiller gives it
 
     loss_is_scaled_for_ga = False
 
@@ -152,9 +157,9 @@ def train_infiller(
     settings: InfillSettings | None = None,
     *,
     labels: Sequence[str],
-    spans: Sequence[dict[str, Sequence[Span]]] | None = None,
+    spans: Sequence[Mapping[str, Sequence[Span]]] | None = None,
     dev: Sequence[Record] | None = None,
-    dev_spans: Sequence[dict[str, Sequence[Span]]] | None = None,
+    dev_spans: Sequence[Mapping[str, Sequence[Span]]] | None = None,
     path: str | None = None,
     overwrite: bool = True,
     progress: bool = True,
@@ -256,7 +261,7 @@ def train_infiller(
         eval_loss = trainer.evaluate()["eval_loss"] if has_dev else None
         changed = any(
             not bool((p.detach().cpu() == before[n].cpu()).all())
-            for n, p in trainer.model.named_parameters()
+            for n, p in cast("PreTrainedModel", trainer.model).named_parameters()
             if n in before
         )
         history = [
@@ -296,7 +301,7 @@ def train_infiller(
         }
 
         def save(folder: Path) -> None:
-            trainer.model.save_pretrained(folder)
+            cast("PreTrainedModel", trainer.model).save_pretrained(folder)
             tok.save_pretrained(folder)
             write_json(info, folder / INFO_FILE)
             write_json(summary, folder / "train_summary.json")

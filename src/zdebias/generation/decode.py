@@ -48,7 +48,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, partial
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -377,6 +377,8 @@ def _slot_cache_type() -> type:
     class SlotLayer(CacheLayerMixin):
         is_compileable = True
         is_sliding = False
+        keys: torch.Tensor  # set by lazy_initialization, before anything reads them
+        values: torch.Tensor
 
         def __init__(self, owner: Any) -> None:
             super().__init__()
@@ -429,7 +431,7 @@ def _slot_cache_type() -> type:
 
         def pack(self, keep: torch.Tensor) -> None:
             """Move the slots ``keep`` to the front; the width becomes ``len(keep)``."""
-            for layer in self.layers:
+            for layer in cast("list[SlotLayer]", self.layers):
                 if layer.is_initialized:
                     layer.keys[: len(keep)] = layer.keys[keep]
                     layer.values[: len(keep)] = layer.values[keep]

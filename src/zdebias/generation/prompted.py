@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from zdebias.data.labels import infer_task
 from zdebias.data.schema import Record
@@ -412,7 +412,7 @@ class LocalChatBackend:
         if prompt.endpoint == "chat" and not self.tok.chat_template:
             raise ConfigError(f"{model}: has no chat template; use --endpoint completions")
         self.device = model_device(cfg.device)
-        self.model = AutoModelForCausalLM.from_pretrained(path).to(self.device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(path).to(self.device).eval()  # type: ignore[arg-type]  # transformers: .to typed unbound (functools.wraps)
         self.cfg, self.prompt = cfg, prompt
         self.completions = prompt.endpoint == "completions"
 
@@ -450,7 +450,8 @@ class LocalChatBackend:
         for i, row in enumerate(out[:, width:].tolist()):
             end = next((j for j, t in enumerate(row) if t in stops), None)
             body = row if end is None else row[:end]
-            text = tok.decode(body, skip_special_tokens=True)
+            # one sequence decodes to one string (transformers types it str | list[str])
+            text = cast("str", tok.decode(body, skip_special_tokens=True))
             finish = "stop" if end is not None else "length"
             if self.completions:
                 text = text.lstrip("\n")

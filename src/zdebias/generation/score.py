@@ -26,7 +26,7 @@ def load_generator(folder: str | Path, *, device: str | None = None) -> tuple[An
     fmt = GeneratorFormat.load(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
-    model.to(model_device(device)).eval()
+    model.to(model_device(device)).eval()  # type: ignore[arg-type]  # transformers: .to typed unbound (functools.wraps)
     return model, tokenizer, fmt
 
 

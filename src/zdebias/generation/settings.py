@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -361,7 +361,8 @@ def _without_old_batch_flag() -> type[ZFilterSettings]:
     """The z-filter settings without 0.1's ``--batch-size`` spelling of
     ``--zfilter-batch-size``: on debias-generator ``--batch-size`` is the training batch."""
     info = ZFilterSettings.model_fields["zfilter_batch_size"]
-    cli = dict(info.json_schema_extra["cli"])  # type: ignore[index]
+    extra = cast("dict[str, dict[str, Any]]", info.json_schema_extra)  # settings.setting's
+    cli = dict(extra["cli"])
     cli["deprecated"] = [d for d in cli["deprecated"] if d != "--batch-size"]
     field = FieldInfo.merge_field_infos(info, json_schema_extra={"cli": cli})
     return create_model(  # type: ignore[call-overload,no-any-return]

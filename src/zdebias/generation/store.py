@@ -209,7 +209,12 @@ def write_shard(
     with atomic_open(out / dropped_name) as fh:
         for row in dropped:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    entry = {"file": name, "dropped": dropped_name, "n": len(records), "next_round": next_round}
+    entry: dict[str, Any] = {
+        "file": name,
+        "dropped": dropped_name,
+        "n": len(records),
+        "next_round": next_round,
+    }
     if requests:
         entry["requests"] = f"requests-{index:05d}.jsonl"
         with atomic_open(out / entry["requests"]) as fh:

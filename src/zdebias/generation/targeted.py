@@ -366,8 +366,15 @@ def targeted_rounds(
     """The producer for ``cells`` over the (fitting, distinct) ``premises``: the first
     ``cfg.cells_top`` features that can be sampled, ``cfg.n`` rows at most (``cfg.cells_max`` a
     cell), ``cfg.attempts`` decodes a row; refused when no cell can be sampled."""
-    limits = {"most": cfg.n, "features": cfg.cells_top, "cap": cfg.cells_max}
-    plan = TargetPlan.of(cells, premises, seed=cfg.seed, labels=fmt.labels, **limits)
+    plan = TargetPlan.of(
+        cells,
+        premises,
+        seed=cfg.seed,
+        labels=fmt.labels,
+        most=cfg.n,
+        features=cfg.cells_top,
+        cap=cfg.cells_max,
+    )
     if not plan.targets:
         reasons = sorted({s["reason"] for s in plan.skipped})
         raise ConfigError(

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json
@@ -88,7 +88,7 @@ class HFBackend:
         if dtype not in dtypes:
             raise ConfigError(f"unknown dtype {dtype!r}; expected one of {', '.join(dtypes)}")
         self.model = AutoModelForCausalLM.from_pretrained(generator, dtype=dtypes[dtype])
-        self.model.to(self.device).eval()
+        self.model.to(self.device).eval()  # type: ignore[arg-type]  # transformers: .to typed unbound (functools.wraps)
         #: what it samples on, for the summary (:func:`~zdebias.models.compute.compute_record`)
         self.compute = compute_record(self.device, dtype, setting=settings.dtype)
         self.fmt = fmt
@@ -205,8 +205,18 @@ class HFBackend:
         try:
             if self.loop == "refill":
                 return self.slot_decoder()(*ends, u, stats=self.stats, **kw, **options)
-            args = (*ends, fmt.max_length - 1, u)
-            return decode(self.model, *args, stats=self.stats, **kw, **options)
+            start, eos, pad = ends
+            return decode(
+                self.model,
+                start,
+                eos,
+                pad,
+                fmt.max_length - 1,
+                u,
+                stats=self.stats,
+                **kw,
+                **options,
+            )
         finally:
             torch.set_num_threads(threads)
 
@@ -632,7 +642,9 @@ def sample_trained(
         candidates = []
         for ids in rounds(round_index):
             parsed = parse_output(ids, tokenizer, fmt, special_ids=special)
-            candidates.append(Candidate(parsed, tokenizer.decode(ids) if not parsed.ok else ""))
+            # one sequence decodes to one string (transformers types it str | list[str])
+            raw = cast("str", tokenizer.decode(ids)) if not parsed.ok else ""
+            candidates.append(Candidate(parsed, raw))
         remote = getattr(rounds, "compute", None)  # Ray actors: what they sample on
         if engine is None and remote is not None:
             state["compute"] = remote

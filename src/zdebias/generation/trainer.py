@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -70,6 +70,9 @@ from zdebias.models.distributed import (
 )
 from zdebias.models.throughput import flop_parameters, throughput
 from zdebias.models.training_run import TrainingRun, route_logs
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 TRAIN_SUMMARY = "train_summary.json"
 
@@ -206,13 +209,14 @@ class GeneratorTrainer(Trainer):
     def floating_point_ops(self, inputs: dict[str, Any]) -> int:
         """HF's 6·N·tokens, with N counted once, not every step."""
         if self._flops_n is None:
-            self._flops_n = int(self.model.num_parameters(exclude_embeddings=True))
+            model = cast("PreTrainedModel", self.model)  # the causal LM it was given
+            self._flops_n = int(model.num_parameters(exclude_embeddings=True))
         return 6 * inputs["input_ids"].numel() * self._flops_n
 
     def compute_loss(
         self,
         model: Any,
-        inputs: dict[str, torch.Tensor],
+        inputs: dict[str, Any],  # tensors, and the collator's host-side counts
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
@@ -580,7 +584,13 @@ def train_generator(
 
 
 #: the z-filter summary keys a debiased generator's summary reports
-ZFILTER_SHOWN = ("n_input", "kept_share_of_input", "zfilter_batch_size", "biased_k", "features")
+ZFILTER_SHOWN: tuple[str, ...] = (
+    "n_input",
+    "kept_share_of_input",
+    "zfilter_batch_size",
+    "biased_k",
+    "features",
+)
 ZFILTER_SHOWN += ("top_z_before", "top_z_after", "rejections_by_feature")
 
 

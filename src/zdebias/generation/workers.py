@@ -35,7 +35,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from zdebias.data.process import end_with_parent
 from zdebias.data.schema import Record
@@ -501,7 +501,7 @@ def _gpu_sets(workers: int, per_worker: int) -> list[str | None]:
     )
     if len(ids) < 2:
         return [None] * workers
-    out = []
+    out: list[str | None] = []
     for i in range(workers):
         start = (i * per_worker) % len(ids)
         out.append(",".join(ids[(start + k) % len(ids)] for k in range(per_worker)))
@@ -614,7 +614,8 @@ def run_workers(
             with _progress(out, workers, cfg.n, progress) as show:
                 while running and not failed:  # a failed worker ends the others
                     for sentinel in mp_wait(list(running), timeout=2.0):
-                        i, proc = running.pop(sentinel)  # type: ignore[call-overload]
+                        # wait gives back items of the list it was given: the sentinels
+                        i, proc = running.pop(cast("int", sentinel))
                         proc.join()
                         if proc.exitcode:
                             failed.append(f"{i}/{workers} (exit code {proc.exitcode})")

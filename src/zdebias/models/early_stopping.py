@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 
 class EarlyStopping(TrainerCallback):
@@ -74,7 +74,15 @@ class EarlyStopping(TrainerCallback):
             self.stopped_early = True
         return self.stopped_early
 
-    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):  # type: ignore[override]
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        model: Any = None,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """HF hook: read ``metrics[metric]``, keep the best weights, stop when patience runs out."""
         if not metrics or self.metric not in metrics:
             return control

@@ -122,8 +122,11 @@ def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
     raise ValueError(f"unknown tiny model kind {kind!r}; expected bert, gpt2, llama or t5")
 
 
+#: what a tiny model is made for (``head="auto"``: its kind's default)
+Head = Literal["classification", "encoder", "causal-lm", "seq2seq"]
+
 #: kind → (transformers config class, sizes, special tokens the config names, default head)
-_CONFIGS: dict[str, tuple[str, dict[str, int], tuple[str, ...], str]] = {
+_CONFIGS: dict[str, tuple[str, dict[str, int], tuple[str, ...], Head]] = {
     "bert": (
         "BertConfig",
         dict(
@@ -170,7 +173,7 @@ def make_tiny_model(
     *,
     num_labels: int = 3,
     labels: tuple[str, ...] | None = None,
-    head: Literal["auto", "classification", "encoder", "causal-lm", "seq2seq"] = "auto",
+    head: Literal["auto"] | Head = "auto",
     seed: int = 0,
 ) -> Path:
     """Build a random tiny model plus tokenizer and save them as an HF folder; return it.
