@@ -18,11 +18,14 @@ with a deprecation message), or ``cli=False`` for settings that only a recipe ca
 from __future__ import annotations
 
 import logging
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zdebias.errors import ConfigError, ZdebiasError
+
+if TYPE_CHECKING:
+    from pydantic.json_schema import JsonDict
 
 #: the one default random seed of every operation run from the command line or Python
 DEFAULT_SEED = 0
@@ -49,8 +52,8 @@ def setting(
     ``repeat``: a list field given by repeating the option (``--redo a --redo b``), not a
     comma-separated value.
     """
-    meta = {"flag": flag, "short": short, "deprecated": list(deprecated), "cli": cli}
-    extra = {"cli": {**meta, "repeat": repeat}}
+    meta: JsonDict = {"flag": flag, "short": short, "deprecated": list(deprecated), "cli": cli}
+    extra: JsonDict = {"cli": {**meta, "repeat": repeat}}
     if default_factory is not None:
         return Field(
             default_factory=default_factory,

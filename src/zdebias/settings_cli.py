@@ -180,12 +180,12 @@ def _dep_param(name: str, i: int) -> str:
 # --------------------------------------------------------------------------- the decorator
 
 
-def _settings_params(fn: Callable[..., Any]) -> dict[str, type[BaseModel]]:
+def _settings_params(fn: Callable[..., Any]) -> dict[str, type[Settings]]:
     hints = get_type_hints(fn)
     return {
         name: tp
         for name, tp in hints.items()
-        if isinstance(tp, type) and issubclass(tp, BaseModel) and name != "return"
+        if isinstance(tp, type) and issubclass(tp, Settings) and name != "return"
     }
 
 
@@ -328,8 +328,8 @@ def command(
     wrapper.settings_models = dict(models)  # type: ignore[attr-defined]
     wrapper.settings_excluded = tuple(exclude)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    wrapper.__wrapped__ = None  # type: ignore[attr-defined]
-    del wrapper.__wrapped__
+    # no __wrapped__ (functools.wraps set it): the signature above is the one to read
+    vars(wrapper).pop("__wrapped__", None)
     return wrapper
 
 
@@ -445,7 +445,7 @@ def configure_logging(cli: Verbosity) -> None:
         root.addHandler(handler)
         root.propagate = False
     for h in root.handlers:
-        if getattr(h, "_zdebias", False):
+        if isinstance(h, logging.StreamHandler) and getattr(h, "_zdebias", False):
             h.stream = sys.stderr  # the current stderr (tests swap it)
     library_bars(not cli.quiet)
 

@@ -123,7 +123,7 @@ class DynamicsRecorder(TrainerCallback):
         """The epochs recorded so far, saved into the checkpoint ``folder``."""
         self.flush()
         epochs = sorted(self.probs)
-        arrays = {f"probs_{e}": self.probs[e] for e in epochs}
+        arrays: dict[str, Any] = {f"probs_{e}": self.probs[e] for e in epochs}
         arrays.update({f"correct_{e}": self.correct[e] for e in epochs})
         with atomic_open(folder / CHECKPOINT_FILE, "wb") as fh:  # never a torn file to resume
             np.savez(fh, **arrays)
@@ -155,8 +155,8 @@ class DynamicsRecorder(TrainerCallback):
         seen = ~np.isnan(probs)
         trained = np.flatnonzero(seen.sum(axis=1) > 0)  # a run cut early may miss some
         rows = dynamics_rows(
-            [ids[i] for i in trained],
-            [labels[i] for i in trained],
+            [ids[i] for i in trained.tolist()],
+            [labels[i] for i in trained.tolist()],
             probs[trained],
             correct[trained],
         )

@@ -66,7 +66,8 @@ class RemoteClassifier:
     ) -> list[np.ndarray]:
         """The probabilities ``[len(records), num_labels]`` of each record set, from one pass
         of Ray Data over all their forward passes."""
-        items, where = [], []
+        items: list[dict[str, object]] = []
+        where: list[tuple[int, np.ndarray]] = []
         for k, records in enumerate(sets):
             first, second = model_inputs(records, self.input)
             for idx in length_batches(first, second, batch_size):

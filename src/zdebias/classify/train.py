@@ -114,7 +114,7 @@ def encoder_summary(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> 
     return pooled if pooled is not None else out.last_hidden_state[:, 0]
 
 
-def bias_head_logits(head: torch.nn.Module, summary: torch.Tensor) -> torch.Tensor:
+def bias_head_logits(head: torch.nn.Linear, summary: torch.Tensor) -> torch.Tensor:
     """Joint PoE's bias branch: the hypothesis-only head on a *detached* encoder summary, so
     the bias losses train the head and never the shared encoder (robust-nli's
     ``grad_mul_const(pooled_h, 0.0)``)."""
@@ -521,7 +521,7 @@ def _train(
         index=True,
     )
     dev_ds = None
-    if dev:  # evaluation order is free: sorted by length, batches pad less
+    if dev and dev_ids is not None:  # evaluation order is free: sorted by length, batches pad less
         dev_ds = _encode(tokenizer, dev, kind, dev_ids, s.max_length, {})
         dev_ds.rows.sort(key=lambda row: len(row["input_ids"]))
 

@@ -64,7 +64,7 @@ def stats(
     from zdebias.stats.execution.source import FileInput
 
     path = require(input, "INPUT")
-    targets = [out] if out else []
+    targets: list[str | Path] = [out] if out else []
     targets += (list(plot_paths(plot)) if plot else []) + ([cells] if cells else [])
     for target in targets:
         check_output(target, cli, file=True)

@@ -95,7 +95,9 @@ class GroupAccuracy:
         return self.score(grouping(gold, verdicts, labels=labels), correct)
 
     def score(
-        self, groups: tuple[list[tuple[str, str]], np.ndarray], correct: Sequence[bool | int]
+        self,
+        groups: tuple[list[tuple[str, str]], np.ndarray],
+        correct: Sequence[bool | int] | np.ndarray,
     ) -> dict[str, Any]:
         """:meth:`__call__` from the rows' :func:`grouping`, computed once for many runs."""
         keys, codes = groups
@@ -105,7 +107,7 @@ class GroupAccuracy:
         ok = np.asarray(correct, dtype=np.int64)
         n = np.bincount(codes, minlength=len(index))
         right = np.bincount(codes, weights=ok, minlength=len(index)).astype(np.int64)
-        groups = {
+        cells = {
             group_name(g, v): {
                 "gold": g,
                 "verdict": v,
@@ -115,19 +117,19 @@ class GroupAccuracy:
             for (g, v), i in index.items()
         }
         slices = {name: [0, 0] for name in SLICE_NAMES}
-        for cell in groups.values():
+        for cell in cells.values():
             slices[cell["slice"]][0] += cell["n"]
             slices[cell["slice"]][1] += cell["n_correct"]
         slice_cells = {name: _cell(*v) for name, v in slices.items()}
         a, c = slice_cells["aligned"]["accuracy"], slice_cells["conflicting"]["accuracy"]
-        qualifying = [(name, cell) for name, cell in groups.items() if cell["n"] >= self.min_size]
+        qualifying = [(name, cell) for name, cell in cells.items() if cell["n"] >= self.min_size]
         worst = min(qualifying, key=lambda kv: (kv[1]["accuracy"], -kv[1]["n"]), default=None)
         return {
-            "groups": groups,
+            "groups": cells,
             "slices": slice_cells,
             "gap": a - c if a is not None and c is not None else None,
             "min_size": self.min_size,
-            "n_groups": len(groups),
+            "n_groups": len(cells),
             "n_qualifying": len(qualifying),
             "worst_group": None if worst is None else {"group": worst[0], **worst[1]},
             "worst_group_accuracy": None if worst is None else worst[1]["accuracy"],
@@ -265,7 +267,7 @@ def aligned_loss(
     }
 
 
-def aligned_loss_line(name: str, baseline: str, result: dict[str, Any]) -> str | None:
+def aligned_loss_line(name: str, baseline: str, result: dict[str, Any] | None) -> str | None:
     """The sentence the tables print when ``result`` (:func:`aligned_loss`) is mostly
     aligned loss; None otherwise."""
     if not result or not result["mostly_aligned_loss"]:

@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -91,7 +91,13 @@ class StageConfig(OwnErrors):
     #: bump in a subclass when a stage's behaviour changes so old outputs are redone
     version: ClassVar[int] = 1
     stage: str
-    seed: int | None = Field(default=None, description="random seed (default: the recipe's)")
+    if TYPE_CHECKING:
+        # read-only to the type checker, so that a stage kind whose operation's settings hold
+        # an int seed (default DEFAULT_SEED) may narrow it
+        @property
+        def seed(self) -> int | None: ...
+    else:
+        seed: int | None = Field(default=None, description="random seed (default: the recipe's)")
 
     def hash_excluded(self) -> set[str]:
         """Settings left out of the stage hash: none here; a stage kind with several methods

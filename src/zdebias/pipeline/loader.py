@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from zdebias.errors import ConfigError
 from zdebias.pipeline.catalogue import load_plugins
@@ -87,7 +88,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 # --------------------------------------------------------------------------- validation
 
 
-def _describe_error(err: dict[str, Any], model: type[BaseModel], where: str) -> str:
+def _describe_error(err: ErrorDetails, model: type[BaseModel], where: str) -> str:
     loc = [str(x) for x in err.get("loc", ())]
     place = ".".join([where, *loc]) if where else ".".join(loc)
     if err.get("type") == "extra_forbidden":

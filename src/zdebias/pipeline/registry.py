@@ -121,10 +121,10 @@ def note_skipped(ctx: StageContext, path: str, report: ReadReport) -> None:
             f"{path}: left out {counted(report.n_skipped_by_where, 'row')} not selected by where "
             f"{where_text(report.where or {})}"
         )
-    if report.mapping_line() is not None:
-        ctx.note(report.mapping_line())
-    if report.derived_ids_line() is not None:
-        ctx.note(report.derived_ids_line())
+    if (mapping := report.mapping_line()) is not None:
+        ctx.note(mapping)
+    if (derived := report.derived_ids_line()) is not None:
+        ctx.note(derived)
 
 
 class Inputs:

@@ -254,7 +254,7 @@ class Runner:
                     write_json({"hash": h, "started": utc_now()}, partial / ATTEMPT)
                     extended = True
                     break
-                if is_done(folder, marker, h):
+                if marker is not None and is_done(folder, marker, h):
                     if folder is partial:  # cut between marker and rename: finish the rename
                         promote(partial, final, name)
                     self._adopt(name, marker)
@@ -424,7 +424,7 @@ class Runner:
                 row["action"] = "run (forced)"
             elif self._extends(final, marker, h, base):
                 row["action"] = "resume (other seeds)"
-            elif is_done(final, marker, h):
+            elif marker is not None and is_done(final, marker, h):
                 row["action"] = "skip (up to date)"
                 self._adopt(name, marker)
             elif attempt and attempt.get("hash") == h:

@@ -52,8 +52,9 @@ REPORT = "report.html"
 #: The page layout, in ``zdebias/resources``; this module computes what it shows.
 TEMPLATE = "report.html.j2"
 
-#: How the sizes table names each kind of stage output (GD-NLI Table 1 wording).
-_SIZE_NAMES = {
+#: How the sizes table names each kind of stage output (GD-NLI Table 1 wording), by
+#: (stage kind, output); a stage's kind is None where its record lacks one.
+_SIZE_NAMES: dict[tuple[str | None, str], str] = {
     ("filter", "kept"): "Z(D) — z-filtered",
     ("filter", "rejected"): "Z⁻(D) — rejected by z-filtering",
     ("sample", "samples"): "D_G* — generated samples",
@@ -529,11 +530,15 @@ def _reliance(results: dict[str, Any]) -> dict[str, Any]:
     )
 
     table = results.get("reliance")
-    empty = {"reliance_groups": None, "reliance_shortcuts": None, "reliance_notes": []}
+    empty: dict[str, Any] = {
+        "reliance_groups": None,
+        "reliance_shortcuts": None,
+        "reliance_notes": [],
+    }
     if not table:
         return {"reliance": [], "reliance_meaning": "", "reliance_warnings": [], **empty}
     docs = results.get("documents", [])
-    split = next((d["shortcut_split"] for d in docs if "shortcut_split" in d), {})
+    split: dict[str, Any] = next((d["shortcut_split"] for d in docs if "shortcut_split" in d), {})
     groups = groups_table(docs)
     cuts = shortcuts_table(docs)
     return {

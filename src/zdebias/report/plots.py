@@ -199,7 +199,7 @@ def _draw(
 ) -> Any:
     """The figure of ``backend``, drawn by ``matplotlib`` or ``plotly``; ``png`` / ``html``:
     also written there, both in full and then renamed, the PNG first, the HTML last."""
-    files: dict[Path, str | bytes] = {}
+    files: dict[str | Path, str | bytes] = {}
     fig = None
     if png is not None or backend == "matplotlib":
         fig = matplotlib()

@@ -110,7 +110,7 @@ def read_dynamics(ref: str | Path) -> Dynamics:
         for line_no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            where = {"path": str(path), "line": line_no}
+            where: dict[str, Any] = {"path": str(path), "line": line_no}
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:

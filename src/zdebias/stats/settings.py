@@ -379,7 +379,11 @@ class FilterSettings(ZFilterSettings, CartographySettings, AfliteSettings):
         """Settings left out of a recipe stage's hash: the settings of the methods it does not
         run (their classes name them, ``filter_method``) that z-filtering lacks (and ``method``
         itself for z), so that adding methods left z-filter stages' hashes as they were."""
-        own = [b for b in type(self).__mro__ if b.__dict__.get("filter_method") == self.method]
+        own = [
+            b
+            for b in type(self).__mro__
+            if issubclass(b, Settings) and b.__dict__.get("filter_method") == self.method
+        ]
         honoured = set(own[0].model_fields) if own else set()
         others = set(FilterSettings.model_fields) - {"method"} - honoured
         unused = others - set(ZFilterSettings.model_fields)

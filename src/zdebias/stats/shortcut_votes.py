@@ -189,8 +189,8 @@ def effect_verdicts(
         model_effect, model_votes = model
         sums[model_votes] += model_effect[model_votes]
         carries |= model_votes
-        for i in np.flatnonzero(model_votes):
-            speakers[i].append(-1)
+        for row in np.flatnonzero(model_votes):
+            speakers[row].append(-1)
     if num_labels == 0:
         return Votes(np.full(n_rows, -1), np.zeros(n_rows, dtype=bool), sums, speakers)
     best_label = sums.argmax(axis=1)

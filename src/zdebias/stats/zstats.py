@@ -366,7 +366,7 @@ def significance_curve(
 
 def significant_features(z: np.ndarray, z_c: float) -> np.ndarray:
     """Boolean ``[F]``: the feature's z exceeds ``z_c`` for at least one label."""
-    return (np.asarray(z) > z_c).any(axis=1)
+    return np.asarray((np.asarray(z) > z_c).any(axis=1))
 
 
 def top_table(

@@ -17,6 +17,7 @@ from zdebias.counterfactual.settings import (
 )
 from zdebias.data.schema import Record
 from zdebias.data.writers import write_json, write_records
+from zdebias.errors import ConfigError
 from zdebias.generation.settings import ClientSettings
 from zdebias.pipeline.config import StageConfig
 from zdebias.pipeline.registry import Inputs, StageContext, StageResult, register_stage
@@ -39,7 +40,10 @@ from zdebias.pipeline.stages._common import (
 def _load_classifier(inputs: Inputs, ref: str | None) -> object:
     from zdebias.classify.predict import load_classifier
 
-    return load_classifier(inputs.path("classifier") or ref)
+    path = inputs.path("classifier") or ref
+    if path is None:  # pragma: no cover - called for stages that name one
+        raise ConfigError("no classifier given")
+    return load_classifier(path)
 
 
 def _counterfactuals(

@@ -133,7 +133,7 @@ class FilterConfig(FilterSettings, StageConfig):
             who = "z-filtering" if self.method == "z" else self.method
             raise ValueError(f"like: for method {' or '.join(sized)} ({who} sets no size)")
         unset = key is not None and type(self).model_fields[key].default is None
-        if self.like is not None and unset and getattr(self, key) is not None:
+        if self.like is not None and key is not None and unset and getattr(self, key) is not None:
             raise ValueError(f"give one of like and {key}")
         return self
 
@@ -205,6 +205,7 @@ def _file_input(inputs: Inputs, name: str, ctx: StageContext) -> FileInput:
     reads it: a declared dataset with its reader options, an earlier stage's records as
     JSONL; with the recipe's label set."""
     value = inputs.get(name)
+    read: ReadOptions
     if isinstance(value, DataInput):
         read, what, declared = value.spec, "recipe data", value.spec.path
     elif isinstance(value, OutputInput) and value.kind == "records":

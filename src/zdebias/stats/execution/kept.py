@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -102,7 +102,8 @@ def input_rows(fm: Any, records: Sequence[Record], labels: Sequence[str]) -> Inp
     pair = records[0].is_pair
     if pair:
         preds = meta_predictions(FeatureContext(records, {}), labels)
-        hypotheses = factorize_strings([r.hypothesis for r in records])[0]
+        texts = cast("list[str]", [r.hypothesis for r in records])  # pairs: every one has one
+        hypotheses = factorize_strings(texts)[0]
     else:
         preds = np.full(len(records), -1, dtype=np.int64)
         hypotheses = np.zeros(0, dtype=np.int64)

@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from zdebias.data.process import end_with_parent
 from zdebias.errors import ZdebiasError
@@ -53,16 +53,17 @@ class Workers:
     def gather(self) -> list[Any]:
         """The results of what :meth:`send` started, in order, each as ``(value, parts)`` (a
         generator method's returned value and items); the first error raised."""
-        from multiprocessing.connection import wait
+        from multiprocessing.connection import Connection, wait
 
         parts: list[list[Any]] = [[] for _ in self.conns]
         replies: list[Any] = [None] * len(self.conns)
         pending = {conn: i for i, conn in enumerate(self.conns)}
         while pending:
-            for conn in wait(list(pending)):
+            # wait gives back the connections it was given
+            for conn in cast("list[Connection]", wait(list(pending))):
                 i = pending[conn]
                 try:
-                    kind, value = conn.recv()  # type: ignore[union-attr]
+                    kind, value = conn.recv()
                 except EOFError:
                     proc = self.procs[i]
                     proc.join(timeout=5)

@@ -65,7 +65,11 @@ class ZFilter(FilterMethod):
                     by, by_z = rejected_by[i - n_seed], rejected_z[i - n_seed] = [], []
                 by.append(names[f])
                 by_z.append(round(float(zs[k]), 4) if zs is not None else float("nan"))
-        columns = {"keep": keep, "rejected_by": rejected_by, "rejected_by_z": rejected_z}
+        columns: dict[str, list[Any]] = {
+            "keep": keep,
+            "rejected_by": rejected_by,
+            "rejected_by_z": rejected_z,
+        }
         return FilterOutcome(result.kept, result.rejected, result.summary, columns, result)
 
     def open(self, job: FileJob) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
