@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml
 test: setup
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -ra
 
 # the fast tier: every test not marked slow (no CLI subprocesses, trainings or servers)
@@ -33,12 +34,14 @@ test-fast: setup
 demo: setup
 	$(BIN)/zdebias run configs/demo.yaml --out runs/demo
 
+# mypy: the settings in pyproject.toml ([tool.mypy]: src/zdebias)
 lint: setup
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/bench_zfilter.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache

@@ -58,6 +58,7 @@ from zdebias.stats.settings import (
 if TYPE_CHECKING:
     from zdebias.stats.artifacts import ArtifactResult
     from zdebias.stats.measure import Measurement
+    from zdebias.stats.summaries import FilterSummary, ShortcutSplitSummary
 
 #: Columns :func:`z_filter` adds to (a copy of) the input (its method's ``columns``).
 FILTER_COLUMNS = ("keep", "rejected_by", "rejected_by_z")
@@ -217,7 +218,11 @@ def filter(
     else:
         inputs.embed = _embed
     outcome = chosen.run(rows.records, cfg, inputs)
-    summary = {**outcome.summary, "n_rows": rows.n_rows, "read": rows.report.summary()}
+    summary: FilterSummary = {
+        **outcome.summary,
+        "n_rows": rows.n_rows,
+        "read": rows.report.summary(),
+    }
     for line in summary.get("warnings", ()):  # as `zdebias filter` tells them, on stderr
         logging.getLogger("zdebias").warning("%s", line)
     if rows.kind == "records" and outcome.result is not None:
@@ -567,7 +572,11 @@ def shortcut_split(
     result = split_records(
         train_rows.records, test_rows.records, cfg, labels=labels, progress=progress
     )
-    summary = {**result.summary, "n_rows": test_rows.n_rows, "read": test_rows.report.summary()}
+    summary: ShortcutSplitSummary = {
+        **result.summary,
+        "n_rows": test_rows.n_rows,
+        "read": test_rows.report.summary(),
+    }
     for line in summary["warnings"]:  # as `zdebias shortcut-split` tells them, on stderr
         logging.getLogger("zdebias").warning("%s", line)
     if test_rows.kind == "records":

@@ -10,7 +10,7 @@ pkg.module:Class``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zdebias.errors import ConfigError
@@ -84,7 +84,7 @@ def compared_keys(suites: Sequence[str], extra: Sequence[str] | None = None) -> 
     return [m.key(s) for s in suites for m in metrics if m.key(s) != s]
 
 
-def tested_keys(doc: dict[str, Any], suites: Sequence[str]) -> list[str]:
+def tested_keys(doc: Mapping[str, Any], suites: Sequence[str]) -> list[str]:
     """The keys of ``suites`` ``compare`` tests beside their accuracy (each tested metric's
     primary key: macro-F1, balanced accuracy, and those of the metrics the document names
     under ``extra_metrics``) that every run of ``doc`` has."""

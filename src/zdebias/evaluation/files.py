@@ -18,13 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zdebias.classify.files import Files, skipped_rows
 from zdebias.classify.settings import InferenceSettings
 from zdebias.data.options import counted
 from zdebias.data.where import where_text
 from zdebias.evaluation.settings import EvaluateSettings
+
+if TYPE_CHECKING:
+    from zdebias.evaluation.documents import EvaluationDocument
 
 log = logging.getLogger("zdebias")
 
@@ -65,7 +68,7 @@ class EvaluationFiles(Files):
         name: str | None = None,
         markdown: str | Path | None = None,
         predictions: str | Path | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[EvaluationDocument, str]:
         """Evaluate ``models`` (one per run) on ``suites`` (``NAME=PATH``, read with the
         reader settings, or a path's own ``PATH::KEY=VALUE`` ones); the results document goes
         to ``out`` and its Markdown tables to :func:`markdown_path`, written together; with
@@ -81,7 +84,7 @@ class EvaluationFiles(Files):
         options = {k: v for k, v in self.read.model_dump().items() if k in fields}
         parsed = [parse_suite(s, **options) for s in suites]
 
-        def run(folder: Path | None) -> dict[str, Any]:
+        def run(folder: Path | None) -> EvaluationDocument:
             return evaluate_with_split(
                 models,
                 parsed,

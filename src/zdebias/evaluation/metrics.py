@@ -23,7 +23,7 @@ document's ``runs[].metrics`` and ``summary`` (mean ± std over runs): ``SUITE m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,14 +165,14 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _summary(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
+def _summary(doc: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     values = [run.get("metrics", {}).get(key) for run in doc.get("runs", [])]
     if not values or any(v is None for v in values):
         return None
     return summarize([float(v) for v in values])
 
 
-def label_table(doc: dict[str, Any]) -> dict[str, Any] | None:
+def label_table(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     """Per suite of ``doc``: accuracy, macro-F1 and balanced accuracy, and per gold label its
     accuracy (recall), precision and F1, each mean ± std over the runs (cells as
     :func:`summarize`); None when the runs carry no label metrics

@@ -21,12 +21,15 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
+
+if TYPE_CHECKING:
+    from zdebias.evaluation.documents import EvaluationDocument
 
 #: the compact file's ``kind`` and version
 KIND = "zdebias-predictions"
@@ -125,7 +128,7 @@ def _rows(entry: Mapping[str, Any]) -> list[Record]:
 
 
 def write_predictions(
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Mapping[str, Any]],
     predicted: Sequence[Sequence[Mapping[str, Sequence[Record]]]],
     path: str | Path,
     *,
@@ -277,7 +280,8 @@ def documents(compacted: Mapping[str, Any], *, min_size: int | None = None) -> l
             level = quiet.level
             quiet.setLevel(logging.ERROR)  # the stage said its warnings when it ran
             try:
-                add_reliance(doc, dict(split), rows=slices, min_size=min_size or MIN_GROUP_SIZE)
+                whole = cast("EvaluationDocument", doc)  # as evaluate_models made it
+                add_reliance(whole, dict(split), rows=slices, min_size=min_size or MIN_GROUP_SIZE)
             finally:
                 quiet.setLevel(level)
         out.append(doc)

@@ -15,9 +15,9 @@ methods over seeds like any suite).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -38,6 +38,9 @@ from zdebias.evaluation.groups import (
 )
 from zdebias.evaluation.suites import Suite, load_suite, summarize
 from zdebias.stats.shortcut_split import rows_digest
+
+if TYPE_CHECKING:
+    from zdebias.evaluation.documents import EvaluationDocument, EvaluationRun
 
 log = logging.getLogger("zdebias")
 
@@ -209,7 +212,7 @@ def evaluate_with_split(
     shortcut_split: str | Path | None,
     settings: Any = None,
     **options: Any,
-) -> dict[str, Any]:
+) -> EvaluationDocument:
     """:func:`~zdebias.evaluation.suites.evaluate_models` of ``models`` on ``suites`` plus,
     with ``shortcut_split`` (a ``zdebias shortcut-split`` folder or its summary.json), the
     split's slices as suites and each run's reliance (:func:`add_reliance`); ``options``:
@@ -233,7 +236,7 @@ def evaluate_with_split(
     return add_reliance(doc, split, rows=found["rows"], min_size=min_size)
 
 
-def run_reliance(run: dict[str, Any]) -> dict[str, Any]:
+def run_reliance(run: EvaluationRun) -> dict[str, Any]:
     """One run's accuracy per slice (None for an empty slice) and the gap; the gap is also
     put in ``run["metrics"]`` (:data:`GAP`) when both sides have rows."""
     results = run.get("results", {})
@@ -287,7 +290,7 @@ def _row_keys(
 
 
 def add_groups(
-    doc: dict[str, Any],
+    doc: EvaluationDocument,
     split: dict[str, Any],
     rows: dict[str, list[Record]],
     *,
@@ -386,7 +389,7 @@ def filter_model_overlap(split_bias: dict[str, Any] | None, run: dict[str, Any])
     return None
 
 
-def bias_model_warnings(doc: dict[str, Any], split_bias: dict[str, Any] | None) -> list[str]:
+def bias_model_warnings(doc: Mapping[str, Any], split_bias: dict[str, Any] | None) -> list[str]:
     """One warning per reason a method's runs share the split's bias model
     (:func:`bias_model_overlap`, :func:`filter_model_overlap`), with how many runs."""
     expert = (
@@ -415,12 +418,12 @@ def bias_model_warnings(doc: dict[str, Any], split_bias: dict[str, Any] | None) 
 
 
 def add_reliance(
-    doc: dict[str, Any],
+    doc: EvaluationDocument,
     split: dict[str, Any],
     *,
     rows: dict[str, list[Record]] | None = None,
     min_size: int = MIN_GROUP_SIZE,
-) -> dict[str, Any]:
+) -> EvaluationDocument:
     """``doc`` (an evaluation results document whose suites include the split's) with each
     run's ``reliance``, ``groups`` and ``shortcuts`` (:func:`add_groups`; ``rows``: the
     slices' records, read from the split's folder when not given), the gap's and the
@@ -469,14 +472,14 @@ HEADERS = {
 }
 
 
-def _over_runs(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
+def _over_runs(doc: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     values = [run.get("metrics", {}).get(key) for run in doc["runs"]]
     ok = values and all(v is not None for v in values)
     return summarize([float(v) for v in values]) if ok else None
 
 
 def reliance_table(
-    docs: Sequence[dict[str, Any]], comparison: dict[str, Any] | None = None
+    docs: Sequence[Mapping[str, Any]], comparison: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Per document with a shortcut split: its name and, per column of :data:`COLUMNS`, a
     summary over runs (``{mean, std, n_runs}``, None where absent); ``comparison`` adds the
@@ -511,7 +514,7 @@ def reliance_notes(rows: Sequence[dict[str, Any]], baseline: str | None = None) 
     return [line for line in lines if line]
 
 
-def _group_cells(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _group_cells(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Group name → gold, verdict, slice, n (first run) and the accuracy over runs."""
     runs = [run["groups"] for run in doc["runs"] if run.get("groups")]
     if not runs or len(runs) != len(doc["runs"]):
@@ -524,7 +527,7 @@ def _group_cells(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def groups_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def groups_table(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The gold label × verdict groups of the documents with groups: ``methods`` (names),
     ``rows`` (per group, conflicting groups first: ``name``, ``slice``, ``n``, ``cells``: a
     summary over runs per method) and ``worst`` (per method, one line: the worst group over
@@ -567,7 +570,7 @@ def groups_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {"methods": methods, "rows": rows, "worst": worst_lines}
 
 
-def groups_markdown(docs: Sequence[dict[str, Any]]) -> str:
+def groups_markdown(docs: Sequence[Mapping[str, Any]]) -> str:
     """:func:`groups_table` in Markdown, then its worst-group lines; empty without groups."""
     table = groups_table(docs)
     if table is None:
@@ -580,7 +583,7 @@ def groups_markdown(docs: Sequence[dict[str, Any]]) -> str:
     return "\n".join([*lines, "", *table["worst"]])
 
 
-def shortcuts_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def shortcuts_table(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Per top shortcut of the split: ``name`` (``feature → label``), the rows that carry it
     where it points to the gold label (``n_to_gold``) and elsewhere (``n_elsewhere``), and
     per method the accuracy on each (``cells``: to gold, elsewhere, …; mean ± std over
@@ -607,7 +610,7 @@ def shortcuts_table(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {"methods": [str(d.get("name")) for d in with_view], "rows": rows}
 
 
-def shortcuts_markdown(docs: Sequence[dict[str, Any]]) -> str:
+def shortcuts_markdown(docs: Sequence[Mapping[str, Any]]) -> str:
     """:func:`shortcuts_table` in Markdown; empty without it."""
     table = shortcuts_table(docs)
     if table is None:
@@ -624,7 +627,7 @@ def shortcuts_markdown(docs: Sequence[dict[str, Any]]) -> str:
 
 
 def reliance_markdown(
-    docs: Sequence[dict[str, Any]], comparison: dict[str, Any] | None = None
+    docs: Sequence[Mapping[str, Any]], comparison: dict[str, Any] | None = None
 ) -> str:
     """The reliance table in Markdown (worst group and conflicting first, the gap beside its
     two parts) with :data:`MEANING`, the aligned-loss lines of a comparison, the split's
@@ -635,7 +638,8 @@ def reliance_markdown(
         return ""
     tested = comparison is not None and any(row["test"] for row in rows)
     header = ["Method", *[HEADERS[k] for k in COLUMNS]]
-    header += ["Δ gap vs " + str(comparison["baseline"]), "p", "p (Holm)"] if tested else []
+    if tested and comparison is not None:
+        header += ["Δ gap vs " + str(comparison["baseline"]), "p", "p (Holm)"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for row in rows:
         cells = [format_cell(row["cells"][k]) for k in COLUMNS]

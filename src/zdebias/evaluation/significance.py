@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zdebias.errors import ConfigError
@@ -188,7 +188,7 @@ def bootstrap_interval(only_b: int, only_a: int, n: int) -> list[float]:
     return [float(lo), float(hi)]
 
 
-def _seeds(doc: dict[str, Any]) -> list[Any] | None:
+def _seeds(doc: Mapping[str, Any]) -> list[Any] | None:
     """The runs' seeds, or None when a run has none or two runs share one (they do not pair)."""
     seeds = [run.get("seed") for run in doc.get("runs", [])]
     if not seeds or any(s is None for s in seeds) or len(set(map(str, seeds))) < len(seeds):
@@ -196,7 +196,7 @@ def _seeds(doc: dict[str, Any]) -> list[Any] | None:
     return seeds
 
 
-def _outcomes(doc: dict[str, Any], key: str) -> tuple[str, str] | None:
+def _outcomes(doc: Mapping[str, Any], key: str) -> tuple[str, str] | None:
     """The single run's per-row outcomes on suite ``key`` (``"0110…"``) and the rows' digest,
     when the results keep them."""
     runs = doc.get("runs", [])
@@ -207,8 +207,8 @@ def _outcomes(doc: dict[str, Any], key: str) -> tuple[str, str] | None:
 
 
 def difference_test(
-    base: dict[str, Any],
-    other: dict[str, Any],
+    base: Mapping[str, Any],
+    other: Mapping[str, Any],
     key: str,
     a: list[float],
     b: list[float],
@@ -341,7 +341,7 @@ def legend(
 
 
 def compare_results(
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Mapping[str, Any]],
     *,
     keys: Sequence[str] | None = None,
     alpha: float = 0.05,
@@ -370,7 +370,7 @@ def compare_results(
         raise ValueError("compare needs a baseline and at least one other results document")
     names = list(keys) if keys is not None else suite_names(docs[:1])
 
-    def values(doc: dict[str, Any], key: str) -> list[float] | None:
+    def values(doc: Mapping[str, Any], key: str) -> list[float] | None:
         runs = doc.get("runs", [])
         if key == "Avg.":
             per_run = []

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,9 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.evaluation.metrics import Accuracy, HeuristicCells, label_metrics
 from zdebias.evaluation.metrics import summarize as summarize  # re-exported, as before
+
+if TYPE_CHECKING:
+    from zdebias.evaluation.documents import EvaluationDocument, EvaluationRun
 
 FORMAT_NAME = "zdebias-evaluation"
 FORMAT_VERSION = 1
@@ -390,7 +393,7 @@ def evaluate_models(
     cache_dir: str | Path | None = None,
     metrics: Sequence[str] | None = None,
     **overrides: Any,
-) -> dict[str, Any]:
+) -> EvaluationDocument:
     """Evaluate every model (e.g. one per seed) on every suite; return the results document.
 
     ``settings``: batch size and device (an :class:`~zdebias.classify.settings.InferenceSettings`
@@ -426,7 +429,7 @@ def evaluate_models(
         raise ConfigError(f"suite names must be unique; repeated: {', '.join(dupes)}")
     chosen = suite_metrics(metrics)  # an unknown metric fails before any model loads
     loaded = [load_suite(s) for s in suites]
-    runs = []
+    runs: list[EvaluationRun] = []
     sets = [records for records, _info in loaded]
     novel, where = novel_rows(sets)  # a row in several suites is predicted once
     todo = [rows for rows in novel if rows]
@@ -459,15 +462,10 @@ def evaluate_models(
             gold = [r.label for r in records]
             scored_suite = Scored(suite.name, gold, preds, records, results[suite.name])
             flat.update(flat_scores(chosen, scored_suite))
-        runs.append(
-            {
-                "model": str(model),
-                **_run_info(str(model)),
-                "labels": clf.labels,
-                "results": results,
-                "metrics": flat,
-            }
-        )
+        run: EvaluationRun = {"model": str(model)}
+        run.update(cast("EvaluationRun", _run_info(str(model))))  # what its folder recorded
+        run.update({"labels": clf.labels, "results": results, "metrics": flat})
+        runs.append(run)
         del clf
     keys = list(runs[0]["metrics"])
     summary = {
@@ -475,7 +473,7 @@ def evaluate_models(
         for k in keys
         if all(k in r["metrics"] for r in runs)
     }
-    doc = {
+    doc: EvaluationDocument = {
         "kind": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "name": name or Path(str(models[0])).name,
@@ -559,7 +557,7 @@ class _Results(BaseModel):
     shortcut_split: _SplitInfo | None = None
 
 
-def read_results(path: str | Path) -> dict[str, Any]:
+def read_results(path: str | Path) -> EvaluationDocument:
     """Load a results document written by ``zdebias evaluate``, checked: one
     :class:`ConfigError` line for a file that is missing, not UTF-8 JSON, gives a key twice,
     is of another kind or version, or lacks what the tables read."""
@@ -585,4 +583,4 @@ def read_results(path: str | Path) -> dict[str, Any]:
             v is None or (isinstance(v, float) and math.isnan(v)) for v in summary.get("values", [])
         ):
             raise ConfigError(f"{p}: summary {key!r} holds missing values")
-    return doc
+    return cast("EvaluationDocument", doc)  # its fields checked above (_Results)

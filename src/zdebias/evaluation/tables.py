@@ -11,7 +11,7 @@ summary. Tables only read saved results documents; they never import training co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zdebias.evaluation.cells import SIGNIFICANT as SIGNIFICANT  # re-exported, as before
@@ -25,7 +25,7 @@ from zdebias.evaluation.metrics import (
 from zdebias.evaluation.suites import summarize
 
 
-def suite_names(docs: Sequence[dict[str, Any]]) -> list[str]:
+def suite_names(docs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Top-level suite names across documents, in first-seen order."""
     seen: dict[str, None] = {}
     for doc in docs:
@@ -34,7 +34,7 @@ def suite_names(docs: Sequence[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
-def _run_values(doc: dict[str, Any], key: str) -> list[float] | None:
+def _run_values(doc: Mapping[str, Any], key: str) -> list[float] | None:
     values = [run["metrics"].get(key) for run in doc.get("runs", [])]
     if not values or any(v is None for v in values):
         return None
@@ -42,7 +42,7 @@ def _run_values(doc: dict[str, Any], key: str) -> list[float] | None:
 
 
 def summary_table(
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Mapping[str, Any]],
     *,
     columns: Sequence[str] | None = None,
     average: bool = False,
@@ -74,10 +74,10 @@ def summary_table(
         if unlearned:  # kept in the means (what was measured), said under the tables
             row["did_not_learn"] = unlearned
         if average:
-            per_run = [_run_values(doc, col) for col in cols]
-            if cols and all(v is not None for v in per_run):
-                n = len(per_run[0])  # type: ignore[arg-type]
-                avg = [sum(v[r] for v in per_run) / len(cols) for r in range(n)]  # type: ignore[index]
+            per_run = [v for col in cols if (v := _run_values(doc, col)) is not None]
+            if cols and len(per_run) == len(cols):
+                n = len(per_run[0])
+                avg = [sum(v[r] for v in per_run) / len(cols) for r in range(n)]
                 row["average"] = summarize(avg)
                 if "Avg." in tests.get(i, {}):
                     row["average"]["significant"] = bool(tests[i]["Avg."].get("significant"))
@@ -110,7 +110,7 @@ def unlearned_lines(table: dict[str, Any]) -> list[str]:
     ]
 
 
-def group_table(doc: dict[str, Any], suite: str) -> dict[str, Any] | None:
+def group_table(doc: Mapping[str, Any], suite: str) -> dict[str, Any] | None:
     """Heuristic × gold label (plus ``all``) for a grouped suite (HANS), mean ± std over runs;
     counts ``n`` and ``n_correct`` per cell for each run. None if the suite has no groups."""
     runs = doc.get("runs", [])
@@ -165,7 +165,7 @@ def group_markdown(table: dict[str, Any]) -> str:
     return markdown_table(["heuristic", *table["columns"]], body)
 
 
-def runs_markdown(doc: dict[str, Any]) -> str:
+def runs_markdown(doc: Mapping[str, Any]) -> str:
     """One row per run (model, seed) with its accuracy on each suite."""
     cols = [s["name"] for s in doc.get("suites", [])]
     body = []
@@ -181,7 +181,7 @@ def runs_markdown(doc: dict[str, Any]) -> str:
     return markdown_table(["model", "seed", *cols], body)
 
 
-def render_markdown(doc: dict[str, Any], *, average: bool = False) -> str:
+def render_markdown(doc: Mapping[str, Any], *, average: bool = False) -> str:
     """The Markdown report of one results document: summary, macro-F1 / balanced accuracy
     and per-label tables, heuristic tables, runs."""
     parts = [

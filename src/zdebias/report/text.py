@@ -3,10 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zdebias.data.options import counted
+
+if TYPE_CHECKING:
+    from zdebias.stats.summaries import (
+        AfliteSummary,
+        CartographySummary,
+        FilterSummary,
+        ShortcutSplitSummary,
+        ZFilterSummary,
+    )
 
 
 def inspect_text(info: dict[str, Any]) -> str:
@@ -170,7 +180,7 @@ def cells_text(cells: dict[str, Any], top: int) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def batches_text(summary: dict[str, Any]) -> str:
+def batches_text(summary: ZFilterSummary) -> str:
     """How a z-filter summary's input was cut: ``20 batches of 44, scaled to the data`` (a
     default batch below the paper's 1,000), ``20 batches of 1000``."""
     from zdebias.stats.settings import DEFAULT_BATCH_SIZE
@@ -180,7 +190,7 @@ def batches_text(summary: dict[str, Any]) -> str:
     return f"{summary['n_batches']} batches of {size}" + (", scaled to the data" if scaled else "")
 
 
-def prior_lines(report: dict[str, Any]) -> list[str]:
+def prior_lines(report: Mapping[str, Any]) -> list[str]:
     """What a stats report or filter summary says of its label prior (docs/design.md §14): the
     empirical prior named (and its cells tested exactly, :func:`exact_test_line`), or the
     warning that the labels are imbalanced under 1/L."""
@@ -198,7 +208,7 @@ def prior_lines(report: dict[str, Any]) -> list[str]:
     return [f"warning: {line}"] if line else []
 
 
-def exact_test_line(report: dict[str, Any]) -> str | None:
+def exact_test_line(report: Mapping[str, Any]) -> str | None:
     """What a stats report or filter summary says of its cells tested exactly (a label
     share below 1/L with fewer than 5 rows expected), None when there were none."""
     info = report.get("exact_test")
@@ -213,23 +223,25 @@ def exact_test_line(report: dict[str, Any]) -> str | None:
     )
 
 
-def filter_notes(summary: dict[str, Any]) -> list[str]:
+def filter_notes(summary: ZFilterSummary) -> list[str]:
     """What a z-filter summary's HTML report lists under its counts: :func:`discard_lines`
-    and the summary's warnings (none for another method or an older summary)."""
+    and the summary's warnings (none for another method, whose summary has none of the
+    z-filter's keys, or an older summary)."""
     return [line.strip() for line in discard_lines(summary)] + list(summary.get("warnings", []))
 
 
-def discard_lines(summary: dict[str, Any]) -> list[str]:
+def discard_lines(summary: ZFilterSummary) -> list[str]:
     """A z-filter summary's account of what it removed: the share of the input rows
     rejected, overall and per label; the rows rejected only by features below z_critical
     (and the option that spares them) or that --min-z critical was used; the rows the
     --min-label-share floor kept; the cells tested exactly."""
-    if summary.get("discarded_share") is None:
+    share = summary.get("discarded_share")
+    if share is None:
         return []
     per = ", ".join(
         f"{k} {100 * v:.1f}%" for k, v in summary["label_discarded_share"].items() if v is not None
     )
-    lines = [f"  discarded {100 * summary['discarded_share']:.1f}% of the input rows: {per}"]
+    lines = [f"  discarded {100 * share:.1f}% of the input rows: {per}"]
     z_c = summary["z_critical"]
     if summary.get("min_z") == "critical":
         lines.append(
@@ -257,7 +269,7 @@ def discard_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def filter_text(summary: dict[str, Any], out: Path) -> str:
+def filter_text(summary: FilterSummary, out: Path) -> str:
     """What ``zdebias filter`` prints: the text of the summary's method
     (:func:`zdebias.stats.methods.render_text`), or its counts, labels and files."""
     from zdebias.stats.methods import render_text
@@ -266,7 +278,7 @@ def filter_text(summary: dict[str, Any], out: Path) -> str:
     return text if text is not None else method_text(summary, out)
 
 
-def method_text(s: dict[str, Any], out: Path) -> str:
+def method_text(s: FilterSummary, out: Path) -> str:
     """A filter method's lines when it renders none of its own: counts, labels, files."""
     lines = [f"input {s['n_input']:,}: kept {s['n_kept']:,}, rejected {s['n_rejected']:,}"]
     before, after = s.get("label_counts_before"), s.get("label_counts_after") or {}
@@ -277,7 +289,7 @@ def method_text(s: dict[str, Any], out: Path) -> str:
     return "\n".join([*lines, *_kept_and_written(s, out, "")])
 
 
-def z_filter_text(summary: dict[str, Any], out: Path) -> str:
+def z_filter_text(summary: ZFilterSummary, out: Path) -> str:
     """What ``zdebias filter`` (z-filtering) prints."""
     lines = [
         f"input {summary['n_input']:,}"
@@ -324,19 +336,19 @@ def z_filter_text(summary: dict[str, Any], out: Path) -> str:
     return "\n".join([*lines, *_kept_and_written(summary, out, "features refit on it, ")])
 
 
-def _wrote(summary: dict[str, Any], out: Path, main: str) -> str:
+def _wrote(summary: Mapping[str, Any], out: Path, main: str) -> str:
     """A filter's or recipe's last line: the files it wrote (``main`` and ``rejected.jsonl``
     unless the summary lists its ``output_files``), and ``summary.json``."""
     names = [*summary.get("output_files", [main, "rejected.jsonl"]), "summary.json"]
     return f"wrote {', '.join(str(out / name) for name in names)}"
 
 
-def _kept_file(summary: dict[str, Any]) -> str:
+def _kept_file(summary: Mapping[str, Any]) -> str:
     """The kept rows' file: ``kept.jsonl``, or in the input's schema ``kept.tsv`` etc."""
     return str(summary.get("output_files", ["kept.jsonl"])[0])
 
 
-def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str]:
+def _kept_and_written(summary: FilterSummary, out: Path, note: str) -> list[str]:
     """A filter's last lines: ``zdebias stats`` of the kept rows, and the files written."""
     lines = []
     kept = summary.get("stats_of_kept")
@@ -352,7 +364,7 @@ def _kept_and_written(summary: dict[str, Any], out: Path, note: str) -> list[str
     return lines
 
 
-def aflite_text(s: dict[str, Any], out: Path) -> str:
+def aflite_text(s: AfliteSummary, out: Path) -> str:
     """``zdebias filter --method aflite``'s lines: counts, settings, rounds, embeddings."""
     emb = s["embeddings"]
     cache = "cache hit" if emb.get("cache_hit") else "embedded, cached"
@@ -375,7 +387,7 @@ def aflite_text(s: dict[str, Any], out: Path) -> str:
     return "\n".join([*lines, *_kept_and_written(s, out, "")])
 
 
-def cartography_text(summary: dict[str, Any], out: Path) -> str:
+def cartography_text(summary: CartographySummary, out: Path) -> str:
     """What ``zdebias filter --method cartography`` prints."""
     means = summary["kept_means"]
     lines = [
@@ -421,7 +433,7 @@ def combine_text(s: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
-def shortcut_split_text(s: dict[str, Any], out: Path) -> str:
+def shortcut_split_text(s: ShortcutSplitSummary, out: Path) -> str:
     """``zdebias shortcut-split``: rows per slice (and per gold label), the features that
     decided most rows."""
     c, n = s["counts"], max(s["n_test"], 1)

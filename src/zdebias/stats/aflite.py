@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from zdebias.data.schema import Record
 from zdebias.errors import ConfigError
 from zdebias.stats.settings import AFLITE_RULE, AfliteSettings, scaled_aflite
 from zdebias.stats.zstats import label_ids
+
+if TYPE_CHECKING:
+    from zdebias.stats.summaries import AfliteSummary
 
 #: ``(records, settings, *, progress) -> (embeddings [rows, dim], info)``: the rows'
 #: embeddings with ``settings.encoder`` and what was done (encoder, cache hit);
@@ -234,7 +237,7 @@ class AfliteResult:
 
     kept: list[Record]
     rejected: list[Record]
-    summary: dict[str, Any]
+    summary: AfliteSummary
     arrays: AfliteArrays = field(repr=False)
 
 
@@ -308,7 +311,7 @@ def aflite_filter(
     given = {
         name: getattr(cfg, name) is not None for name in ("aflite_m", "aflite_k", "aflite_target")
     }
-    summary: dict[str, Any] = {
+    summary: AfliteSummary = {
         "method": "aflite",
         "n_input": len(records),
         "n_seed": 0,

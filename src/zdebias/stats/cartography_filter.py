@@ -16,7 +16,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from zdebias.stats.dynamics import Dynamics, read_dynamics
 from zdebias.stats.execution.plan import Filtered
 from zdebias.stats.execution.source import FileInput, HypoOnly, read_source
 from zdebias.stats.settings import CartographySettings, FilterSettings
+
+if TYPE_CHECKING:
+    from zdebias.stats.summaries import CartographySummary
 
 
 def region_reason(region: str, fraction: float) -> str:
@@ -70,7 +73,7 @@ def match_dynamics(records: list[Record], dynamics: Dynamics, source: str) -> np
 
 def cartography_split(
     records: list[Record], dynamics: Dynamics, settings: CartographySettings, source: str
-) -> tuple[list[Record], list[Record], dict[str, Any], np.ndarray]:
+) -> tuple[list[Record], list[Record], CartographySummary, np.ndarray]:
     """``(kept, rejected, summary, keep)`` of ``records`` for the region: kept and rejected in
     input order, ``keep`` the boolean mask over ``records``."""
     check_epochs(settings.region, dynamics.n_epochs, dynamics.path)
@@ -103,7 +106,7 @@ def cartography_split(
             meta = {**r.meta, "rejected_by": [reason], "cartography": values}
             rejected.append(r.replace(meta=meta))
     n = len(records)
-    summary = {
+    summary: CartographySummary = {
         "method": "cartography",
         "dynamics": dynamics.path,
         "region": settings.region,
@@ -170,6 +173,7 @@ def filter_by_dynamics(
     dynamics = read_dynamics(settings.dynamics)
     records, report = read_source(source, settings, hypo_only=hypo_only, progress=progress)
     kept, rejected, summary, _ = cartography_split(records, dynamics, settings, source.shown)
+    assert report.labels is not None  # read_source refuses a file without labelled records
     summary["labels"] = list(report.labels)
     of_kept = stats_of_kept(kept, settings, labels=report.labels) if kept else None
 

@@ -34,7 +34,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from zdebias.stats.zstats import z_critical, z_from_counts, z_statistics
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
+
+    from zdebias.stats.summaries import ShortcutSplitSummary
 
 #: the slices, in the order of :func:`slices`' codes 0, 1, 2
 SLICES = ("aligned", "conflicting", "free")
@@ -160,7 +162,7 @@ class ShortcutSplit:
     aligned: list[Record]
     conflicting: list[Record]
     free: list[Record]
-    summary: dict[str, Any]
+    summary: ShortcutSplitSummary
     #: the slice code of each test record, in test order
     codes: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: every test record with its ``meta.shortcut``, in test order
@@ -291,7 +293,7 @@ def split_records(
     )
     summary = _summary(out, codes, y_test, verdicts, tied, labels, cfg, len(train))
     out = with_carried(out, test_matrix, names, summary["deciding_features"])
-    summary.update(used)
+    summary.update(cast("ShortcutSplitSummary", used))  # the effect rule's keys
     if cfg.rule == "effect":
         summary["rule"] = RULE_EFFECT
     summary["used"] = _used(cfg, pair, train, used)
@@ -305,10 +307,12 @@ def split_records(
     if skew:
         summary["warnings"].append(skew)
     summary.update(
-        label_prior=cfg.label_prior or "uniform",
-        n_features=n_features,
-        z_critical=z_c,
-        n_significant=n_significant,
+        {
+            "label_prior": cfg.label_prior or "uniform",
+            "n_features": n_features,
+            "z_critical": z_c,
+            "n_significant": n_significant,
+        }
     )
     if cfg.label_prior == "empirical":  # cells with too few expected rows: tested exactly
         summary["exact_test"] = _exact_test(matrix[:n_train], y_train, labels, z_c)
@@ -483,6 +487,7 @@ def _speakers(
     rows = []
     for j in spoke:
         eff = model_effect if j < 0 else effects[j]
+        assert eff is not None  # -1 (the model) speaks only where it is given
         name = f"hypo-only-pred={labels[model_label]}" if j < 0 else names[j]
         zz = None if j < 0 else z[j]
         li = verdict if verdict >= 0 else int(np.argmax(eff))
@@ -670,7 +675,7 @@ def _summary(
     labels: tuple[str, ...],
     cfg: ShortcutSplitSettings,
     n_train: int,
-) -> dict[str, Any]:
+) -> ShortcutSplitSummary:
     """Counts per slice and gold label, the features that decided most rows, warnings."""
     counts = {name: int((codes == k).sum()) for k, name in enumerate(SLICES)}
     per_label = {
@@ -701,7 +706,7 @@ def _summary(
     line = reliable_gap_warning(counts["conflicting"])
     if line:
         warnings.append(line)
-    summary: dict[str, Any] = {
+    summary: ShortcutSplitSummary = {
         "by": cfg.by,
         "rule": RULE,
         "labels": list(labels),

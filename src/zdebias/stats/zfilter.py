@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
     from zdebias.features.keys import FeatureKey
     from zdebias.features.matrix import FeatureMatrix
+    from zdebias.stats.summaries import ZFilterSummary
 
 SUMMARY_TOP = 5
 #: Candidate pool of the incremental top-k: at least this many features per label ...
@@ -202,10 +203,10 @@ def _z_rows(
     ``p0``: each label's null share ``[L]`` (None: 1/L)."""
     c = counts.reshape(-1, num_labels)[cols].astype(np.float64)
     n = c.sum(axis=1)
-    p0 = 1.0 / num_labels if p0 is None else p0[None, :]
+    null = 1.0 / num_labels if p0 is None else p0[None, :]
     safe = np.maximum(n, 1.0)[:, None]
-    z = (c / safe - p0) / np.sqrt(p0 * (1.0 - p0) / safe)
-    guard_z(z, c, n, None if np.isscalar(p0) else p0[0])
+    z = (c / safe - null) / np.sqrt(null * (1.0 - null) / safe)
+    guard_z(z, c, n, p0)
     z[n == 0] = -np.inf
     return z.T
 
@@ -445,7 +446,7 @@ class ZFilterResult:
     kept: list[Record]
     rejected: list[Record]
     accepted: list[Record]
-    summary: dict[str, Any]
+    summary: ZFilterSummary
     features: FeatureMatrix | None = None
     arrays: FilterArrays | None = field(default=None, repr=False)
 
@@ -508,7 +509,7 @@ def summarize_filter(
     n_seed: int,
     settings: dict[str, Any],
     alpha: float = 0.01,
-) -> dict[str, Any]:
+) -> ZFilterSummary:
     """The summary dict: sizes, label counts and top z per label before and after."""
     big_l = len(labels)
     all_rows = len(before_rows) == fm.n_records and np.array_equal(
@@ -573,7 +574,7 @@ def summarize_filter(
     n_kept_after = 0
     if kept is not None:  # the features that are the task: reported, marked, never filtered
         n_kept_after = int(((z_after > z_c).any(axis=1) & kept.mask).sum())
-        block = kept.block((z_before > z_c).any(axis=1))
+        block = kept.block(np.asarray((z_before > z_c).any(axis=1)))
         unmatched = block.pop("unmatched")
         block["n_significant_before"] = block.pop("n_significant")
         block.update(n_significant_after=n_kept_after, unmatched=unmatched)
@@ -602,7 +603,7 @@ def summarize_filter(
             summary["warnings"].append(
                 line + ": z-filtering against 1/L rebalances the labels and drops rows for it"
             )
-    return summary
+    return cast("ZFilterSummary", summary)  # its settings' keys (**settings) are in it too
 
 
 def discards(
@@ -825,7 +826,7 @@ def filter_summary(
     *,
     n_seed: int = 0,
     given_matrix: bool = False,
-) -> dict[str, Any]:
+) -> ZFilterSummary:
     """:func:`summarize_filter` of every row of ``fm`` (the first ``n_seed`` the seed's) with
     the settings ``cfg`` records (``given_matrix``: features given, not extracted here)."""
     settings = summary_settings(cfg)
@@ -928,20 +929,23 @@ def z_filter(
             kept=seed,
             rejected=[],
             accepted=[],
-            summary={
-                "n_input": 0,
-                "n_seed": len(seed),
-                "n_accepted": 0,
-                "n_kept": len(seed),
-                "n_rejected": 0,
-                "labels": list(labels),
-                **summary_settings(cfg),
-                "zfilter_batch_size_rule": "given"
-                if cfg.zfilter_batch_size is not None
-                else SCALED_RULE,
-                "n_batches": 0,
-                "warnings": [],
-            },
+            summary=cast(
+                "ZFilterSummary",
+                {
+                    "n_input": 0,
+                    "n_seed": len(seed),
+                    "n_accepted": 0,
+                    "n_kept": len(seed),
+                    "n_rejected": 0,
+                    "labels": list(labels),
+                    **summary_settings(cfg),
+                    "zfilter_batch_size_rule": "given"
+                    if cfg.zfilter_batch_size is not None
+                    else SCALED_RULE,
+                    "n_batches": 0,
+                    "warnings": [],
+                },
+            ),
         )
     fm, y, arrays = _filter(
         everything, len(seed), labels, cfg, feature_matrix=feature_matrix, progress=progress

@@ -9,6 +9,7 @@ its results and tables.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -311,7 +312,7 @@ class TableSettings:
 
 
 def evaluation_tables(
-    docs: list[dict[str, Any]], suites: list[str], cfg: TableSettings
+    docs: Sequence[Mapping[str, Any]], suites: list[str], cfg: TableSettings
 ) -> tuple[dict[str, Any], str, list[str]]:
     """An evaluate stage's ``results.json`` content, ``table.md`` text and the lines on runs
     that did not learn, from its results documents (one per method)."""
@@ -381,7 +382,7 @@ def rebuilt_tables(path: str | Path) -> tuple[dict[str, Any], str]:
 
 
 def publish_predictions(
-    docs: list[dict[str, Any]],
+    docs: Sequence[Mapping[str, Any]],
     rows: Path,
     out: Path,
     split: str | Path | None,
@@ -424,7 +425,7 @@ def publish_predictions(
 
 
 def baseline_comparisons(
-    docs: list[dict[str, Any]], cfg: TableSettings | EvaluateConfig
+    docs: Sequence[Mapping[str, Any]], cfg: TableSettings | EvaluateConfig
 ) -> list[dict[str, Any]]:
     """The tests of every method against each of ``cfg.baselines`` (default: the first
     method), one comparison per baseline; with ``cfg.detail`` also on every flat metric of

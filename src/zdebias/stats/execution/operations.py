@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zdebias.data.options import OutputOptions
 from zdebias.errors import ConfigError
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from zdebias.data.schema import Record
     from zdebias.stats.aflite import Embed
     from zdebias.stats.measure import Measurement
+    from zdebias.stats.summaries import FilterSummary, ShortcutSplitSummary
 
 
 def filter_file(
@@ -49,7 +50,7 @@ def filter_file(
     overwrite: bool = False,
     progress: bool = False,
     output: OutputOptions | None = None,
-) -> dict[str, Any]:
+) -> FilterSummary:
     """z-filter ``source`` (GD-NLI Algorithm 1), conditionally on ``seed`` when given, and
     publish the folder ``out`` whole: ``kept.jsonl``, ``rejected.jsonl``, ``summary.json``
     (:func:`~zdebias.data.writers.publish_folder`; an existing ``out`` only with
@@ -67,12 +68,13 @@ def filter_file(
         if schema is None:
             return publish_folder(out, write, overwrite=overwrite)
 
-        def build(work: Path) -> dict[str, Any]:
+        def build(work: Path) -> FilterSummary:
             summary = write(work)
             seen = itertools.count()
             n_seed = summary["n_seed"]
             from_input = {"kept": lambda r: next(seen) >= n_seed, "rejected": lambda r: True}
-            return _rewrite(work, summary, schema, summary["read"]["task"], from_input)
+            rewritten = _rewrite(work, summary, schema, summary["read"]["task"], from_input)
+            return cast("FilterSummary", rewritten)  # with output_schema and output_files
 
         return publish_folder(out, build, overwrite=overwrite)
 
@@ -88,7 +90,7 @@ def _input_schema(source: FileInput, output: OutputOptions | None) -> InputSchem
 
 def _rewrite(
     work: Path,
-    summary: dict[str, Any],
+    summary: Mapping[str, Any],
     schema: InputSchema,
     task: str,
     from_input: dict[str, Callable[[Any], bool]],
@@ -112,7 +114,7 @@ def run_filter(
     hypo_only: HypoOnly | None = None,
     embed: Embed | None = None,
     progress: bool = False,
-) -> Iterator[Callable[..., dict[str, Any]]]:
+) -> Iterator[Callable[..., FilterSummary]]:
     """Read and z-filter ``source`` as :func:`~zdebias.stats.execution.plan.plan_filter` chooses (or
     run AFLite in this process, when ``settings.method`` says so);
     entered once the filter has run, it gives ``write(folder, *, sources=True)``, which
@@ -124,11 +126,11 @@ def run_filter(
     way = _way(source, settings, seed, hypo_only, embed, progress)
     with way as write_outputs:
 
-        def write(folder: Path, *, sources: bool = True) -> dict[str, Any]:
+        def write(folder: Path, *, sources: bool = True) -> FilterSummary:
             from zdebias.data.writers import write_json
 
             filtered = write_outputs(Path(folder))
-            summary = {**filtered.summary, "stats_of_kept": filtered.stats_of_kept}
+            summary: FilterSummary = {**filtered.summary, "stats_of_kept": filtered.stats_of_kept}
             for line in summary["warnings"]:
                 source.teller.warn(f"{source.shown}: {line}")
             if sources:
@@ -334,7 +336,7 @@ def shortcut_split_file(
     overwrite: bool = False,
     progress: bool = False,
     compare_with: str | Path | None = None,
-) -> dict[str, Any]:
+) -> ShortcutSplitSummary:
     """Split ``test`` (read with the training set's label set unless its own is given) by
     the shortcuts of ``train`` (:mod:`zdebias.stats.shortcut_split`) and publish the folder
     ``out``: ``aligned.jsonl``, ``conflicting.jsonl``, ``free.jsonl``, ``summary.json``; the
@@ -349,10 +351,10 @@ def shortcut_split_file(
     if test.task is None:
         test = dataclasses.replace(test, task=train_report.task)
     test_records, test_report = read_source(test, model, hypo_only=hypo_only, progress=progress)
-    split = split_records(
-        train_records, test_records, settings, labels=train_report.labels, progress=progress
-    )
-    summary = {
+    labels = train_report.labels
+    assert labels is not None  # read_source refuses a training set without labelled records
+    split = split_records(train_records, test_records, settings, labels=labels, progress=progress)
+    summary: ShortcutSplitSummary = {
         "train": train.path,
         "test": test.path,
         **split.summary,
@@ -372,7 +374,7 @@ def shortcut_split_file(
         test.teller.warn(line)
     files = {f"{name}.jsonl": records for name, records in split.parts().items()}
 
-    def build(work: Path) -> dict[str, Any]:
+    def build(work: Path) -> ShortcutSplitSummary:
         write_files(work, {**files, "summary.json": summary}, num_proc=1)
         return summary
 

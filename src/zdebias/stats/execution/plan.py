@@ -19,13 +19,16 @@ import sys
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from zdebias.data.mapping import ReadReport
 from zdebias.data.options import ReadOptions
 from zdebias.errors import ConfigError, DataError
 from zdebias.stats.execution.kept import matrix_describes_kept
 from zdebias.stats.settings import ZFilterSettings
+
+if TYPE_CHECKING:
+    from zdebias.stats.summaries import FilterSummary
 
 #: Below this size one process is as fast (forking and merging cost more than they save).
 SHARD_MIN_BYTES = 64 << 20
@@ -59,7 +62,7 @@ class Filtered(NamedTuple):
     the filter summary (:func:`~zdebias.stats.zfilter.filter_summary`), its
     ``stats_of_kept``, and the read reports of the input and of the seed (if any)."""
 
-    summary: dict[str, Any]
+    summary: FilterSummary
     stats_of_kept: dict[str, Any] | None
     report: ReadReport
     seed_report: ReadReport | None = None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from zdebias.stats.aflite import Embed
     from zdebias.stats.execution.plan import Filtered
     from zdebias.stats.execution.source import FileInput, HypoOnly
+    from zdebias.stats.summaries import FilterSummary
 
 
 @dataclass
@@ -79,7 +80,7 @@ class FilterOutcome:
 
     kept: list[Record]
     rejected: list[Record]
-    summary: dict[str, Any]
+    summary: FilterSummary
     columns: dict[str, list[Any]]
     result: Any = None
 
@@ -112,40 +113,45 @@ class FilterMethod:
         """Filter ``records`` (labelled, as read) with ``settings`` (of :attr:`settings`)."""
         raise NotImplementedError
 
-    @contextlib.contextmanager
-    def open(self, job: FileJob) -> Iterator[Callable[[Path], Filtered]]:
+    def open(self, job: FileJob) -> contextlib.AbstractContextManager[Callable[[Path], Filtered]]:
         """The file way of :func:`~zdebias.stats.execution.operations.run_filter`: read
         ``job.source``, :meth:`run`, the kept rows' z-statistics; gives
         ``write(folder) -> Filtered``."""
-        from zdebias.stats.execution.plan import Filtered
-        from zdebias.stats.execution.source import read_source
-        from zdebias.stats.measure import stats_of_kept
+        return _read_run_write(self, job)
 
-        source, settings, progress = job.source, job.settings, job.progress
-        records, report = read_source(source, settings, hypo_only=job.hypo_only, progress=progress)
-        inputs = FilterInputs(
-            labels=report.labels, embed=job.embed, source=source.shown, progress=progress
-        )
-        outcome = self.run(records, self.settings.take(settings), inputs)
-        kept = outcome.kept
-        summary = {
-            "method": self.name,
-            "n_input": len(records),
-            "n_seed": 0,
-            "n_kept": len(kept),
-            "n_rejected": len(outcome.rejected),
-            "warnings": [],
-            **outcome.summary,
-        }
-        of_kept = stats_of_kept(kept, settings, labels=report.labels) if kept else None
 
-        def write(folder: Path) -> Filtered:
-            from zdebias.data.writers import write_files
+@contextlib.contextmanager
+def _read_run_write(method: FilterMethod, job: FileJob) -> Iterator[Callable[[Path], Filtered]]:
+    """:meth:`FilterMethod.open`'s default way, for ``method``."""
+    from zdebias.stats.execution.plan import Filtered
+    from zdebias.stats.execution.source import read_source
+    from zdebias.stats.measure import stats_of_kept
 
-            write_files(folder, {"kept.jsonl": kept, "rejected.jsonl": outcome.rejected})
-            return Filtered(summary, of_kept, report, None)
+    source, settings, progress = job.source, job.settings, job.progress
+    records, report = read_source(source, settings, hypo_only=job.hypo_only, progress=progress)
+    inputs = FilterInputs(
+        labels=report.labels, embed=job.embed, source=source.shown, progress=progress
+    )
+    outcome = method.run(records, method.settings.take(settings), inputs)
+    kept = outcome.kept
+    summary: FilterSummary = {
+        "method": method.name,
+        "n_input": len(records),
+        "n_seed": 0,
+        "n_kept": len(kept),
+        "n_rejected": len(outcome.rejected),
+        "warnings": [],
+        **outcome.summary,
+    }
+    of_kept = stats_of_kept(kept, settings, labels=report.labels) if kept else None
 
-        yield write
+    def write(folder: Path) -> Filtered:
+        from zdebias.data.writers import write_files
+
+        write_files(folder, {"kept.jsonl": kept, "rejected.jsonl": outcome.rejected})
+        return Filtered(summary, of_kept, report, None)
+
+    yield write
 
 
 def register_filter_method(cls: type[FilterMethod]) -> type[FilterMethod]:
@@ -189,7 +195,7 @@ def _named(method: FilterMethod, name: str) -> FilterMethod:
     return cls()
 
 
-def render_text(summary: dict[str, Any], out: Path) -> str | None:
+def render_text(summary: FilterSummary, out: Path) -> str | None:
     """What ``zdebias filter`` prints for ``summary``, by its method's ``text`` (None when the
     method has none)."""
     from zdebias.features.tokenize import load_function
