@@ -81,20 +81,20 @@ class DynamicsRecorder(TrainerCallback):
 
     # ------------------------------------------------------------------ HF hooks
 
-    def on_epoch_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_epoch_begin(self, args, state, control, **kwargs):
         """The epoch now trained: 0, 1, ...; a run resumed inside epoch e goes on with e."""
         self.epoch = math.floor(float(state.epoch or 0) + 1e-9)
         return control
 
-    def on_epoch_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_epoch_end(self, args, state, control, **kwargs):
         self.merge()
         return control
 
-    def on_save(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_save(self, args, state, control, **kwargs):
         self.merge()  # before the checkpoint's own state is written (main process)
         return control
 
-    def on_train_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_train_end(self, args, state, control, **kwargs):
         self.merge()
         return control
 

@@ -443,7 +443,7 @@ def _train(
     the_task = get_task(task) if task is not None else infer_task(train)
     labels = list(the_task.labels)
     pair = train[0].is_pair
-    kind: InputKind = s.input_kind or ("pair" if pair else "text")  # type: ignore[assignment]
+    kind: InputKind = s.input_kind or ("pair" if pair else "text")
     if kind not in INPUT_KINDS:
         raise ConfigError(f"unknown input {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
     if kind in ("pair", "hypothesis-only") and not pair:

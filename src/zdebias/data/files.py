@@ -230,7 +230,7 @@ def duplicate_key_error(key: str, times: int, path: Path, line: int) -> DataErro
     return DataError(message, path=str(path), line=line, field=key)
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list):
     """A JSON object read as its ``(key, value)`` pairs, every key kept."""
 
 
@@ -370,7 +370,7 @@ def _plain_document(
             while end < 0:
                 if not text.startswith('"', pos):
                     raise _NotPlain
-                key, after = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
+                key, after = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]  # typeshed lacks it
                 keys.append((key, pos))
                 after = _WS.match(text, after).end()  # type: ignore[union-attr]
                 if not text.startswith(":", after):

@@ -195,7 +195,7 @@ def label_table(doc: Mapping[str, Any]) -> dict[str, Any] | None:
                     "label": lab,
                     "n": cell["n"],
                     **{
-                        name: summarize([float(c[name]) for c in per_run])  # type: ignore[index]
+                        name: summarize([float(c[name]) for c in per_run])
                         for name in ("recall", "precision", "f1")
                     },
                 }

@@ -46,7 +46,7 @@ def complete_groups(
     """Each ``(prompts, seed)`` group completed: in one batch where the backend can
     (``complete_groups``, HF), else group by group."""
     if hasattr(engine, "complete_groups"):
-        return engine.complete_groups(groups, choices=choices)  # type: ignore[no-any-return]
+        return engine.complete_groups(groups, choices=choices)
     return [engine.complete(p, seed, choices=choices) if p else [] for p, seed in groups]
 
 

@@ -365,7 +365,7 @@ def _without_old_batch_flag() -> type[ZFilterSettings]:
     cli = dict(extra["cli"])
     cli["deprecated"] = [d for d in cli["deprecated"] if d != "--batch-size"]
     field = FieldInfo.merge_field_infos(info, json_schema_extra={"cli": cli})
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         "ZFilterSettings", __base__=ZFilterSettings, zfilter_batch_size=(int | None, field)
     )
 

@@ -44,7 +44,7 @@ def read_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise DataError(f"invalid JSON ({err.msg})", path=str(path), line=err.lineno) from err
 

@@ -313,7 +313,7 @@ class _CollatorEpoch(TrainerCallback):
         self.collator = collator
         self.sampler = sampler
 
-    def on_epoch_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_epoch_begin(self, args, state, control, **kwargs):
         self.collator.set_epoch(int(state.epoch or 0))
         if self.sampler is not None:
             self.sampler.set_epoch(int(state.epoch or 0))
@@ -329,7 +329,7 @@ def _make_args(run: TrainingRun, overrides: dict[str, Any]) -> GeneratorTraining
         overrides = {"dataloader_pin_memory": False, "use_cpu": True, **overrides}
     else:  # pinned batches (HF's default on a GPU) copied without waiting
         overrides = {**gpu_arguments(), **overrides}
-    return run.arguments(GeneratorTrainingArguments, overrides)  # type: ignore[no-any-return]
+    return run.arguments(GeneratorTrainingArguments, overrides)
 
 
 def _encode_all(

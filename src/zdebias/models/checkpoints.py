@@ -199,7 +199,7 @@ class Checkpointing(TrainerCallback):
 
     # ------------------------------------------------------------------ HF hooks
 
-    def on_epoch_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_epoch_begin(self, args, state, control, **kwargs):
         """Keep the random state the epoch starts with; a resumed run starts its epoch with
         the saved one, so a sampler that shuffles with the global RNG (HF's length-grouped
         sampler) deals the same batches as the uninterrupted run."""
@@ -209,7 +209,7 @@ class Checkpointing(TrainerCallback):
         self._epoch_rng = rng_state()
         return control
 
-    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_step_end(self, args, state, control, **kwargs):
         """No checkpoint after the last step (the finished model is published instead); one
         due at the end of an epoch waits for the epoch's evaluation (HF saves before it), so
         a run resumed there does not skip that evaluation."""
@@ -220,14 +220,14 @@ class Checkpointing(TrainerCallback):
             self._save_at_epoch_end = True
         return control
 
-    def on_epoch_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_epoch_end(self, args, state, control, **kwargs):
         """The checkpoint deferred from the epoch's last step, after its evaluation."""
         if self._save_at_epoch_end and state.global_step < state.max_steps:
             control.should_save = True
         self._save_at_epoch_end = False
         return control
 
-    def on_save(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def,override]
+    def on_save(self, args, state, control, **kwargs):
         """Our state and the completion marker into the new checkpoint; drop older ones."""
         folder = Path(args.output_dir) / f"{PREFIX}{state.global_step}"
         if not state.is_world_process_zero or not folder.is_dir():

@@ -114,7 +114,7 @@ def broadcast(value: T) -> T:
         return value
     box = [value]
     dist.broadcast_object_list(box, src=0)
-    return box[0]  # type: ignore[no-any-return]
+    return box[0]
 
 
 def sum_over_processes(value: float) -> float:

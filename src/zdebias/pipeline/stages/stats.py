@@ -113,7 +113,7 @@ class FilterConfig(FilterSettings, StageConfig):
     input: RecordsRef
     seed_data: OptRecordsRef = None
     hypo_only_model: OptModelRef = Field(None, description=_HYPO_ONLY_HELP)
-    dynamics: OptModelRef = Field(  # type: ignore[assignment]
+    dynamics: OptModelRef = Field(
         None, description=FilterSettings.model_fields["dynamics"].description
     )
     like: OptRecordsRef = Field(

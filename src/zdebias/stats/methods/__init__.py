@@ -169,7 +169,7 @@ def filter_method(name: str) -> FilterMethod:
     from zdebias.features.tokenize import load_function
 
     if name in REGISTRY:
-        return REGISTRY[name]  # type: ignore[no-any-return]
+        return REGISTRY[name]
     why = unknown_method(name)
     if why is not None:
         raise ConfigError(why)
