@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from zdebias.data.writers import atomic_open
 from zdebias.models.distributed import world_size
@@ -81,20 +81,44 @@ class DynamicsRecorder(TrainerCallback):
 
     # ------------------------------------------------------------------ HF hooks
 
-    def on_epoch_begin(self, args, state, control, **kwargs):
+    def on_epoch_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """The epoch now trained: 0, 1, ...; a run resumed inside epoch e goes on with e."""
         self.epoch = math.floor(float(state.epoch or 0) + 1e-9)
         return control
 
-    def on_epoch_end(self, args, state, control, **kwargs):
+    def on_epoch_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         self.merge()
         return control
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         self.merge()  # before the checkpoint's own state is written (main process)
         return control
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         self.merge()
         return control
 

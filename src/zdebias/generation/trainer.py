@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import (
+    Trainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 
 from zdebias.data.labels import Task, get_task
 from zdebias.data.schema import Record
@@ -313,7 +319,13 @@ class _CollatorEpoch(TrainerCallback):
         self.collator = collator
         self.sampler = sampler
 
-    def on_epoch_begin(self, args, state, control, **kwargs):
+    def on_epoch_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         self.collator.set_epoch(int(state.epoch or 0))
         if self.sampler is not None:
             self.sampler.set_epoch(int(state.epoch or 0))

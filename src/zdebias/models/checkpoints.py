@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from zdebias.data.writers import write_json
 from zdebias.errors import ConfigError
@@ -199,7 +199,13 @@ class Checkpointing(TrainerCallback):
 
     # ------------------------------------------------------------------ HF hooks
 
-    def on_epoch_begin(self, args, state, control, **kwargs):
+    def on_epoch_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """Keep the random state the epoch starts with; a resumed run starts its epoch with
         the saved one, so a sampler that shuffles with the global RNG (HF's length-grouped
         sampler) deals the same batches as the uninterrupted run."""
@@ -209,7 +215,13 @@ class Checkpointing(TrainerCallback):
         self._epoch_rng = rng_state()
         return control
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """No checkpoint after the last step (the finished model is published instead); one
         due at the end of an epoch waits for the epoch's evaluation (HF saves before it), so
         a run resumed there does not skip that evaluation."""
@@ -220,16 +232,30 @@ class Checkpointing(TrainerCallback):
             self._save_at_epoch_end = True
         return control
 
-    def on_epoch_end(self, args, state, control, **kwargs):
+    def on_epoch_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """The checkpoint deferred from the epoch's last step, after its evaluation."""
         if self._save_at_epoch_end and state.global_step < state.max_steps:
             control.should_save = True
         self._save_at_epoch_end = False
         return control
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> TrainerControl:
         """Our state and the completion marker into the new checkpoint; drop older ones."""
-        folder = Path(args.output_dir) / f"{PREFIX}{state.global_step}"
+        assert args.output_dir is not None  # HF saves checkpoints there
+        out = Path(args.output_dir)
+        folder = out / f"{PREFIX}{state.global_step}"
         if not state.is_world_process_zero or not folder.is_dir():
             return control  # HF saves on the main process only; so do we
         saved = {name: holder.checkpoint_state(folder) for name, holder in self.states.items()}
@@ -238,7 +264,7 @@ class Checkpointing(TrainerCallback):
         write_json(saved, folder / STATE_FILE)
         write_json({"step": state.global_step}, folder / COMPLETE)
         done = sorted(
-            (f for f in Path(args.output_dir).glob(f"{PREFIX}*") if (f / COMPLETE).is_file()),
+            (f for f in out.glob(f"{PREFIX}*") if (f / COMPLETE).is_file()),
             key=_steps,
         )
         for old in done[: max(0, len(done) - self.limit)]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 Kind = Literal["bert", "gpt2", "llama", "t5"]
 
@@ -33,7 +36,7 @@ def _corpus() -> list[str]:
     return lines * 3 + [line.lower() for line in lines]
 
 
-def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400):
+def tiny_tokenizer(kind: Kind, *, vocab_size: int = 400) -> PreTrainedTokenizerFast:
     """A fast tokenizer for ``kind``, trained on the built-in corpus."""
     from tokenizers import (
         Tokenizer,
