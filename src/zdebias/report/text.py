@@ -321,8 +321,7 @@ def z_filter_text(summary: ZFilterSummary, out: Path) -> str:
             )
     if summary.get("label_prior") == "empirical":
         lines.append("  label prior: empirical (z against the label shares of the input)")
-    elif summary.get("imbalance") and summary["imbalance"].get("n_only_label_shares"):
-        i = summary["imbalance"]
+    elif (i := summary.get("imbalance")) and i.get("n_only_label_shares"):
         lines.append(
             f"  warning: labels are imbalanced: {i['n_only_label_shares']:,} of "
             f"{i['n_significant_uniform']:,} significant features only reflect the label "

@@ -72,8 +72,9 @@ class ZFilterSummary(FilterSummary, total=False):
     z_critical: float
     n_significant_before: int
     n_significant_after: int
-    top_z_before: dict[str, float | None]
-    top_z_after: dict[str, float | None]
+    #: per label, its top feature's row (feature, z, ...; None: no feature)
+    top_z_before: dict[str, dict[str, Any] | None]
+    top_z_after: dict[str, dict[str, Any] | None]
     top_before: dict[str, list[Any]]
     top_after: dict[str, list[Any]]
     top_before_after: Any
@@ -89,7 +90,7 @@ class ZFilterSummary(FilterSummary, total=False):
     exact_test: dict[str, Any] | None
     kept_features: dict[str, Any]
     label_share_warnings: list[str]
-    imbalance: dict[str, Any]
+    imbalance: dict[str, Any] | None
 
 
 class AfliteSummary(FilterSummary, total=False):
