@@ -134,6 +134,7 @@ class ClassifierTrainer(Trainer):
 
     loss_is_scaled_for_ga = False  # our loss is a per-batch mean
     dynamics: DynamicsRecorder | None = None
+    args: ClassifierTrainingArguments  # what train_classifier gives it
 
     def compute_loss(
         self,
@@ -142,7 +143,7 @@ class ClassifierTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        args: ClassifierTrainingArguments = self.args  # type: ignore[assignment]
+        args = self.args
         inputs = dict(inputs)
         labels = inputs.pop("labels")
         index = inputs.pop(INDEX_COLUMN, None)

@@ -192,6 +192,7 @@ class GeneratorTrainer(Trainer):
 
     # compute_loss returns a per-micro-batch mean; Trainer divides it for gradient accumulation.
     loss_is_scaled_for_ga = False
+    args: GeneratorTrainingArguments  # what train_generator gives it
 
     def __init__(self, *a: Any, sampler: torch.utils.data.Sampler | None = None, **kw: Any) -> None:
         super().__init__(*a, **kw)
@@ -226,7 +227,7 @@ class GeneratorTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        args: GeneratorTrainingArguments = self.args  # type: ignore[assignment]
+        args = self.args
         ids, attn, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
         batch = ids.shape[0]
         lam = args.consistency_weight if "perturbed_input_ids" in inputs else 0.0
