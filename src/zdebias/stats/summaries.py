@@ -34,13 +34,15 @@ class FilterSummary(TypedDict, total=False):
     warnings: list[str]
     #: the in-memory API's (``zdebias.filter``): the rows given, read or not
     n_rows: int
-    # the file way (run_filter's write): the input, its read report, the kept rows' stats
+    #: how the input was read (its read report; the API's too)
+    read: dict[str, Any]
+    # the file way (run_filter's write): the inputs, the seed's read report, the kept rows' stats
     path: str
     seed_data: str | None
-    read: dict[str, Any]
     read_seed: dict[str, Any] | None
     stats_of_kept: dict[str, Any] | None
-    #: the model behind the hypo-only feature (:func:`hypo_only_record`)
+    #: the model behind the hypo-only feature
+    #: (:func:`~zdebias.stats.execution.operations.hypo_only_record`)
     hypo_only_model: dict[str, Any]
     #: ``--output-schema input``: the files written in the input's own columns
     output_schema: str
