@@ -76,7 +76,7 @@ def publish(
             kept = (stage.get("outputs") or {}).get("data")
             if kept:
                 target = out / f"{name}.ids.txt.gz"
-                ids = [json.loads(line)["id"] for line in (folder / kept["path"]).open()]
+                ids = [json.loads(line)["id"] for line in (run / kept["path"]).open()]
                 target.write_bytes(gzip.compress(("\n".join(ids) + "\n").encode(), mtime=0))
                 written.append(target)
         if kind == "train-classifier":
@@ -85,9 +85,10 @@ def publish(
                 runs = json.loads(runs_file.read_text(encoding="utf-8"))["runs"]
                 trainings[name] = [_training(r) for r in runs]
             crossed = sorted(folder.glob("**/cross_fit_predictions.jsonl"))
+            target = out / f"{name}.oof.json.gz"
             if crossed and source is not None:  # the model folder (seed-N) holds the file
-                target = out / f"{name}.oof.json.gz"
-                _write_oof(crossed[0].parent, source, source_name or source.name, target)
+                if not target.is_file():  # minutes of prediction: kept once written
+                    _write_oof(crossed[0].parent, source, source_name or source.name, target)
                 written.append(target)
     for other in times_from:
         theirs = json.loads((other / "manifest.json").read_text(encoding="utf-8"))
