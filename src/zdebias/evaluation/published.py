@@ -30,6 +30,7 @@ from zdebias.errors import ConfigError
 
 if TYPE_CHECKING:
     from zdebias.evaluation.documents import EvaluationDocument
+    from zdebias.stats.summaries import ShortcutSplitSummary
 
 #: the compact file's ``kind`` and version
 KIND = "zdebias-predictions"
@@ -281,7 +282,8 @@ def documents(compacted: Mapping[str, Any], *, min_size: int | None = None) -> l
             quiet.setLevel(logging.ERROR)  # the stage said its warnings when it ran
             try:
                 whole = cast("EvaluationDocument", doc)  # as evaluate_models made it
-                add_reliance(whole, dict(split), rows=slices, min_size=min_size or MIN_GROUP_SIZE)
+                graded = cast("ShortcutSplitSummary", dict(split))  # as read_split read it
+                add_reliance(whole, graded, rows=slices, min_size=min_size or MIN_GROUP_SIZE)
             finally:
                 quiet.setLevel(level)
         out.append(doc)

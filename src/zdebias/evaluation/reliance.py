@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -41,6 +41,7 @@ from zdebias.stats.shortcut_split import rows_digest
 
 if TYPE_CHECKING:
     from zdebias.evaluation.documents import EvaluationDocument, EvaluationRun
+    from zdebias.stats.summaries import ShortcutSplitSummary
 
 log = logging.getLogger("zdebias")
 
@@ -91,7 +92,7 @@ class _SplitSummary(BaseModel):
     warnings: list[str] = []
 
 
-def read_split(folder: str | Path) -> dict[str, Any]:
+def read_split(folder: str | Path) -> ShortcutSplitSummary:
     """The ``summary.json`` of a shortcut-split folder (or that file itself), checked: one
     :class:`ConfigError` line for a missing, unreadable or foreign summary, or one whose
     counts do not add up."""
@@ -108,7 +109,7 @@ def read_split(folder: str | Path) -> dict[str, Any]:
             f"{file}: field 'counts': the slices hold {total:,} rows, but n_test says "
             f"{split.n_test:,}; not a shortcut split's summary"
         )
-    return {**summary, "folder": str(path)}
+    return cast("ShortcutSplitSummary", {**summary, "folder": str(path)})  # checked above
 
 
 def _short(digest: str) -> str:
@@ -116,7 +117,7 @@ def _short(digest: str) -> str:
 
 
 def check_split(
-    split: dict[str, Any], suites: Sequence[Suite], *, task: str | None = None
+    split: ShortcutSplitSummary, suites: Sequence[Suite], *, task: str | None = None
 ) -> dict[str, Any]:
     """Check that ``split`` (:func:`read_split`) grades the rows it was made with: each slice
     file holds as many rows as ``summary.json`` counts, with the recorded row digest
@@ -196,7 +197,7 @@ def _same_input(a: str, b: str) -> bool:
         return False
 
 
-def split_suites(split: dict[str, Any], *, task: str | None = None) -> list[Suite]:
+def split_suites(split: ShortcutSplitSummary, *, task: str | None = None) -> list[Suite]:
     """One suite per slice of ``split`` (:func:`read_split`) that has rows."""
     folder = Path(split["folder"])
     return [
@@ -251,7 +252,7 @@ def run_reliance(run: EvaluationRun) -> dict[str, Any]:
     return {**acc, "gap": gap}
 
 
-def split_rows(split: dict[str, Any], *, task: str | None = None) -> dict[str, list[Record]]:
+def split_rows(split: ShortcutSplitSummary, *, task: str | None = None) -> dict[str, list[Record]]:
     """Each slice file's records (with their ``meta.shortcut``), in file order."""
     folder = Path(split["folder"])
     out = {}
@@ -291,7 +292,7 @@ def _row_keys(
 
 def add_groups(
     doc: EvaluationDocument,
-    split: dict[str, Any],
+    split: ShortcutSplitSummary,
     rows: dict[str, list[Record]],
     *,
     min_size: int = MIN_GROUP_SIZE,
@@ -419,7 +420,7 @@ def bias_model_warnings(doc: Mapping[str, Any], split_bias: dict[str, Any] | Non
 
 def add_reliance(
     doc: EvaluationDocument,
-    split: dict[str, Any],
+    split: ShortcutSplitSummary,
     *,
     rows: dict[str, list[Record]] | None = None,
     min_size: int = MIN_GROUP_SIZE,

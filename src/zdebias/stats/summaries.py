@@ -149,6 +149,10 @@ class ShortcutSplitSummary(TypedDict, total=False):
     #: the in-memory API's (``zdebias.shortcut_split``): the test rows given, how read
     n_rows: int
     read: dict[str, Any]
+    #: evaluate's (:func:`~zdebias.evaluation.reliance.read_split`): the folder read from,
+    #: and the suite whose rows are its test set (None: none is)
+    folder: str
+    suite: str | None
     # the verdicts
     by: str
     rule: str
