@@ -208,64 +208,116 @@ def _rebuilt(path: Path) -> dict[str, Any]:
     return rebuilt_tables(path)[0]
 
 
-def summary_table(folder: Path) -> str:
-    """Each method against D0 and against the same-size random control: in-distribution
-    accuracy, worst-group and conflicting accuracy on the split by the independent bias model,
-    and the official hard set; 95 % intervals, Holm over the whole table."""
+BASELINES = ("MiniLM w/ D0", "MiniLM w/ random subset")
+#: the first table's columns: title, which evaluation (main / independent), metric
+COLUMNS = (
+    ("in-distribution (SNLI test)", "main", "SNLI"),
+    ("worst group", "independent", "shortcut-worst-group"),
+    ("conflicting", "independent", "shortcut-conflicting"),
+    ("SNLI-hard", "main", "SNLI-hard"),
+)
+
+
+@functools.cache
+def _summary(folder: Path) -> dict[str, Any]:
+    """The first table's tests: every method against each baseline on :data:`COLUMNS`, with
+    Holm's correction over all of them together; and each method's level per column."""
     import copy
 
     from zdebias.evaluation.significance import adjust, compare_results
 
-    main = copy.deepcopy(_rebuilt(_stage_file(folder, MAIN)))  # type: ignore[arg-type]
-    indep = copy.deepcopy(_rebuilt(_stage_file(folder, INDEPENDENT)))  # type: ignore[arg-type]
-    columns = [
-        ("in-distribution (SNLI test)", main, "SNLI"),
-        ("worst group", indep, "worst-group"),
-        ("conflicting", indep, "shortcut-conflicting"),
-        ("SNLI-hard", main, "SNLI-hard"),
-    ]
-    baselines = ["MiniLM w/ D0", "MiniLM w/ random subset"]
+    found = {
+        "main": copy.deepcopy(_rebuilt(_stage_file(folder, MAIN))),  # type: ignore[arg-type]
+        "independent": copy.deepcopy(
+            _rebuilt(_stage_file(folder, INDEPENDENT))  # type: ignore[arg-type]
+        ),
+    }
     comparisons = []
-    for base in baselines:
-        for results in (main, indep):
+    for base in BASELINES:
+        for which, results in found.items():
             docs = results["documents"]
             ordered = [d for d in docs if d["name"] == base] + [
-                d for d in docs if d["name"] not in (base, baselines[0])
+                d for d in docs if d["name"] not in (base, BASELINES[0])
             ]
-            keys = [key for _t, r, key in columns if r is results]
-            comparisons.append(((base, id(results)), compare_results(ordered, keys=keys)))
-    adjust([c for _k, c in comparisons], family=[key for _t, _r, key in columns])
+            keys = [key for _t, w, key in COLUMNS if w == which]
+            comparisons.append((base, compare_results(ordered, keys=keys)))
+    adjust([c for _b, c in comparisons], family=[key for _t, _w, key in COLUMNS])
     tests = {}
-    for (base, which), comp in comparisons:
+    for base, comp in comparisons:
         for item in comp["comparisons"]:
             for key, test in item["tests"].items():
-                tests[(item["name"], base, which, key)] = test
-    methods = [d["name"] for d in main["documents"] if d["name"] not in baselines]
-    methods.append(baselines[1])
-    head = ["Method", "vs"] + [title for title, _r, _k in columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(columns)]
+                tests[(item["name"], base, key)] = test
+    levels: dict[str, dict[str, Any]] = {}
+    for _t, which, key in COLUMNS:
+        for doc in found[which]["documents"]:
+            levels.setdefault(doc["name"], {})[key] = doc["summary"].get(key)
+    names = [d["name"] for d in found["main"]["documents"]]
+    return {"tests": tests, "levels": levels, "names": names, "n_tests": len(tests)}
+
+
+def summary_table(folder: Path) -> str:
+    """Each method against D0 and against the same-size random control: in-distribution
+    accuracy, worst-group and conflicting accuracy on the split by the independent bias model,
+    and the official hard set; 95 % intervals, Holm over the whole table; then each method's
+    level (mean ± std over its seeds)."""
+    summary = _summary(folder)
+    methods = [n for n in summary["names"] if n not in BASELINES] + [BASELINES[1]]
+    head = ["Method", "vs"] + [title for title, _w, _k in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
     for method in methods:
-        for base in baselines:
+        for base in BASELINES:
             if method == base:
                 continue
-            cells = [_cell(tests.get((method, base, id(r), key))) for _t, r, key in columns]
-            lines.append(
-                f"| {method} | {base.removeprefix('MiniLM w/ ')} | " + " | ".join(cells) + " |"
-            )
-    base_row = next(d for d in main["documents"] if d["name"] == baselines[0])
-    base_ind = next(d for d in indep["documents"] if d["name"] == baselines[0])
-    levels = [
-        base_row["summary"].get("SNLI"),
-        base_ind["summary"].get("worst-group"),
-        base_ind["summary"].get("shortcut-conflicting"),
-        base_row["summary"].get("SNLI-hard"),
-    ]
-    lines.append(
-        "| MiniLM w/ D0 (level) | | "
-        + " | ".join(_pts(c["mean"]) if c else "–" for c in levels)
-        + " |"
-    )
+            cells = [_cell(summary["tests"].get((method, base, key))) for _t, _w, key in COLUMNS]
+            vs = base.removeprefix("MiniLM w/ ")
+            lines.append(f"| {method} | {vs} | " + " | ".join(cells) + " |")
+    lines += ["", "| Method (level) | seeds | " + " | ".join(t for t, _w, _k in COLUMNS) + " |"]
+    lines.append("|---|---:|" + "---:|" * len(COLUMNS))
+    for name in summary["names"]:
+        cells = summary["levels"][name]
+        n = max((c["n_runs"] for c in cells.values() if c), default=0)
+        shown = [
+            f"{_pts(c['mean'])} ± {_pts(c['std'])}" if c else "–"
+            for c in (cells.get(key) for _t, _w, key in COLUMNS)
+        ]
+        lines.append(f"| {name} | {n} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
+
+
+def headline(folder: Path) -> str:
+    """The first table's result for Z(D0), in one paragraph (README and the page quote it)."""
+    summary = _summary(folder)
+    tests = summary["tests"]
+    z = "MiniLM w/ Z(D0)"
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    kept = run["stages"]["zfilter"]["rows_out"]["kept"]
+    total = kept + run["stages"]["zfilter"]["rows_out"]["rejected"]
+    names = {
+        "SNLI": "SNLI test",
+        "shortcut-conflicting": "the rows of SNLI test where an independent bias model's "
+        "shortcut misleads",
+        "shortcut-worst-group": "the worst group",
+        "SNLI-hard": "SNLI-hard",
+    }
+
+    def listed(base: str) -> str:
+        parts = []
+        for _t, _w, key in COLUMNS:
+            t = tests[(z, base, key)]
+            lo, hi = t["ci"] or (None, None)
+            ci = f" [{_pts(lo, True)}, {_pts(hi, True)}]" if lo is not None else ""
+            mark = ", significant after Holm" if t.get("significant") else ""
+            parts.append(f"{names[key]} {_pts(t['difference'], True)}{ci}{mark}")
+        return "; ".join(parts)
+
+    n = max(c["n_runs"] for c in summary["levels"][z].values() if c)
+    return (
+        f"A MiniLM trained on Z(D0), the {kept:,} of {total:,} SNLI pairs z-filtering keeps, "
+        f"against one trained on all of D0 ({n} seeds each, differences in points with 95 % "
+        f"intervals, paired by seed, Holm over the table's {summary['n_tests']} tests): "
+        f"{listed(BASELINES[0])}. Against a random subset of the same size: "
+        f"{listed(BASELINES[1])}.\n"
+    )
 
 
 def reproduction_table(folder: Path) -> str:
@@ -358,6 +410,20 @@ def bias_expert_table(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def datasets_table(folder: Path) -> str:
+    """Rows each filter or subset kept, and the significant features each `stats` stage found."""
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    lines = ["| Stage | kind | rows | significant features |", "|---|---|---:|---:|"]
+    for name, stage in run["stages"].items():
+        out, metrics = stage.get("rows_out") or {}, stage.get("metrics") or {}
+        if stage["kind"] == "stats":
+            lines.append(f"| {name} | stats | | {metrics.get('n_significant', '–')} |")
+        elif stage["kind"] in ("filter", "subset") and ("kept" in out or "total" in out):
+            rows = out.get("kept", out.get("total"))
+            lines.append(f"| {name} | {stage['kind']} | {rows:,} | |")
+    return "\n".join(lines) + "\n"
+
+
 def time_table(folder: Path) -> str:
     """Wall and CPU seconds per stage, and the total in CPU-hours."""
     run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
@@ -383,11 +449,13 @@ def rebuild(folder: Path) -> dict[str, str]:
         out[stage] = rebuilt_tables(file)[1]
     if _stage_file(folder, MAIN) and _stage_file(folder, INDEPENDENT):
         out["summary"] = summary_table(folder)
+        out["headline"] = headline(folder)
         out["reproduction"] = reproduction_table(folder)
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder)
     if (folder / RUN_FILE).is_file():
         out["trainings"] = trainings_table(folder)
+        out["datasets"] = datasets_table(folder)
         out["time"] = time_table(folder)
     return out
 
@@ -416,7 +484,7 @@ def figure(folder: Path, out: Path) -> Path:
     for doc in main["documents"]:
         name = doc["name"]
         x, dx = spread([run["metrics"]["SNLI"] for run in doc["runs"]])
-        y, dy = spread([run["metrics"]["worst-group"] for run in worst[name]["runs"]])
+        y, dy = spread([run["metrics"]["shortcut-worst-group"] for run in worst[name]["runs"]])
         ax.errorbar(x, y, xerr=dx, yerr=dy, fmt="o", capsize=3, label=name.removeprefix("MiniLM "))
     ax.set_xlabel("SNLI test accuracy (%)")
     ax.set_ylabel("worst-group accuracy (%), independent split")

@@ -18,7 +18,11 @@ from zdebias.data.readers import read_records
 from zdebias.evaluation.published import expand
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "results").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "results.md",
+    *sorted((ROOT / "docs" / "results").glob("*.md")),
+]
 DATA = ROOT / "docs" / "results" / "data" / "snli20k-cpu"
 
 
