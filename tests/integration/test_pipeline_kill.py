@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from test_pipeline_tiny import HERE, STAGES, fake_sampler, fake_sampler_env, tiny_recipe  # noqa: F401
 
+from zdebias.evaluation.published import read_predictions
 from zdebias.pipeline.loader import recipe_from_dict
 from zdebias.pipeline.runner import run_recipe
 
@@ -29,6 +30,7 @@ VOLATILE = {
     "summary.json",
     "state.json",
     "results.json",
+    "predictions.json.gz",  # the compact predictions name the run folder's paths too
     ".zdebias-done.json",
     ".zdebias-attempt.json",
 }
@@ -138,6 +140,11 @@ def test_run_killed_five_times_ends_like_an_uninterrupted_run(
         assert metrics[0]["best"] == metrics[1]["best"], name
     tables = [json.loads((r / "evaluate" / "results.json").read_text()) for r in runs]
     assert tables[0]["table"] == tables[1]["table"]
+    # every row's predicted label, as the evaluation kept them, is the same
+    kept = [read_predictions(r / "evaluate" / "predictions.json.gz") for r in runs]
+    labels = [[run["predicted"] for m in k["methods"] for run in m["runs"]] for k in kept]
+    assert labels[0] == labels[1] and labels[0]
+    assert kept[0]["suites"] == kept[1]["suites"]
     assert not list(run_b.glob("**/.*.checkpoints")), "checkpoints outlived their stage"
     # the kills just after a checkpoint made a later start resume training from it
     assert any(n.startswith("resumed training") for n in notes), notes
