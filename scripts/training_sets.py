@@ -2,9 +2,12 @@
 
 A training set made of rows of a shared source file (a subset of D0, a pool sample, a
 filter's output) is published as its ordered row ids; rows the source does not have
-(generated or transformed rows) are published whole. ``sets.json`` records, per set, the
-row count and a digest of its content (id, label, premise, hypothesis, text of every row, in
-order), so a rebuild can be checked::
+(generated or transformed rows) are published as their own rows (``NAME.own.jsonl.gz``), but
+no text of the source is copied into them: a premise, hypothesis or text equal to a text of a
+source row is written as a reference to it (``"premise_from": [ROW_ID, "premise"]``), which
+the rebuild resolves from the source. ``sets.json`` records, per set, the row count and a
+digest of its content (id, label, premise, hypothesis, text of every row, in order), so a
+rebuild can be checked::
 
     python scripts/training_sets.py publish runs/snli-pool-cpu d0 z_aug d0_random d0_pool \\
         --source ../shared/data/snli_20k/train.jsonl --source-name snli_20k/train.jsonl \\
@@ -13,7 +16,9 @@ order), so a rebuild can be checked::
         --out rebuilt/                      # NAME.jsonl per set; fails on any digest mismatch
 
 The rebuilt files hold what training reads; the run's own files also carry ``meta`` (e.g.
-Z-Aug's ``type`` tags), which the digest leaves out.
+Z-Aug's ``type`` tags), which the digest leaves out. Publications of the older form, whose own
+rows were written whole (``rows_file``: ``NAME.rows.jsonl.gz``), still rebuild;
+``externalize FOLDER --data DATA`` rewrites them in the referencing form, digests unchanged.
 """
 
 from __future__ import annotations
@@ -53,9 +58,11 @@ def _stage_data(run: Path, name: str) -> Path:
 def publish(
     run: Path, names: list[str], source: Path, source_name: str, out: Path, recipe: str
 ) -> dict:
-    """Write ``NAME.ids.txt.gz`` (and ``NAME.rows.jsonl.gz`` for rows not in the source) per
-    stage, and ``sets.json``."""
-    by_id = {r.id: r for r in read_records(source)}
+    """Write ``NAME.ids.txt.gz`` (and ``NAME.own.jsonl.gz`` for rows not in the source, their
+    source texts as references) per stage, and ``sets.json``."""
+    source_records = read_records(source)
+    by_id = {r.id: r for r in source_records}
+    texts = _text_index(source_records)
     out.mkdir(parents=True, exist_ok=True)
     sets: dict[str, Any] = {}
     for name in names:
@@ -70,11 +77,8 @@ def publish(
         }
         _write_gzip(out / entry["ids"], "".join(f"{r.id}\n" for r in records).encode())
         if own:
-            entry["rows_file"] = f"{name}.rows.jsonl.gz"
-            plain = out / f"{name}.rows.jsonl"
-            write_records([_bare(r) for r in own], plain)
-            _write_gzip(out / entry["rows_file"], plain.read_bytes())
-            plain.unlink()
+            entry["own_file"] = f"{name}.own.jsonl.gz"
+            _write_own(own, texts, out / entry["own_file"])
         sets[name] = entry
     doc = {"source": source_name, "recipe": recipe, "sets": sets}
     write_json(doc, out / SETS_FILE)
@@ -96,6 +100,65 @@ def _bare(r: Record) -> Record:
     return Record(r.id, r.label, r.premise, r.hypothesis, r.text)
 
 
+TEXT_FIELDS = ("premise", "hypothesis", "text")
+
+
+def _text_index(source: list[Record]) -> dict[str, list[str]]:
+    """Each text of the source (any text field) → ``[row id, field]`` of its first row, in
+    source order and field order."""
+    index: dict[str, list[str]] = {}
+    for r in source:
+        for field in TEXT_FIELDS:
+            value = getattr(r, field)
+            if value is not None:
+                index.setdefault(value, [r.id, field])
+    return index
+
+
+def _own_row(r: Record, texts: dict[str, list[str]]) -> dict[str, Any]:
+    """The JSON form of an own row: id, label, and each text field, or ``FIELD_from`` (a
+    reference to the source row holding the very same text)."""
+    row: dict[str, Any] = {"id": r.id, "label": r.label}
+    for field in TEXT_FIELDS:
+        value = getattr(r, field)
+        if value is None:
+            continue
+        if value in texts:
+            row[f"{field}_from"] = texts[value]
+        else:
+            row[field] = value
+    return row
+
+
+def _write_own(own: list[Record], texts: dict[str, list[str]], path: Path) -> None:
+    lines = (json.dumps(_own_row(r, texts), ensure_ascii=False) + "\n" for r in own)
+    _write_gzip(path, "".join(lines).encode())
+
+
+def _read_own(path: Path, by_id: dict[str, Record]) -> list[Record]:
+    """The own rows of ``path``, their references resolved from the source rows ``by_id``."""
+    records: list[Record] = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            fields: dict[str, str | None] = {}
+            for field in TEXT_FIELDS:
+                fields[field] = row.get(field)
+                if f"{field}_from" in row:
+                    rid, source_field = row[f"{field}_from"]
+                    value = getattr(by_id[rid], source_field) if rid in by_id else None
+                    if source_field not in TEXT_FIELDS or value is None:
+                        raise ValueError(
+                            f"{path}:{n}: {field} refers to {source_field!r} of row {rid!r}, "
+                            "which the source does not have"
+                        )
+                    fields[field] = value
+            records.append(Record(row["id"], row["label"], **fields))
+    return records
+
+
 def rebuild(folder: Path, data: Path) -> dict[str, list[Record]]:
     """Every published set, rebuilt from ``folder`` and the source under ``data``; raises
     ``ValueError`` when a set's row count or digest differs from ``sets.json``."""
@@ -104,7 +167,9 @@ def rebuild(folder: Path, data: Path) -> dict[str, list[Record]]:
     built: dict[str, list[Record]] = {}
     for name, entry in doc["sets"].items():
         own: dict[str, Record] = {}
-        if "rows_file" in entry:
+        if "own_file" in entry:
+            own = {r.id: r for r in _read_own(folder / entry["own_file"], by_id)}
+        elif "rows_file" in entry:  # the older form: own rows written whole
             own = {r.id: r for r in read_records(folder / entry["rows_file"])}
         with gzip.open(folder / entry["ids"], "rt", encoding="utf-8") as fh:
             ids = [line.rstrip("\n") for line in fh if line.strip()]
@@ -124,6 +189,31 @@ def rebuild(folder: Path, data: Path) -> dict[str, list[Record]]:
     return built
 
 
+def externalize(folder: Path, data: Path) -> list[Path]:
+    """Rewrite a publication of the older form (``rows_file``: own rows whole) in the
+    referencing form (``own_file``), checking every set's digest before and after; returns the
+    old rows files, which the caller removes (``git rm``)."""
+    rebuild(folder, data)
+    doc = json.loads((folder / SETS_FILE).read_text(encoding="utf-8"))
+    texts = _text_index(read_records(data / doc["source"]))
+    old: list[Path] = []
+    for name, entry in doc["sets"].items():
+        if "rows_file" not in entry:
+            continue
+        own = read_records(folder / entry["rows_file"])
+        own_file = f"{name}.own.jsonl.gz"
+        _write_own(own, texts, folder / own_file)
+        old.append(folder / entry["rows_file"])
+        # the same place in the entry, under the new key
+        doc["sets"][name] = {
+            ("own_file" if k == "rows_file" else k): (own_file if k == "rows_file" else v)
+            for k, v in entry.items()
+        }
+    write_json(doc, folder / SETS_FILE)
+    rebuild(folder, data)
+    return old
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -138,7 +228,18 @@ def main() -> None:
     reb.add_argument("folder", type=Path)
     reb.add_argument("--data", type=Path, required=True, help="the shared data folder")
     reb.add_argument("--out", type=Path, help="write NAME.jsonl per set here")
+    ext = sub.add_parser("externalize", help="rewrite own rows whole as references")
+    ext.add_argument("folder", type=Path)
+    ext.add_argument("--data", type=Path, required=True, help="the shared data folder")
     args = parser.parse_args()
+    if args.command == "externalize":
+        try:
+            old = externalize(args.folder, args.data)
+        except ValueError as err:
+            sys.exit(f"externalize failed: {err}")
+        for path in old:
+            print(f"{path}: replaced (remove it)")
+        return
     if args.command == "publish":
         doc = publish(args.run, args.stages, args.source, args.source_name, args.out, args.recipe)
         for name, entry in doc["sets"].items():

@@ -229,3 +229,100 @@ def test_rows_the_source_lacks_are_published_whole(sets: Any, tmp_path: Path) ->
         ("s0", "edited"),
     ]
     assert all(not r.meta for r in built)  # what training reads, without the run's tags
+
+
+def test_own_rows_name_the_source_texts_they_share(sets: Any, tmp_path: Path) -> None:
+    from zdebias.data.schema import Record
+    from zdebias.data.writers import write_records
+
+    source = [Record(f"s{i}", "neutral", f"p{i}", f"h{i}") for i in range(3)]
+    write_records(source, tmp_path / "data" / "src.jsonl")
+    kept = [
+        source[0],
+        Record("g0", "entailment", "p1", "made up"),  # a source premise, an own hypothesis
+        Record("g1", "contradiction", "h2", "p1"),  # texts of the source in the other field
+    ]
+    write_records(kept, tmp_path / "run" / "mix" / "data.jsonl")
+    stages = [{"name": "mix", "outputs": {"data": {"path": "mix/data.jsonl"}}}]
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps({"stages": stages}))
+    doc = sets.publish(
+        tmp_path / "run", ["mix"], tmp_path / "data/src.jsonl", "src.jsonl", tmp_path / "pub", "r"
+    )
+    entry = doc["sets"]["mix"]
+    with gzip.open(tmp_path / "pub" / entry["own_file"], "rt") as fh:
+        own = [json.loads(line) for line in fh]
+    assert own == [
+        {
+            "id": "g0",
+            "label": "entailment",
+            "premise_from": ["s1", "premise"],
+            "hypothesis": "made up",
+        },
+        {
+            "id": "g1",
+            "label": "contradiction",
+            "premise_from": ["s2", "hypothesis"],
+            "hypothesis_from": ["s1", "premise"],
+        },
+    ]
+    built = sets.rebuild(tmp_path / "pub", tmp_path / "data")["mix"]
+    assert [(r.id, r.label, r.premise, r.hypothesis) for r in built] == [
+        ("s0", "neutral", "p0", "h0"),
+        ("g0", "entailment", "p1", "made up"),
+        ("g1", "contradiction", "h2", "p1"),
+    ]
+    write_records(source[:1], tmp_path / "data" / "src.jsonl")  # the named row is gone
+    with pytest.raises(ValueError, match=r"premise refers to 'premise' of row 's1'"):
+        sets.rebuild(tmp_path / "pub", tmp_path / "data")
+
+
+def test_own_rows_published_whole_are_externalized_with_the_same_digest(
+    sets: Any, tmp_path: Path
+) -> None:
+    from zdebias.data.schema import Record
+    from zdebias.data.writers import write_records
+
+    source = [Record(f"s{i}", "neutral", f"p{i}", f"h{i}") for i in range(2)]
+    write_records(source, tmp_path / "data" / "src.jsonl")
+    own = [Record("g0", "entailment", "p1", "made up")]
+    rows = [source[0], *own]
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    with gzip.open(pub / "mix.ids.txt.gz", "wt") as fh:
+        fh.write("s0\ng0\n")
+    write_records(own, pub / "mix.rows.jsonl")
+    with gzip.open(pub / "mix.rows.jsonl.gz", "wb") as fh:
+        fh.write((pub / "mix.rows.jsonl").read_bytes())
+    (pub / "mix.rows.jsonl").unlink()
+    entry = {"rows": 2, "digest": sets.content_digest(rows), "ids": "mix.ids.txt.gz"}
+    doc = {"source": "src.jsonl", "sets": {"mix": {**entry, "rows_file": "mix.rows.jsonl.gz"}}}
+    (pub / "sets.json").write_text(json.dumps(doc))
+    assert sets.rebuild(pub, tmp_path / "data")["mix"] == rows  # the older form still reads
+    assert sets.externalize(pub, tmp_path / "data") == [pub / "mix.rows.jsonl.gz"]
+    doc = json.loads((pub / "sets.json").read_text())
+    assert doc["sets"]["mix"] == {**entry, "own_file": "mix.own.jsonl.gz"}
+    with gzip.open(pub / "mix.own.jsonl.gz", "rt") as fh:
+        assert "p1" not in fh.read()
+    (pub / "mix.rows.jsonl.gz").unlink()
+    assert sets.rebuild(pub, tmp_path / "data")["mix"] == rows
+
+
+def test_no_published_file_copies_a_text_of_its_source(data_dir: Path) -> None:
+    from zdebias.data.readers import read_records
+
+    for doc_path in sorted(ROOT.glob("docs/data/*/sets.json")):
+        doc = json.loads(doc_path.read_text())
+        texts = {
+            t
+            for r in read_records(data_dir / doc["source"])
+            for t in (r.premise, r.hypothesis, r.text)
+            if t is not None
+        }
+        assert not list(doc_path.parent.glob("*.rows.jsonl.gz"))
+        for entry in doc["sets"].values():
+            if "own_file" not in entry:
+                continue
+            with gzip.open(doc_path.parent / entry["own_file"], "rt") as fh:
+                own = [json.loads(line) for line in fh]
+            for row in own:
+                assert not {row.get(f) for f in ("premise", "hypothesis", "text")} & texts
