@@ -427,10 +427,14 @@ def targeted(run: Path, manifest: dict[str, Any], seed: int) -> list[str]:
     return lines
 
 
-def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
+def hand_labels(
+    run: Path, manifest: dict[str, Any], path: Path, data: Path | None = None
+) -> list[str]:
     """Hand labels of a sample stage's rows against the generated labels and each judge's verdict
     (``{"stage", "labels": {id: label or null}, "texts": {id: [premise, hypothesis, label]}}``;
-    null: too garbled to label; ``texts``, optional, must match the run's rows)."""
+    null: too garbled to label; ``texts``, optional, must match the run's rows). A text may be
+    given as ``{"premise_from": [ROW_ID, FIELD], "hypothesis": ..., "label": ...}``: the text of
+    that row of the file ``source`` names under ``data`` (the shared data folder), not copied."""
     doc = load(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("labels"), dict) or "stage" not in doc:
         raise SystemExit(f'{path}: expected {{"stage": NAME, "labels": {{ID: LABEL or null}}}}')
@@ -440,7 +444,7 @@ def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
     missing = sorted(set(hand) - set(rows))
     if missing:
         raise SystemExit(f"{path}: {len(missing)} ids not in {samples}, e.g. {missing[0]!r}")
-    texts: dict[str, list[str]] = doc.get("texts") or {}
+    texts = _hand_texts(path, doc, data)
     other = [
         i
         for i, t in texts.items()
@@ -477,6 +481,38 @@ def hand_labels(run: Path, manifest: dict[str, Any], path: Path) -> list[str]:
         if kept:
             lines.append(f"| `{stage['name']}` | {len(kept)} | {len(kept & right)} |")
     return [*lines, ""]
+
+
+def _hand_texts(path: Path, doc: dict[str, Any], data: Path | None) -> dict[str, list[str]]:
+    """``texts`` of a hand-label file as ``[premise, hypothesis, label]`` per id, its references
+    to rows of ``doc["source"]`` resolved from the data folder."""
+    texts: dict[str, Any] = doc.get("texts") or {}
+    if all(isinstance(t, list) for t in texts.values()):
+        return texts
+    if data is None or "source" not in doc:
+        raise SystemExit(
+            f"{path}: its texts name rows of {doc.get('source', 'a source file')!r}; "
+            "give the data folder that holds it (--data)"
+        )
+    from zdebias.data.readers import read_records
+
+    by_id = {r.id: r for r in read_records(data / doc["source"])}
+    out: dict[str, list[str]] = {}
+    for i, t in texts.items():
+        if isinstance(t, list):
+            out[i] = t
+            continue
+        row = []
+        for field in ("premise", "hypothesis", "label"):
+            if f"{field}_from" in t:
+                rid, source_field = t[f"{field}_from"]
+                if rid not in by_id:
+                    raise SystemExit(f"{path}: {i}: row {rid!r} is not in {doc['source']}")
+                row.append(getattr(by_id[rid], source_field))
+            else:
+                row.append(t[field])
+        out[i] = row
+    return out
 
 
 def counterfactuals(run: Path, manifest: dict[str, Any], per_label: int, seed: int) -> list[str]:
@@ -570,6 +606,9 @@ def main() -> None:
         type=Path,
         help="hand labels of a sample stage's rows (docs/data/targeted-hand-labels.json)",
     )
+    parser.add_argument(
+        "--data", type=Path, help="the shared data folder (the hand labels' texts name its rows)"
+    )
     args = parser.parse_args()
     manifest = load(args.run / "manifest.json")
     sections = [
@@ -582,7 +621,9 @@ def main() -> None:
         ("Shortcut-breaking cells", targeted(args.run, manifest, args.seed)),
         (
             "Hand labels",
-            hand_labels(args.run, manifest, args.hand_labels) if args.hand_labels else [],
+            hand_labels(args.run, manifest, args.hand_labels, args.data)
+            if args.hand_labels
+            else [],
         ),
         ("Counterfactuals", counterfactuals(args.run, manifest, args.examples, args.seed)),
         ("Time per stage", timings(manifest)),

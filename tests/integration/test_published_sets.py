@@ -160,6 +160,30 @@ def test_the_hard_to_learn_hand_labels_are_of_snli_20k_rows(data_dir: Path) -> N
     assert missed == {"neutral": 5, "entailment": 1, "contradiction": 1}
 
 
+def test_the_targeted_hand_labels_name_snli_20k_premises(data_dir: Path) -> None:
+    tables = load_script("results_tables")
+    path = ROOT / "docs" / "data" / "targeted-hand-labels.json"
+    doc = json.loads(path.read_text())
+    assert doc["source"] == "snli_20k/train.jsonl"
+    assert all("premise" not in t for t in doc["texts"].values())  # rows of D0, not copies
+    texts = tables._hand_texts(path, doc, data_dir)
+    assert set(texts) == set(doc["labels"]) and len(texts) == 45
+    hand = doc["labels"]
+    verdict = Counter(
+        "garbled" if hand[i] is None else "right" if hand[i] == t[2] else "wrong"
+        for i, t in texts.items()
+    )
+    # docs/results.md: 7 of the 45 carry a label we agree with, 17 too garbled, 21 wrong; none of
+    # the 6 generated "entailment" samples is entailed
+    assert verdict == {"right": 7, "garbled": 17, "wrong": 21}
+    entailment = [i for i, t in texts.items() if t[2] == "entailment"]
+    assert len(entailment) == 6 and all(hand[i] != "entailment" for i in entailment)
+    earlier = json.loads((ROOT / "docs" / "data" / "targeted-hand-labels-earlier.json").read_text())
+    assert (
+        set(earlier) == {"description", "stage", "seed", "labels"} and len(earlier["labels"]) == 45
+    )
+
+
 def test_the_autocad_sets_rebuild_exactly(sets: Any, data_dir: Path) -> None:
     built = sets.rebuild(AUTOCAD, data_dir)
     assert {name: len(rows) for name, rows in built.items()} == {"train": 2000, "augmented": 3158}

@@ -207,6 +207,33 @@ def test_hand_labels_of_other_samples_with_the_same_ids_are_refused(
         tables.hand_labels(folder, manifest, hand)
 
 
+def test_hand_labels_texts_may_name_a_source_row_instead_of_copying_it(
+    tables: Any, run: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """A premise drawn from a shared data file is kept as its row there, read from --data."""
+    folder, manifest = run
+    source = [{"id": "d:0", "premise": "premise 0", "hypothesis": "x", "label": "neutral"}]
+    _jsonl(tmp_path / "data" / "src.jsonl", source)
+    hand = folder / "hand.json"
+    labels = {"gen-s1:0": "neutral"}
+    texts = {
+        "gen-s1:0": {"premise_from": ["d:0", "premise"], "hypothesis": "h0", "label": "neutral"}
+    }
+    doc = {"stage": "s", "labels": labels, "source": "src.jsonl", "texts": texts}
+    hand.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match=r"hand\.json: its texts name rows of 'src\.jsonl'"):
+        tables.hand_labels(folder, manifest, hand)
+    lines = tables.hand_labels(folder, manifest, hand, tmp_path / "data")
+    assert lines[0].endswith(
+        "1 carry the label the labeller gave, 0 too garbled to label, "
+        "0 readable with another label."
+    )
+    texts["gen-s1:0"]["premise_from"] = ["d:0", "hypothesis"]  # another text: refused
+    hand.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match=r"1 rows were labelled as other text"):
+        tables.hand_labels(folder, manifest, hand, tmp_path / "data")
+
+
 def test_trainings_counts_the_runs_that_did_not_learn(tables: Any, tmp_path: Path) -> None:
     """One row per train-classifier stage: its seeds, steps, best dev accuracy as mean±std over
     seeds (sample std), and the runs that did not learn; the total under the table."""
