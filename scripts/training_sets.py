@@ -148,14 +148,19 @@ def _read_own(path: Path, by_id: dict[str, Record]) -> list[Record]:
                 fields[field] = row.get(field)
                 if f"{field}_from" in row:
                     rid, source_field = row[f"{field}_from"]
-                    value = getattr(by_id[rid], source_field) if rid in by_id else None
-                    if source_field not in TEXT_FIELDS or value is None:
+                    known = rid in by_id and source_field in TEXT_FIELDS
+                    value = getattr(by_id[rid], source_field) if known else None
+                    if value is None:
                         raise ValueError(
                             f"{path}:{n}: {field} refers to {source_field!r} of row {rid!r}, "
                             "which the source does not have"
                         )
                     fields[field] = value
-            records.append(Record(row["id"], row["label"], **fields))
+            records.append(
+                Record(
+                    row["id"], row["label"], fields["premise"], fields["hypothesis"], fields["text"]
+                )
+            )
     return records
 
 
