@@ -1,7 +1,7 @@
 """The results pages' tables, from committed files: publish a run's predictions, rebuild the tables.
 
     python scripts/results_pages.py publish runs/snli20k-cpu --out docs/results/data/snli20k-cpu \\
-        --source ../shared/data/snli_20k/train.jsonl --source-name snli_20k/train.jsonl
+        --data ../shared/data --source-name snli_20k/train.jsonl
     python scripts/results_pages.py rebuild docs/results/data/snli20k-cpu   # every table
     python scripts/results_pages.py check docs/results.md docs/results/*.md  # pages == rebuilt
     python scripts/results_pages.py check --write docs/results.md           # regenerate blocks
@@ -9,9 +9,11 @@
         --out docs/results/tradeoff.png                                    # the trade-off
 
 ``publish`` keeps, per recipe: each evaluate stage's compact predictions
-(``STAGE.predictions.json.gz``, :mod:`zdebias.evaluation.published`: label ids per row, no
-text), the hypothesis-only model's out-of-fold predictions on D0 (``STAGE.oof.json.gz``, in D0's
-row order, tied to its content digest) and ``run.json`` (per stage: rows, metrics, times; per
+(``STAGE.predictions.json.gz``, :mod:`zdebias.evaluation.published`: the models' label ids per
+row; no text and no gold label of the datasets, which ``rebuild`` reads back from the data
+folder, ``--data`` or ``$ZDEBIAS_DATA``, checking each suite's row and gold digests), the
+hypothesis-only model's out-of-fold predictions on D0 (``STAGE.oof.json.gz``, in D0's row
+order, tied to its content digest) and ``run.json`` (per stage: rows, metrics, times; per
 training seed: steps and best dev accuracy). ``rebuild`` makes every table from those files
 alone, in seconds. A page holds each table between ``<!-- rebuilt: DIR NAME -->`` and
 ``<!-- /rebuilt -->``; ``check`` fails when one differs from its rebuild, ``--write`` replaces it.
@@ -23,8 +25,8 @@ import argparse
 import functools
 import gzip
 import json
+import os
 import re
-import shutil
 import statistics
 import sys
 from collections.abc import Sequence
@@ -32,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "scripts") not in sys.path:  # training_sets, its neighbour
+    sys.path.insert(0, str(ROOT / "scripts"))
 RUN_FILE = "run.json"
 OOF_KIND = "zdebias-oof"
 #: a seed whose best dev accuracy is this many points below its siblings' median is flagged
@@ -44,14 +48,16 @@ DONE = ("done", "skipped")
 def publish(
     run: Path,
     out: Path,
-    source: Path | None,
+    data: Path,
     source_name: str | None,
     times_from: Sequence[Path] = (),
 ) -> list[Path]:
-    """Write a run folder's compact predictions, out-of-fold predictions and ``run.json``;
-    ``times_from``: run folders whose stages were linked into ``run`` after they ran there
-    (their manifests hold those stages' times)."""
-    from zdebias.data.writers import write_json
+    """Write a run folder's compact predictions (without the datasets' gold labels, which are
+    read back from ``data``), out-of-fold predictions on D0 (``data / source_name``) and
+    ``run.json``; ``times_from``: run folders whose stages were linked into ``run`` after they
+    ran there (their manifests hold those stages' times)."""
+    from zdebias.data.writers import atomic_open, write_json
+    from zdebias.evaluation.published import detach, read_predictions
 
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     out.mkdir(parents=True, exist_ok=True)
@@ -70,14 +76,17 @@ def publish(
         folder = run / name
         if kind == "evaluate" and (folder / "predictions.json.gz").is_file():
             target = out / f"{name}.predictions.json.gz"
-            shutil.copyfile(folder / "predictions.json.gz", target)
+            compacted = read_predictions(folder / "predictions.json.gz")
+            published = detach(compacted, _sources(run, compacted, data))
+            _write_gzip(_relative(published, data), target)
             written.append(target)
         if kind in ("filter", "subset"):  # the rows kept, as D0's ids in order
             kept = (stage.get("outputs") or {}).get("data")
             if kept:
                 target = out / f"{name}.ids.txt.gz"
                 ids = [json.loads(line)["id"] for line in (run / kept["path"]).open()]
-                target.write_bytes(gzip.compress(("\n".join(ids) + "\n").encode(), mtime=0))
+                with atomic_open(target, "wb") as fh:
+                    fh.write(gzip.compress(("\n".join(ids) + "\n").encode(), mtime=0))
                 written.append(target)
         if kind == "train-classifier":
             runs_file = folder / "runs.json"
@@ -86,9 +95,9 @@ def publish(
                 trainings[name] = [_training(r) for r in runs]
             crossed = sorted(folder.glob("**/cross_fit_predictions.jsonl"))
             target = out / f"{name}.oof.json.gz"
-            if crossed and source is not None:  # the model folder (seed-N) holds the file
+            if crossed and source_name:  # the model folder (seed-N) holds the file
                 if not target.is_file():  # minutes of prediction: kept once written
-                    _write_oof(crossed[0].parent, source, source_name or source.name, target)
+                    _write_oof(crossed[0].parent, data, source_name, target)
                 written.append(target)
     for other in times_from:
         theirs = json.loads((other / "manifest.json").read_text(encoding="utf-8"))
@@ -113,14 +122,16 @@ def _training(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _write_oof(folder: Path, source: Path, source_name: str, target: Path) -> None:
-    """D0's out-of-fold hypothesis-only predictions, as codes in D0's row order."""
+def _write_oof(folder: Path, data: Path, source_name: str, target: Path) -> None:
+    """D0's out-of-fold hypothesis-only predictions, as codes in D0's row order (D0's gold
+    labels are not copied: :func:`oof_gold` reads them from the data folder)."""
     from training_sets import content_digest
 
     from zdebias.classify.hypo_only import out_of_fold_predictions
     from zdebias.data.readers import read_records
     from zdebias.evaluation.published import compact
 
+    source = data / source_name
     records = read_records(source)
     oof = out_of_fold_predictions(str(folder))
     info = json.loads((folder / "zdebias_classifier.json").read_text(encoding="utf-8"))
@@ -142,15 +153,97 @@ def _write_oof(folder: Path, source: Path, source_name: str, target: Path) -> No
         "n": len(records),
         "rows": content_digest(records),
         "classes": classes,
-        "gold": compact([r.label for r in records], classes),
         "predicted": compact([oof[(r.id, r.hypothesis)] for r in records], classes),
         "in_sample": compact([classes[i] for i in own.argmax(axis=1)], classes),
         # the probability each gives the gold label, in percent
         "gold_percent": [round(100 * float(folds[i, g])) for i, g in enumerate(gold)],
         "gold_percent_in_sample": [round(100 * float(own[i, g])) for i, g in enumerate(gold)],
     }
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    target.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    _write_gzip(doc, target)
+
+
+def _write_gzip(doc: dict[str, Any], target: Path) -> None:
+    """``doc`` as compact JSON, gzipped atomically (no time stamp: the same doc, the same bytes)."""
+    from zdebias.data.writers import atomic_open
+
+    data = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+    with atomic_open(target, "wb") as fh:
+        fh.write(gzip.compress(data, compresslevel=9, mtime=0))
+
+
+def _relative(doc: Any, data: Path) -> Any:
+    """``doc`` with paths under ``data`` written ``${ZDEBIAS_DATA}/...`` and paths under the
+    repository relative to it: a published file names no machine's folders."""
+    if isinstance(doc, dict):
+        return {k: _relative(v, data) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_relative(v, data) for v in doc]
+    if isinstance(doc, str):
+        for prefix, new in ((f"{data.resolve()}/", "${ZDEBIAS_DATA}/"), (f"{ROOT}/", "")):
+            doc = doc.replace(prefix, new)
+    return doc
+
+
+def _sources(run: Path, compacted: dict[str, Any], data: Path) -> dict[str, dict[str, Any]]:
+    """Where each suite's rows are read under ``data``: a suite read from the data folder
+    names its file; one read from the run folder (a subset, a split's slice) names the
+    recipe's data input its rows came from and their positions in it. Each is checked by
+    reading it: the rows' digest must be the one the evaluation recorded."""
+    import yaml
+
+    from zdebias.evaluation.published import suite_rows
+    from zdebias.evaluation.suites import Suite, load_suite, rows_digest
+
+    root = data.resolve()
+    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    options = ("format", "task", "columns", "label_map", "split", "where", "limit")
+
+    def under(spec: dict[str, Any]) -> dict[str, Any] | None:
+        base, sep, tail = str(spec["path"]).partition("::")
+        path = Path(base).resolve()
+        if not path.is_relative_to(root):
+            return None
+        kept = {k: spec[k] for k in options if spec.get(k)}
+        return {"path": str(path.relative_to(root)) + sep + tail, **kept}
+
+    given = [under(dict(v)) for v in config["data"].values() if isinstance(v, dict)]
+    inputs = [s for s in given if s]
+    loaded: dict[int, dict[str, int]] = {}
+    specs = {s["name"]: s for m in compacted["methods"] for s in m["suites"]}
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in compacted["suites"].items():
+        spec = specs[name]
+        source = under(spec)
+        if source is None:  # a run folder's file: find the input its rows came from
+            ids = [r.id for r in load_suite(Suite(name, spec["path"], task=spec.get("task")))[0]]
+            for i, candidate in enumerate(inputs):
+                if i not in loaded:
+                    rows = suite_rows(candidate, root)
+                    loaded[i] = {r.id: n for n, r in enumerate(rows)}
+                if all(x in loaded[i] for x in ids):
+                    source = {**candidate, "take": [loaded[i][x] for x in ids]}
+                    break
+            if source is None:
+                raise SystemExit(f"suite {name!r} ({spec['path']}): no recipe input holds its rows")
+        records = suite_rows(source, root)
+        if rows_digest(records) != entry["rows"]:
+            raise SystemExit(f"suite {name!r}: {source['path']} read back holds other rows")
+        out[name] = source
+    return out
+
+
+def oof_gold(doc: dict[str, Any], data: Path) -> str:
+    """D0's gold labels as the out-of-fold file's codes, read from ``data`` and checked
+    against the file's content digest."""
+    from training_sets import content_digest
+
+    from zdebias.data.readers import read_records
+    from zdebias.evaluation.published import compact
+
+    records = read_records(data / doc["source"])
+    if content_digest(records) != doc["rows"]:
+        raise SystemExit(f"{data / doc['source']}: not the rows the out-of-fold file was made on")
+    return compact([r.label for r in records], doc["classes"])
 
 
 def published_rows(folder: Path, stage: str) -> int:
@@ -202,10 +295,10 @@ def _stage_file(folder: Path, names: Sequence[str]) -> Path | None:
 
 
 @functools.cache
-def _rebuilt(path: Path) -> dict[str, Any]:
+def _rebuilt(path: Path, data: Path) -> dict[str, Any]:
     from zdebias.pipeline.stages.classify import rebuilt_tables
 
-    return rebuilt_tables(path)[0]
+    return rebuilt_tables(path, data)[0]
 
 
 BASELINES = ("MiniLM w/ D0", "MiniLM w/ random subset")
@@ -219,7 +312,7 @@ COLUMNS = (
 
 
 @functools.cache
-def _summary(folder: Path) -> dict[str, Any]:
+def _summary(folder: Path, data: Path) -> dict[str, Any]:
     """The first table's tests: every method against each baseline on :data:`COLUMNS`, with
     Holm's correction over all of them together; and each method's level per column."""
     import copy
@@ -227,9 +320,9 @@ def _summary(folder: Path) -> dict[str, Any]:
     from zdebias.evaluation.significance import adjust, compare_results
 
     found = {
-        "main": copy.deepcopy(_rebuilt(_stage_file(folder, MAIN))),  # type: ignore[arg-type]
+        "main": copy.deepcopy(_rebuilt(_stage_file(folder, MAIN), data)),  # type: ignore[arg-type]
         "independent": copy.deepcopy(
-            _rebuilt(_stage_file(folder, INDEPENDENT))  # type: ignore[arg-type]
+            _rebuilt(_stage_file(folder, INDEPENDENT), data)  # type: ignore[arg-type]
         ),
     }
     comparisons = []
@@ -255,12 +348,12 @@ def _summary(folder: Path) -> dict[str, Any]:
     return {"tests": tests, "levels": levels, "names": names, "n_tests": len(tests)}
 
 
-def summary_table(folder: Path) -> str:
+def summary_table(folder: Path, data: Path) -> str:
     """Each method against D0 and against the same-size random control: in-distribution
     accuracy, worst-group and conflicting accuracy on the split by the independent bias model,
     and the official hard set; 95 % intervals, Holm over the whole table; then each method's
     level (mean ± std over its seeds)."""
-    summary = _summary(folder)
+    summary = _summary(folder, data)
     methods = [n for n in summary["names"] if n not in BASELINES] + [BASELINES[1]]
     head = ["Method", "vs"] + [title for title, _w, _k in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
@@ -284,9 +377,9 @@ def summary_table(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline(folder: Path) -> str:
+def headline(folder: Path, data: Path) -> str:
     """The first table's result for Z(D0), in one paragraph (README and the page quote it)."""
-    summary = _summary(folder)
+    summary = _summary(folder, data)
     tests = summary["tests"]
     z = "MiniLM w/ Z(D0)"
     run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
@@ -320,11 +413,11 @@ def headline(folder: Path) -> str:
     )
 
 
-def reproduction_table(folder: Path) -> str:
+def reproduction_table(folder: Path, data: Path) -> str:
     """GD-NLI Table 13 (z-filtered SNLI against all of SNLI) beside Z(D0) against D0 here:
     the paper's difference, ours with its 95 % interval and Holm-corrected p, and whether the
     paper's difference lies in our interval."""
-    main = _rebuilt(_stage_file(folder, MAIN))  # type: ignore[arg-type]
+    main = _rebuilt(_stage_file(folder, MAIN), data)  # type: ignore[arg-type]
     against_d0 = next(c for c in main["comparisons"] if c["baseline"] == "MiniLM w/ D0")
     tests = next(i for i in against_d0["comparisons"] if i["name"] == "MiniLM w/ Z(D0)")["tests"]
     lines = [
@@ -388,7 +481,7 @@ def outliers(seeds: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]
     return out
 
 
-def bias_expert_table(folder: Path) -> str:
+def bias_expert_table(folder: Path, data: Path) -> str:
     """The hypothesis-only model on D0's rows: out of fold (each row by a model that did not
     see it) against the final model (which saw every row): accuracy and the probability of
     the gold label, which PoE divides the main model's by."""
@@ -398,7 +491,7 @@ def bias_expert_table(folder: Path) -> str:
     ]
     for file in sorted(folder.glob("*.oof.json.gz")):
         doc = read_oof(file)
-        gold = doc["gold"]
+        gold = oof_gold(doc, data)
         for what, codes, percent in (
             ("out of fold", doc["predicted"], doc["gold_percent"]),
             ("the final model (in sample)", doc["in_sample"], doc["gold_percent_in_sample"]),
@@ -439,20 +532,20 @@ def time_table(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rebuild(folder: Path) -> dict[str, str]:
-    """Every table of a published recipe folder, by name."""
+def rebuild(folder: Path, data: Path) -> dict[str, str]:
+    """Every table of a published recipe folder, by name (gold labels read under ``data``)."""
     from zdebias.pipeline.stages.classify import rebuilt_tables
 
     out: dict[str, str] = {}
     for file in sorted(folder.glob("*.predictions.json.gz")):
         stage = file.name.removesuffix(".predictions.json.gz")
-        out[stage] = rebuilt_tables(file)[1]
+        out[stage] = rebuilt_tables(file, data)[1]
     if _stage_file(folder, MAIN) and _stage_file(folder, INDEPENDENT):
-        out["summary"] = summary_table(folder)
-        out["headline"] = headline(folder)
-        out["reproduction"] = reproduction_table(folder)
+        out["summary"] = summary_table(folder, data)
+        out["headline"] = headline(folder, data)
+        out["reproduction"] = reproduction_table(folder, data)
     if list(folder.glob("*.oof.json.gz")):
-        out["bias_expert"] = bias_expert_table(folder)
+        out["bias_expert"] = bias_expert_table(folder, data)
     if (folder / RUN_FILE).is_file():
         out["trainings"] = trainings_table(folder)
         out["datasets"] = datasets_table(folder)
@@ -460,7 +553,7 @@ def rebuild(folder: Path) -> dict[str, str]:
     return out
 
 
-def figure(folder: Path, out: Path) -> Path:
+def figure(folder: Path, out: Path, data: Path) -> Path:
     """In-distribution accuracy against worst-group accuracy per method, with 95 % t
     intervals over seeds: the trade-off a user chooses on."""
     import matplotlib
@@ -469,8 +562,8 @@ def figure(folder: Path, out: Path) -> Path:
     import matplotlib.pyplot as plt
     from scipy import stats
 
-    main = _rebuilt(_stage_file(folder, MAIN))  # type: ignore[arg-type]
-    indep = _rebuilt(_stage_file(folder, INDEPENDENT))  # type: ignore[arg-type]
+    main = _rebuilt(_stage_file(folder, MAIN), data)  # type: ignore[arg-type]
+    indep = _rebuilt(_stage_file(folder, INDEPENDENT), data)  # type: ignore[arg-type]
     worst = {d["name"]: d for d in indep["documents"]}
 
     def spread(values: list[float]) -> tuple[float, float]:
@@ -497,7 +590,7 @@ def figure(folder: Path, out: Path) -> Path:
     return out
 
 
-def check(pages: Sequence[Path], write: bool) -> int:
+def check(pages: Sequence[Path], write: bool, data: Path) -> int:
     """Compare (or, with ``write``, replace) every rebuilt block of ``pages``."""
     cache: dict[Path, dict[str, str]] = {}
     bad = 0
@@ -508,7 +601,7 @@ def check(pages: Sequence[Path], write: bool) -> int:
         for match in BLOCK.finditer(text):
             folder = (page.parent / match.group(2)).resolve()
             if folder not in cache:
-                cache[folder] = rebuild(folder)
+                cache[folder] = rebuild(folder, data)
             table = cache[folder].get(match.group(3))
             if table is None:
                 raise SystemExit(f"{page}: no table {match.group(3)!r} in {folder}")
@@ -524,14 +617,12 @@ def check(pages: Sequence[Path], write: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # training_sets
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("publish", help="compact a run folder's predictions into a folder")
     p.add_argument("run", type=Path)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--source", type=Path, help="D0's file, for the out-of-fold predictions")
-    p.add_argument("--source-name", help="how the published file names D0")
+    p.add_argument("--source-name", help="D0's file under --data, for the out-of-fold predictions")
     p.add_argument(
         "--times-from", type=Path, nargs="*", default=[], help="run folders stages came from"
     )
@@ -543,19 +634,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("check", help="pages' rebuilt blocks equal their rebuild")
     c.add_argument("pages", type=Path, nargs="+")
     c.add_argument("--write", action="store_true", help="replace the blocks instead")
+    for command in (p, r, f, c):
+        command.add_argument(
+            "--data",
+            type=Path,
+            default=os.environ.get("ZDEBIAS_DATA"),
+            help="the datasets' folder, whose gold labels the tables read (default $ZDEBIAS_DATA)",
+        )
     args = parser.parse_args(argv)
+    if args.data is None:
+        parser.error("the datasets' folder is needed: --data DIR or ZDEBIAS_DATA")
     if args.command == "publish":
-        for path in publish(args.run, args.out, args.source, args.source_name, args.times_from):
+        found = publish(args.run, args.out, args.data, args.source_name, args.times_from)
+        for path in found:
             print(path)
         return 0
     if args.command == "rebuild":
-        for name, table in rebuild(args.folder).items():
+        for name, table in rebuild(args.folder, args.data).items():
             print(f"## {name}\n\n{table}")
         return 0
     if args.command == "figure":
-        print(figure(args.folder, args.out))
+        print(figure(args.folder, args.out, args.data))
         return 0
-    return check(args.pages, args.write)
+    return check(args.pages, args.write, args.data)
 
 
 if __name__ == "__main__":

@@ -31,10 +31,25 @@ def pages() -> Any:
     return load_script("results_pages")
 
 
-def test_every_table_of_the_pages_equals_its_rebuild(pages: Any) -> None:
+def test_every_table_of_the_pages_equals_its_rebuild(pages: Any, data_dir: Path) -> None:
     blocks = sum(p.read_text(encoding="utf-8").count("<!-- rebuilt: ") for p in PAGES)
     assert blocks >= 6
-    assert pages.check(PAGES, write=False) == 0
+    assert pages.check(PAGES, write=False, data=data_dir) == 0
+
+
+def test_the_published_files_hold_no_gold_label_or_machine_path(pages: Any) -> None:
+    """The datasets' labels are read back from the data folder, checked by digest; no file
+    names a folder of the machine it was made on."""
+    for file in sorted(DATA.glob("*.json.gz")):
+        text = gzip.decompress(file.read_bytes()).decode()
+        doc = json.loads(text)
+        assert "/work/" not in text and "/home/" not in text, file.name
+        if file.name.endswith(".oof.json.gz"):
+            assert "gold" not in doc
+            continue
+        for name, suite in doc["suites"].items():
+            assert "gold" not in suite and suite["gold_digest"], (file.name, name)
+            assert not Path(suite["source"]["path"].split("::")[0]).is_absolute()
 
 
 def test_z_of_d0_rederives_from_the_published_out_of_fold_predictions(

@@ -6,6 +6,12 @@ the suite's ``classes``), and for every suite its gold labels the same way, its 
 digest, HANS-style heuristic and subcase codes, and a shortcut split's verdict and carried
 shortcuts per row. Label ids and codes only: no text of the evaluation sets is copied.
 
+A published copy (:func:`detach`) drops the gold labels too, which are the datasets' own: each
+suite names instead where its rows are read under the data folder (``source``: a path relative
+to it, reader options and the row positions a subset or split slice took), with the digest of
+its gold codes; :func:`attach` (and :func:`read_predictions` given ``data``) reads them back
+and checks both the rows' digest and the gold codes' digest.
+
 :func:`documents` replays the scoring of :func:`~zdebias.evaluation.suites.evaluate_models`
 and :func:`~zdebias.evaluation.reliance.add_reliance` on those labels, so every table, group
 metric and test the stage printed is rebuilt from the file alone, in seconds (docs/results.md).
@@ -17,8 +23,10 @@ metric and test the stage printed is rebuilt from the file alone, in seconds (do
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -215,8 +223,9 @@ def _split_head(split: Mapping[str, Any] | None, doc: Mapping[str, Any]) -> dict
     return head
 
 
-def read_predictions(path: str | Path) -> dict[str, Any]:
-    """A compact predictions file, checked for its kind and version."""
+def read_predictions(path: str | Path, data: str | Path | None = None) -> dict[str, Any]:
+    """A compact predictions file, checked for its kind and version; a published copy's gold
+    labels are read back from ``data`` (default ``$ZDEBIAS_DATA``), :func:`attach`."""
     p = Path(path)
     try:
         doc = json.loads(gzip.decompress(p.read_bytes()))
@@ -226,7 +235,77 @@ def read_predictions(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: not a compact predictions file (kind {KIND!r})")
     if doc.get("version") != VERSION:
         raise ConfigError(f"{p}: version {doc.get('version')!r}; this zdebias reads {VERSION}")
+    if any("gold" not in entry for entry in doc["suites"].values()):
+        root = data if data is not None else os.environ.get("ZDEBIAS_DATA")
+        if not root:
+            raise ConfigError(
+                f"{p}: a published copy without the datasets' gold labels; they are read from "
+                "the data folder: pass data= (--data) or set ZDEBIAS_DATA"
+            )
+        try:
+            attach(doc, Path(root))
+        except ConfigError as err:
+            raise ConfigError(f"{p}: {err}") from None
     return doc
+
+
+def gold_digest(codes: str) -> str:
+    """The digest a published copy keeps of a suite's gold codes."""
+    return hashlib.sha256(codes.encode()).hexdigest()[:16]
+
+
+def detach(
+    compacted: Mapping[str, Any], sources: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A copy of ``compacted`` without the suites' gold labels: each suite gets its ``source``
+    (``path`` under the data folder, reader options, ``take``: the positions of its rows in
+    that file, or None for all of them, in order) and ``gold_digest``."""
+    out = json.loads(json.dumps(compacted))
+    for name, entry in out["suites"].items():
+        if name not in sources:
+            raise ConfigError(f"suite {name!r}: no source under the data folder given")
+        entry["gold_digest"] = gold_digest(entry.pop("gold"))
+        entry["source"] = dict(sources[name])
+    return out
+
+
+def suite_rows(source: Mapping[str, Any], data: Path) -> list[Record]:
+    """The rows a published suite's ``source`` names, read under ``data``."""
+    from zdebias.evaluation.suites import Suite, load_suite
+
+    options = {k: v for k, v in source.items() if k not in ("path", "take")}
+    records, _ = load_suite(Suite("source", str(data / source["path"]), **options))
+    take = source.get("take")
+    if take is None:
+        return records
+    if take and max(take) >= len(records):
+        raise ConfigError(f"{data / source['path']}: {len(records)} rows; a row {max(take)} taken")
+    return [records[i] for i in take]
+
+
+def attach(compacted: dict[str, Any], data: Path) -> dict[str, Any]:
+    """Put back (in place) the gold labels a published copy left out, from the datasets under
+    ``data``; each suite's rows must have the digest the evaluation recorded, and its gold
+    codes the digest :func:`detach` kept."""
+    from zdebias.evaluation.suites import rows_digest
+
+    for name, entry in compacted["suites"].items():
+        if "gold" in entry:
+            continue
+        source = entry.get("source")
+        if not source:
+            raise ConfigError(f"suite {name!r} has neither gold labels nor a source")
+        records = suite_rows(source, data)
+        if len(records) != entry["n"] or rows_digest(records) != entry["rows"]:
+            raise ConfigError(
+                f"suite {name!r}: {data / source['path']} does not hold the rows the evaluation "
+                f"scored ({len(records)} rows read, {entry['n']} scored, or other rows)"
+            )
+        codes = compact([str(r.label) for r in records], entry["classes"])
+        if gold_digest(codes) != entry["gold_digest"]:
+            raise ConfigError(f"suite {name!r}: the gold labels read differ from the scored ones")
+        entry["gold"] = codes
+    return compacted
 
 
 def documents(compacted: Mapping[str, Any], *, min_size: int | None = None) -> list[dict[str, Any]]:
@@ -293,10 +372,14 @@ def documents(compacted: Mapping[str, Any], *, min_size: int | None = None) -> l
 __all__ = [
     "FILE",
     "KIND",
+    "attach",
     "compact",
+    "detach",
     "documents",
     "expand",
+    "gold_digest",
     "read_predictions",
     "suite_entry",
+    "suite_rows",
     "write_predictions",
 ]

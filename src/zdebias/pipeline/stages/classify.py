@@ -367,13 +367,16 @@ def evaluation_tables(
     return results, "\n".join(markdown) + "\n", unlearned
 
 
-def rebuilt_tables(path: str | Path) -> tuple[dict[str, Any], str]:
+def rebuilt_tables(
+    path: str | Path, data: str | Path | None = None
+) -> tuple[dict[str, Any], str]:
     """An evaluate stage's ``results.json`` content and ``table.md`` text, rebuilt from its
-    compact predictions alone (:func:`zdebias.evaluation.published.documents`)."""
+    compact predictions alone (:func:`zdebias.evaluation.published.documents`); a published
+    copy reads its gold labels from the datasets under ``data`` (default ``$ZDEBIAS_DATA``)."""
     from zdebias.evaluation.published import documents, read_predictions
     from zdebias.evaluation.reliance import SUITES
 
-    compacted = read_predictions(path)
+    compacted = read_predictions(path, data)
     docs = documents(compacted, min_size=compacted["tables"].get("min_group_size"))
     suites = [s["name"] for s in compacted["methods"][0]["suites"]] if docs else []
     suites = [n for n in suites if n in compacted["suites"] and n not in SUITES.values()]
