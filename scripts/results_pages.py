@@ -311,41 +311,68 @@ COLUMNS = (
 )
 
 
+def _split_folder(results: dict[str, Any]) -> str | None:
+    docs = results["documents"]
+    return (docs[0].get("shortcut_split") or {}).get("folder") if docs else None
+
+
+@functools.cache
+def _methods(folder: Path, data: Path) -> dict[str, dict[str, Any]]:
+    """Every method of every published evaluate stage, its runs (by seed) holding the first
+    table's metrics: the suites' from any stage, the split's only from stages graded on the
+    independent split (the one of :data:`INDEPENDENT`). A method evaluated by several
+    stages (D0 beside each method's own stage) keeps one value per metric and seed."""
+    independent = _split_folder(_rebuilt(_stage_file(folder, INDEPENDENT), data))  # type: ignore[arg-type]
+    keys = [key for _t, _w, key in COLUMNS]
+    merged: dict[str, dict[str, Any]] = {}
+    for file in sorted(folder.glob("*.predictions.json.gz")):
+        results = _rebuilt(file, data)
+        graded = _split_folder(results) == independent
+        for doc in results["documents"]:
+            mine = merged.setdefault(doc["name"], {"name": doc["name"], "runs": {}})
+            for run in doc["runs"]:
+                metrics = mine["runs"].setdefault(str(run["seed"]), {})
+                for key in keys:
+                    if key in run["metrics"] and key not in metrics:
+                        if graded or not key.startswith("shortcut-"):
+                            metrics[key] = run["metrics"][key]
+    return {
+        name: {
+            "name": name,
+            "runs": [{"seed": seed, "metrics": m} for seed, m in doc["runs"].items()],
+        }
+        for name, doc in merged.items()
+    }
+
+
 @functools.cache
 def _summary(folder: Path, data: Path) -> dict[str, Any]:
     """The first table's tests: every method against each baseline on :data:`COLUMNS`, with
     Holm's correction over all of them together; and each method's level per column."""
-    import copy
-
+    from zdebias.evaluation.metrics import summarize
     from zdebias.evaluation.significance import adjust, compare_results
 
-    found = {
-        "main": copy.deepcopy(_rebuilt(_stage_file(folder, MAIN), data)),  # type: ignore[arg-type]
-        "independent": copy.deepcopy(
-            _rebuilt(_stage_file(folder, INDEPENDENT), data)  # type: ignore[arg-type]
-        ),
-    }
+    methods = _methods(folder, data)
+    keys = [key for _t, _w, key in COLUMNS]
     comparisons = []
     for base in BASELINES:
-        for which, results in found.items():
-            docs = results["documents"]
-            ordered = [d for d in docs if d["name"] == base] + [
-                d for d in docs if d["name"] not in (base, BASELINES[0])
-            ]
-            keys = [key for _t, w, key in COLUMNS if w == which]
-            comparisons.append((base, compare_results(ordered, keys=keys)))
-    adjust([c for _b, c in comparisons], family=[key for _t, _w, key in COLUMNS])
+        ordered = [methods[base]] + [
+            doc for name, doc in methods.items() if name not in (base, BASELINES[0])
+        ]
+        comparisons.append((base, compare_results(ordered, keys=keys, adjusted=False)))
+    adjust([c for _b, c in comparisons], family=keys)
     tests = {}
     for base, comp in comparisons:
         for item in comp["comparisons"]:
             for key, test in item["tests"].items():
                 tests[(item["name"], base, key)] = test
     levels: dict[str, dict[str, Any]] = {}
-    for _t, which, key in COLUMNS:
-        for doc in found[which]["documents"]:
-            levels.setdefault(doc["name"], {})[key] = doc["summary"].get(key)
-    names = [d["name"] for d in found["main"]["documents"]]
-    return {"tests": tests, "levels": levels, "names": names, "n_tests": len(tests)}
+    for name, doc in methods.items():
+        for key in keys:
+            values = [run["metrics"].get(key) for run in doc["runs"]]
+            ok = values and all(v is not None for v in values)
+            levels.setdefault(name, {})[key] = summarize(values) if ok else None
+    return {"tests": tests, "levels": levels, "names": list(methods), "n_tests": len(tests)}
 
 
 def summary_table(folder: Path, data: Path) -> str:
@@ -562,9 +589,7 @@ def figure(folder: Path, out: Path, data: Path) -> Path:
     import matplotlib.pyplot as plt
     from scipy import stats
 
-    main = _rebuilt(_stage_file(folder, MAIN), data)  # type: ignore[arg-type]
-    indep = _rebuilt(_stage_file(folder, INDEPENDENT), data)  # type: ignore[arg-type]
-    worst = {d["name"]: d for d in indep["documents"]}
+    methods = _methods(folder, data)
 
     def spread(values: list[float]) -> tuple[float, float]:
         mean = statistics.fmean(values)
@@ -574,10 +599,13 @@ def figure(folder: Path, out: Path, data: Path) -> Path:
         return 100 * mean, 100 * float(half)
 
     fig, ax = plt.subplots(figsize=(6, 4.2), dpi=110)
-    for doc in main["documents"]:
-        name = doc["name"]
-        x, dx = spread([run["metrics"]["SNLI"] for run in doc["runs"]])
-        y, dy = spread([run["metrics"]["shortcut-worst-group"] for run in worst[name]["runs"]])
+    for name, doc in methods.items():
+        x_values = [run["metrics"].get("SNLI") for run in doc["runs"]]
+        y_values = [run["metrics"].get("shortcut-worst-group") for run in doc["runs"]]
+        if None in x_values or None in y_values:
+            continue
+        x, dx = spread(x_values)
+        y, dy = spread(y_values)
         ax.errorbar(x, y, xerr=dx, yerr=dy, fmt="o", capsize=3, label=name.removeprefix("MiniLM "))
     ax.set_xlabel("SNLI test accuracy (%)")
     ax.set_ylabel("worst-group accuracy (%), independent split")
