@@ -38,8 +38,6 @@ if str(ROOT / "scripts") not in sys.path:  # training_sets, its neighbour
     sys.path.insert(0, str(ROOT / "scripts"))
 RUN_FILE = "run.json"
 OOF_KIND = "zdebias-oof"
-#: a seed whose best dev accuracy is this many points below its siblings' median is flagged
-OUTLIER_POINTS = 5.0
 BLOCK = re.compile(r"(<!-- rebuilt: (\S+) (\S+) -->\n)(.*?)(<!-- /rebuilt -->)", re.S)
 DONE = ("done", "skipped")
 
@@ -473,7 +471,7 @@ def reproduction_table(folder: Path, data: Path) -> str:
 
 def trainings_table(folder: Path) -> str:
     """Every training's seeds: steps, best dev accuracy, and a flag on a seed that trained far
-    worse than its siblings (more than :data:`OUTLIER_POINTS` below their median) or not at all."""
+    worse than its siblings (more than ``OUTLIER_POINTS`` below their median) or not at all."""
     run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
     lines = [
         "| Training | seeds | steps | best dev accuracy per seed | flagged |",
@@ -493,19 +491,19 @@ def trainings_table(folder: Path) -> str:
 
 
 def outliers(seeds: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
-    """Seeds whose best dev accuracy lies more than :data:`OUTLIER_POINTS` points below the
-    median of the others (leave-one-out, so one bad seed of three is found)."""
-    out = []
-    for i, seed in enumerate(seeds):
-        mine = seed.get("best_dev_accuracy")
-        rest = [s.get("best_dev_accuracy") for j, s in enumerate(seeds) if j != i]
-        rest = [r for r in rest if r is not None]
-        if mine is None or len(rest) < 2:
-            continue
-        median = statistics.median(rest)
-        if 100 * (median - mine) > OUTLIER_POINTS:
-            out.append((seed, f"dev {_pts(mine)} against the others' median {_pts(median)}"))
-    return out
+    """Seeds whose best dev accuracy lies more than ``OUTLIER_POINTS`` points below the
+    median of the others (:func:`zdebias.evaluation.tables.outlier_runs`, which the evaluate
+    stage's tables flag too)."""
+    from zdebias.evaluation.tables import outlier_runs
+
+    by_seed = {str(s.get("seed")): s for s in seeds}
+    return [
+        (
+            by_seed[str(o["seed"])],
+            f"dev {_pts(o['dev'])} against the others' median {_pts(o['median'])}",
+        )
+        for o in outlier_runs(seeds)
+    ]
 
 
 def bias_expert_table(folder: Path, data: Path) -> str:

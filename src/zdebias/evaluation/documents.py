@@ -28,6 +28,8 @@ class EvaluationRun(TypedDict, total=False):
     base_model: str
     #: why the training did not learn (the run stays in the means)
     did_not_learn: str
+    #: the training's best dev accuracy (an outlier among the seeds is flagged)
+    best_dev_accuracy: float
     bias_expert: dict[str, Any]
     train_filter: dict[str, Any]
     # scored

@@ -48,7 +48,16 @@ FILE = "predictions.json.gz"
 #: the code of a row no shortcut decides (its verdict is None)
 FREE_CODE = "."
 #: the run fields a document keeps besides its scores (``_run_info``'s and the labels)
-RUN_FIELDS = ("model", "seed", "loss", "input", "base_model", "did_not_learn", "bias_expert")
+RUN_FIELDS = (
+    "model",
+    "seed",
+    "loss",
+    "input",
+    "base_model",
+    "did_not_learn",
+    "bias_expert",
+    "best_dev_accuracy",
+)
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 

@@ -246,7 +246,9 @@ def flat_metrics(suite: str, result: dict[str, Any]) -> dict[str, float]:
 def _run_info(model: str) -> dict[str, Any]:
     """Seed, loss and input of a trained classifier folder, when it has them, and
     ``did_not_learn`` (why) for a training that did not learn
-    (:func:`~zdebias.classify.learned.did_not_learn`)."""
+    (:func:`~zdebias.classify.learned.did_not_learn`), ``best_dev_accuracy`` where it was
+    recorded (a seed that is an outlier among its siblings is flagged,
+    :func:`~zdebias.evaluation.tables.outlier_runs`)."""
     info: dict[str, Any] = {}
     folder = Path(model)
     for name in ("zdebias_classifier.json", "metrics.json"):
@@ -265,6 +267,9 @@ def _run_info(model: str) -> dict[str, Any]:
                 reason = recorded_did_not_learn(data)  # the loader warns; the document keeps why
                 if reason:
                     info["did_not_learn"] = reason
+                best = data.get("best")
+                if isinstance(best, dict) and isinstance(best.get("dev_accuracy"), int | float):
+                    info["best_dev_accuracy"] = float(best["dev_accuracy"])
                 bias = _bias_expert(data)
                 if bias:
                     info["bias_expert"] = bias

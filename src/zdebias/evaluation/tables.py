@@ -11,6 +11,7 @@ summary. Tables only read saved results documents; they never import training co
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,9 @@ def summary_table(
         unlearned = sum(bool(run.get("did_not_learn")) for run in doc.get("runs", []))
         if unlearned:  # kept in the means (what was measured), said under the tables
             row["did_not_learn"] = unlearned
+        poor = outlier_runs(doc.get("runs", []))
+        if poor:  # flagged beside the name and under the tables, kept in the means
+            row["outliers"] = poor
         if average:
             per_run = [v for col in cols if (v := _run_values(doc, col)) is not None]
             if cols and len(per_run) == len(cols):
@@ -95,19 +99,53 @@ def table_markdown(table: dict[str, Any], *, first: str = "Method") -> str:
         cells = [format_cell(row["cells"].get(c)) for c in table["columns"]]
         if table.get("average"):
             cells.append(format_cell(row.get("average")))
-        body.append([str(row["name"]), *cells])
+        name = str(row["name"])
+        if row.get("outliers"):
+            name += " ⚠ " + ", ".join(f"seed {o['seed']}" for o in row["outliers"])
+        body.append([name, *cells])
     return markdown_table(header, body)
+
+
+#: a seed whose best dev accuracy lies this many points below its siblings' median is flagged
+OUTLIER_POINTS = 5.0
+
+
+def outlier_runs(
+    runs: Sequence[Mapping[str, Any]], points: float = OUTLIER_POINTS
+) -> list[dict[str, Any]]:
+    """Runs that trained far worse than their siblings: best dev accuracy more than ``points``
+    below the median of the other runs' (leave-one-out, so one bad seed of three is found;
+    two or more others needed). Each: ``seed``, ``model``, ``dev``, ``median``."""
+    devs = [run.get("best_dev_accuracy") for run in runs]
+    out = []
+    for i, run in enumerate(runs):
+        rest = [d for j, d in enumerate(devs) if j != i and d is not None]
+        if devs[i] is None or len(rest) < 2:
+            continue
+        median = statistics.median(rest)
+        if 100 * (median - devs[i]) > points:
+            seed, model = run.get("seed"), run.get("model")
+            out.append({"seed": seed, "model": model, "dev": devs[i], "median": median})
+    return out
 
 
 def unlearned_lines(table: dict[str, Any]) -> list[str]:
     """One line per method of a summary table some of whose runs did not learn (they stay in
     its means: the numbers are what was measured)."""
-    return [
+    lines = [
         f"{row['name']}: {row['did_not_learn']} of {row['n_runs']} "
         f"run{'' if row['n_runs'] == 1 else 's'} did not learn (kept in the means)"
         for row in table["rows"]
         if row.get("did_not_learn")
     ]
+    for row in table["rows"]:
+        for o in row.get("outliers", []):
+            lines.append(
+                f"{row['name']}: seed {o['seed']} reached {100 * o['dev']:.1f} % best dev "
+                f"accuracy against {100 * o['median']:.1f} % for its other seeds (median): an "
+                "outlier, kept in the means; see docs/classify.md, 'A seed that trains poorly'"
+            )
+    return lines
 
 
 def group_table(doc: Mapping[str, Any], suite: str) -> dict[str, Any] | None:
@@ -206,6 +244,18 @@ def render_markdown(doc: Mapping[str, Any], *, average: bool = False) -> str:
             "Runs that did not learn (kept in the means above):",
             "",
             *[f"- {run['model']}: {run['did_not_learn']}" for run in unlearned],
+            "",
+        ]
+    poor = outlier_runs(doc.get("runs", []))
+    if poor:
+        parts += [
+            "Runs whose best dev accuracy is an outlier among their seeds (kept in the means):",
+            "",
+            *[
+                f"- {o['model']}: {100 * o['dev']:.1f} % against the others' median "
+                f"{100 * o['median']:.1f} %"
+                for o in poor
+            ],
             "",
         ]
     if "shortcut_split" in doc:
