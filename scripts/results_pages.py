@@ -300,6 +300,15 @@ def _rebuilt(path: Path, data: Path) -> dict[str, Any]:
 
 
 BASELINES = ("MiniLM w/ D0", "MiniLM w/ random subset")
+
+
+def _controls(name: str) -> tuple[str, ...]:
+    """The baselines a method is graded against: D0, and the same-size random subset for a
+    method that trains on less (or other) data than all of D0; a method trained on all of D0
+    (PoE) has D0 itself as its same-size control."""
+    return BASELINES[:1] if name.endswith(" w/ D0") else BASELINES
+
+
 #: the first table's columns: title, which evaluation (main / independent), metric
 COLUMNS = (
     ("in-distribution (SNLI test)", "main", "SNLI"),
@@ -320,7 +329,7 @@ def _methods(folder: Path, data: Path) -> dict[str, dict[str, Any]]:
     table's metrics: the suites' from any stage, the split's only from stages graded on the
     independent split (the one of :data:`INDEPENDENT`). A method evaluated by several
     stages (D0 beside each method's own stage) keeps one value per metric and seed."""
-    independent = _split_folder(_rebuilt(_stage_file(folder, INDEPENDENT), data))  # type: ignore[arg-type]
+    independent = _split_folder(_rebuilt(_stage_file(folder, INDEPENDENT), data))
     keys = [key for _t, _w, key in COLUMNS]
     merged: dict[str, dict[str, Any]] = {}
     for file in sorted(folder.glob("*.predictions.json.gz")):
@@ -355,7 +364,9 @@ def _summary(folder: Path, data: Path) -> dict[str, Any]:
     comparisons = []
     for base in BASELINES:
         ordered = [methods[base]] + [
-            doc for name, doc in methods.items() if name not in (base, BASELINES[0])
+            doc
+            for name, doc in methods.items()
+            if name not in (base, BASELINES[0]) and base in _controls(name)
         ]
         comparisons.append((base, compare_results(ordered, keys=keys, adjusted=False)))
     adjust([c for _b, c in comparisons], family=keys)
@@ -383,7 +394,7 @@ def summary_table(folder: Path, data: Path) -> str:
     head = ["Method", "vs"] + [title for title, _w, _k in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
     for method in methods:
-        for base in BASELINES:
+        for base in _controls(method):
             if method == base:
                 continue
             cells = [_cell(summary["tests"].get((method, base, key))) for _t, _w, key in COLUMNS]
@@ -399,6 +410,38 @@ def summary_table(folder: Path, data: Path) -> str:
             for c in (cells.get(key) for _t, _w, key in COLUMNS)
         ]
         lines.append(f"| {name} | {n} | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: variants of a method graded against the method itself (PoE's settings a user would try)
+VARIANTS = {
+    "MiniLM PoE w/ D0": (
+        "MiniLM PoE (out-of-fold bias) w/ D0",
+        "MiniLM learned-mixin w/ D0",
+        "MiniLM conf-reg w/ D0",
+    ),
+}
+
+
+def variants_table(folder: Path, data: Path) -> str:
+    """Each variant against its method, on the first table's columns, paired by seed, with
+    Holm over this table's tests (a question of its own: which setting of the method)."""
+    from zdebias.evaluation.significance import adjust, compare_results
+
+    methods = _methods(folder, data)
+    keys = [key for _t, _w, key in COLUMNS]
+    found = []
+    for base, names in VARIANTS.items():
+        others = [methods[n] for n in names if n in methods]
+        if base in methods and others:
+            found.append(compare_results([methods[base], *others], keys=keys, adjusted=False))
+    adjust(found, family=keys)
+    head = ["Variant", "vs"] + [title for title, _w, _k in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
+    for comp in found:
+        for item in comp["comparisons"]:
+            cells = [_cell(item["tests"].get(key)) for key in keys]
+            lines.append(f"| {item['name']} | {comp['baseline']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -442,7 +485,7 @@ def reproduction_table(folder: Path, data: Path) -> str:
     """GD-NLI Table 13 (z-filtered SNLI against all of SNLI) beside Z(D0) against D0 here:
     the paper's difference, ours with its 95 % interval and Holm-corrected p, and whether the
     paper's difference lies in our interval."""
-    main = _rebuilt(_stage_file(folder, MAIN), data)  # type: ignore[arg-type]
+    main = _rebuilt(_stage_file(folder, MAIN), data)
     against_d0 = next(c for c in main["comparisons"] if c["baseline"] == "MiniLM w/ D0")
     tests = next(i for i in against_d0["comparisons"] if i["name"] == "MiniLM w/ Z(D0)")["tests"]
     lines = [
@@ -454,7 +497,7 @@ def reproduction_table(folder: Path, data: Path) -> str:
         t = tests[suite]
         paper = (after - before) / 100
         lo, hi = t["ci"] or (None, None)
-        if lo is not None and lo <= paper <= hi:
+        if lo is not None and hi is not None and lo <= paper <= hi:
             verdict = "yes: the paper's Δ is in our interval"
         elif t.get("significant") and (t["difference"] > 0) == (paper > 0):
             verdict = "the direction, not the size"
@@ -569,6 +612,8 @@ def rebuild(folder: Path, data: Path) -> dict[str, str]:
         out["summary"] = summary_table(folder, data)
         out["headline"] = headline(folder, data)
         out["reproduction"] = reproduction_table(folder, data)
+        if any(base in _methods(folder, data) for base in VARIANTS):
+            out["variants"] = variants_table(folder, data)
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder, data)
     if (folder / RUN_FILE).is_file():
