@@ -303,10 +303,10 @@ BASELINES = ("MiniLM w/ D0", "MiniLM w/ random subset")
 
 
 def _controls(name: str) -> tuple[str, ...]:
-    """The baselines a method is graded against: D0, and the same-size random subset for a
-    method that trains on less (or other) data than all of D0; a method trained on all of D0
-    (PoE) has D0 itself as its same-size control."""
-    return BASELINES[:1] if name.endswith(" w/ D0") else BASELINES
+    """The baselines a method is graded against: D0, and the random subset of Z(D0)'s size
+    for a method that trains on about as many rows (Z(D0), Par-Z, Seq-Z); a method trained on
+    all of D0 (PoE, Z-Aug: D0 and 169 generated pairs) has D0 itself as its same-size control."""
+    return BASELINES[:1] if name.endswith((" w/ D0", " w/ Z-Aug")) else BASELINES
 
 
 #: the first table's columns: title, which evaluation (main / independent), metric
