@@ -86,6 +86,30 @@ def did_not_learn(metrics: Mapping[str, Any]) -> str | None:
     return "; ".join(reasons) or None
 
 
+#: a training whose loss stays at chance for more than this share of its steps started slowly
+SLOW_START_SHARE = 0.3
+
+
+def slow_start(metrics: Mapping[str, Any]) -> dict[str, int] | None:
+    """A plain cross-entropy training that learned, but late: its logged training loss stayed
+    at :data:`LOSS_SHARE` of the label prior's entropy or above (chance) for more than
+    :data:`SLOW_START_SHARE` of its steps. Returns ``{"steps": first step below, "of": total
+    steps}``, or None (learned early, never learned: :func:`did_not_learn`, or not plain CE).
+    Such a run tends to end far below its sibling seeds (docs/classify.md, 'A seed that trains
+    poorly')."""
+    if metrics.get("loss") != "ce":
+        return None
+    prior = prior_entropy(metrics.get("train_label_counts") or {})
+    logged = [(e["step"], e["loss"]) for e in metrics.get("log_history") or [] if "loss" in e]
+    total = metrics.get("steps")
+    if not prior or not logged or not isinstance(total, int) or total <= 0:
+        return None
+    below = next((step for step, loss in logged if loss < LOSS_SHARE * prior), None)
+    if below is None or below <= SLOW_START_SHARE * total:
+        return None
+    return {"steps": int(below), "of": total}
+
+
 def recorded_did_not_learn(metrics: Mapping[str, Any]) -> str | None:
     """``metrics["did_not_learn"]`` as the training recorded it, or :func:`did_not_learn` of
     a summary written before it was recorded."""
@@ -109,10 +133,12 @@ def folder_did_not_learn(folder: str | Path) -> str | None:
 __all__ = [
     "CHANCE_MARGIN",
     "LOSS_SHARE",
+    "SLOW_START_SHARE",
     "did_not_learn",
     "folder_did_not_learn",
     "prior_entropy",
     "recorded_did_not_learn",
     "said_by_caller",
+    "slow_start",
     "warn_unlearned",
 ]

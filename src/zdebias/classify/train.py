@@ -33,7 +33,7 @@ from transformers import Trainer, TrainingArguments
 
 from zdebias.classify.dynamics import INDEX_COLUMN, DynamicsRecorder
 from zdebias.classify.hypo_only import CROSS_FIT_FILE as HYPO_CROSS_FIT_FILE
-from zdebias.classify.learned import did_not_learn, warn_unlearned
+from zdebias.classify.learned import did_not_learn, slow_start, warn_unlearned
 from zdebias.classify.losses import LOSSES, call_loss, cross_entropy, loss_needs
 from zdebias.classify.predict import (
     CLASSIFIER_INFO,
@@ -685,6 +685,9 @@ def _train(
             "wall_time_s": round(time.time() - started + run.seconds_before, 3),
         }
         metrics["did_not_learn"] = did_not_learn(metrics)
+        late = None if metrics["did_not_learn"] else slow_start(metrics)
+        if late:
+            metrics["slow_start"] = late
         if provenance is not None:  # evaluate warns when a split shares the filter's model
             metrics["train_filter"] = provenance
         if metrics["did_not_learn"] and is_main_process() and warn_unlearned():
@@ -694,6 +697,16 @@ def _train(
                 "another seed.",
                 out,
                 metrics["did_not_learn"],
+            )
+        elif late and is_main_process() and warn_unlearned():
+            log.warning(
+                "%s: a slow start: the training loss stayed at chance level for its first %d of "
+                "%d steps, so this run may end far below other seeds. Try another batch order "
+                "(--no-group-by-length) or more steps (--min-steps); docs/classify.md, 'A seed "
+                "that trains poorly'.",
+                out,
+                late["steps"],
+                late["of"],
             )
 
         def save(folder: Path) -> None:

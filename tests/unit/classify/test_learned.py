@@ -108,3 +108,30 @@ def test_training_says_it_did_not_learn(
     with caplog.at_level(logging.WARNING, logger="zdebias"):
         load_classifier(tmp_path / "ok")
     assert not caplog.records
+
+
+def _curve(losses: list[float], steps: int) -> dict[str, object]:
+    """A plain-CE summary: labels as the pool experiment's D0 ∪ Z(pool | D0) (7,693 pairs),
+    the loss logged every 50 steps."""
+    return {
+        "loss": "ce",
+        "steps": steps,
+        "train_label_counts": {"entailment": 2289, "neutral": 2674, "contradiction": 2730},
+        "log_history": [{"step": 50 * (i + 1), "loss": v} for i, v in enumerate(losses)],
+    }
+
+
+def test_a_slow_start_is_found_from_the_loss_curve() -> None:
+    from zdebias.classify.learned import LOSS_SHARE, slow_start
+
+    prior = prior_entropy({"entailment": 2289, "neutral": 2674, "contradiction": 2730})
+    assert prior is not None and abs(LOSS_SHARE * prior - 1.07372) < 1e-5
+    # the recipe's seed 2 (length-grouped batches): at chance until step 200 of 482
+    late = [1.097, 1.096, 1.086, 1.016, 1.014, 0.9, 0.843, 0.818, 0.797]
+    assert slow_start(_curve(late, 482)) == {"steps": 200, "of": 482}
+    # the same initialisation with random batches: below chance by step 100 (0.21 of 482)
+    early = [1.094, 1.058, 0.949, 0.881, 0.825, 0.752, 0.77, 0.751, 0.757]
+    assert slow_start(_curve(early, 482)) is None
+    assert slow_start(_curve([1.097] * 9, 482)) is None  # never learned: did_not_learn's case
+    assert slow_start({**_curve(late, 482), "loss": "poe"}) is None  # its loss is not CE's
+    assert slow_start(_curve(late, 1000)) is None  # 200 of 1,000 steps: 0.2, a normal start
