@@ -282,6 +282,14 @@ MAIN = ("evaluate", "evaluate_core")
 INDEPENDENT = ("evaluate_independent", "evaluate_core_independent")
 #: GD-NLI Table 13 (BERT-base, all of SNLI): D_SNLI and Z(D_SNLI), in percent
 PAPER_TABLE_13 = {"SNLI": (90.45, 84.93), "SNLI-hard": (80.34, 80.52)}
+#: GD-NLI Table 2's PoE row (BERT-base, all of SNLI): D_SNLI and PoE, in percent
+PAPER_TABLE_2_POE = {"SNLI": (90.45, 90.25), "SNLI-hard": (80.34, 82.92)}
+#: (paper table, our method) → the paper's levels per suite
+PAPER_ROWS = {
+    ("Table 13", "MiniLM w/ Z(D0)"): PAPER_TABLE_13,
+    ("Table 2", "MiniLM PoE w/ D0"): PAPER_TABLE_2_POE,
+    ("Table 2", "MiniLM PoE (out-of-fold bias) w/ D0"): PAPER_TABLE_2_POE,
+}
 
 
 def _stage_file(folder: Path, names: Sequence[str]) -> Path | None:
@@ -423,9 +431,10 @@ VARIANTS = {
 }
 
 
-def variants_table(folder: Path, data: Path) -> str:
-    """Each variant against its method, on the first table's columns, paired by seed, with
-    Holm over this table's tests (a question of its own: which setting of the method)."""
+@functools.cache
+def compare_variants(folder: Path, data: Path) -> list[dict[str, Any]]:
+    """Each method of :data:`VARIANTS` with its variants, compared paired by seed on the first
+    table's columns, Holm over these tests together."""
     from zdebias.evaluation.significance import adjust, compare_results
 
     methods = _methods(folder, data)
@@ -436,13 +445,45 @@ def variants_table(folder: Path, data: Path) -> str:
         if base in methods and others:
             found.append(compare_results([methods[base], *others], keys=keys, adjusted=False))
     adjust(found, family=keys)
+    return found
+
+
+def variants_table(folder: Path, data: Path) -> str:
+    """Each variant against its method, on the first table's columns, paired by seed, with
+    Holm over this table's tests (a question of its own: which setting of the method)."""
+    keys = [key for _t, _w, key in COLUMNS]
     head = ["Variant", "vs"] + [title for title, _w, _k in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
-    for comp in found:
+    for comp in compare_variants(folder, data):
         for item in comp["comparisons"]:
             cells = [_cell(item["tests"].get(key)) for key in keys]
             lines.append(f"| {item['name']} | {comp['baseline']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def poe_headline(folder: Path, data: Path) -> str:
+    """PoE against D0 and its out-of-fold variant against it, in one sentence (README)."""
+    summary = _summary(folder, data)
+    tests = summary["tests"]
+    poe, oof = "MiniLM PoE w/ D0", "MiniLM PoE (out-of-fold bias) w/ D0"
+
+    def diff(method: str, key: str) -> str:
+        t = tests[(method, BASELINES[0], key)]
+        lo, hi = t["ci"]
+        return f"{_pts(t['difference'], True)} [{_pts(lo, True)}, {_pts(hi, True)}]"
+
+    variant = next(c for c in compare_variants(folder, data) if c["baseline"] == poe)[
+        "comparisons"
+    ][0]["tests"]["SNLI"]
+    return (
+        f"PoE with a hypothesis-only expert, against D0 (3 seeds, 95 % intervals): SNLI-hard "
+        f"{diff(poe, 'SNLI-hard')} with the expert's in-sample probabilities and "
+        f"{diff(oof, 'SNLI-hard')} with its out-of-fold ones, at a cost on SNLI test of "
+        f"{diff(poe, 'SNLI')} and {diff(oof, 'SNLI')}; on the rows where the independent bias "
+        f"model's shortcut misleads {diff(poe, 'shortcut-conflicting')} and "
+        f"{diff(oof, 'shortcut-conflicting')}. The out-of-fold expert recovers "
+        f"{_pts(variant['difference'])} points of SNLI test ({_cell(variant)}).\n"
+    )
 
 
 def headline(folder: Path, data: Path) -> str:
@@ -482,33 +523,35 @@ def headline(folder: Path, data: Path) -> str:
 
 
 def reproduction_table(folder: Path, data: Path) -> str:
-    """GD-NLI Table 13 (z-filtered SNLI against all of SNLI) beside Z(D0) against D0 here:
-    the paper's difference, ours with its 95 % interval and Holm-corrected p, and whether the
-    paper's difference lies in our interval."""
-    main = _rebuilt(_stage_file(folder, MAIN), data)
-    against_d0 = next(c for c in main["comparisons"] if c["baseline"] == "MiniLM w/ D0")
-    tests = next(i for i in against_d0["comparisons"] if i["name"] == "MiniLM w/ Z(D0)")["tests"]
+    """GD-NLI's differences against all of SNLI beside ours against D0 (:data:`PAPER_ROWS`:
+    Table 13's z-filtered SNLI, Table 2's PoE): the paper's difference, ours with its 95 %
+    interval and the Holm-corrected p of the first table, and whether the paper's difference
+    lies in our interval."""
+    summary = _summary(folder, data)
     lines = [
-        "| GD-NLI Table 13 | paper: D → Z(D) | Δ paper | here: D0 → Z(D0) | Δ here [95 % CI] "
+        "| GD-NLI | suite | paper: D → method | Δ paper | here: D0 → method | Δ here [95 % CI] "
         "| p (Holm) | reproduced? |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
-    for suite, (before, after) in PAPER_TABLE_13.items():
-        t = tests[suite]
-        paper = (after - before) / 100
-        lo, hi = t["ci"] or (None, None)
-        if lo is not None and hi is not None and lo <= paper <= hi:
-            verdict = "yes: the paper's Δ is in our interval"
-        elif t.get("significant") and (t["difference"] > 0) == (paper > 0):
-            verdict = "the direction, not the size"
-        else:
-            verdict = "no"
-        p = "–" if t.get("p_holm") is None else f"{t['p_holm']:.3g}"
-        lines.append(
-            f"| {suite} | {before:.2f} → {after:.2f} | {_pts(paper, True)} | "
-            f"{_pts(t['baseline']['mean'])} → {_pts(t['other']['mean'])} | {_cell(t)} | {p} "
-            f"| {verdict} |"
-        )
+    for (table, ours), rows in PAPER_ROWS.items():
+        for suite, (before, after) in rows.items():
+            t = summary["tests"].get((ours, BASELINES[0], suite))
+            if t is None:
+                continue
+            paper = (after - before) / 100
+            lo, hi = t["ci"] or (None, None)
+            if lo is not None and hi is not None and lo <= paper <= hi:
+                verdict = "yes: the paper's Δ is in our interval"
+            elif t.get("significant") and (t["difference"] > 0) == (paper > 0):
+                verdict = "the direction, not the size"
+            else:
+                verdict = "no"
+            p = "–" if t.get("p_holm") is None else f"{t['p_holm']:.3g}"
+            lines.append(
+                f"| {table}: {ours.removeprefix('MiniLM ')} | {suite} | {before:.2f} → {after:.2f} "
+                f"| {_pts(paper, True)} | {_pts(t['baseline']['mean'])} → "
+                f"{_pts(t['other']['mean'])} | {_cell(t)} | {p} | {verdict} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -612,8 +655,9 @@ def rebuild(folder: Path, data: Path) -> dict[str, str]:
         out["summary"] = summary_table(folder, data)
         out["headline"] = headline(folder, data)
         out["reproduction"] = reproduction_table(folder, data)
-        if any(base in _methods(folder, data) for base in VARIANTS):
+        if compare_variants(folder, data):
             out["variants"] = variants_table(folder, data)
+            out["poe_headline"] = poe_headline(folder, data)
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder, data)
     if (folder / RUN_FILE).is_file():
