@@ -367,9 +367,7 @@ def evaluation_tables(
     return results, "\n".join(markdown) + "\n", unlearned
 
 
-def rebuilt_tables(
-    path: str | Path, data: str | Path | None = None
-) -> tuple[dict[str, Any], str]:
+def rebuilt_tables(path: str | Path, data: str | Path | None = None) -> tuple[dict[str, Any], str]:
     """An evaluate stage's ``results.json`` content and ``table.md`` text, rebuilt from its
     compact predictions alone (:func:`zdebias.evaluation.published.documents`); a published
     copy reads its gold labels from the datasets under ``data`` (default ``$ZDEBIAS_DATA``)."""
