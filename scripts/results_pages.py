@@ -204,10 +204,13 @@ def _sources(run: Path, compacted: dict[str, Any], data: Path) -> dict[str, dict
         kept = {k: spec[k] for k in options if spec.get(k)}
         return {"path": str(path.relative_to(root)) + sep + tail, **kept}
 
-    given = [under(dict(v)) for v in config["data"].values() if isinstance(v, dict)]
-    inputs = [s for s in given if s]
-    loaded: dict[int, dict[str, int]] = {}
     specs = {s["name"]: s for m in compacted["methods"] for s in m["suites"]}
+    # where a run-folder suite's rows may come from: the recipe's data inputs and the suites
+    # read from the data folder itself (a split's test set often is one)
+    given = [under(dict(v)) for v in (config.get("data") or {}).values() if isinstance(v, dict)]
+    given += [under(dict(s)) for s in specs.values()]
+    inputs = [s for i, s in enumerate(given) if s and s not in given[:i]]
+    loaded: dict[int, dict[str, int]] = {}
     out: dict[str, dict[str, Any]] = {}
     for name, entry in compacted["suites"].items():
         spec = specs[name]

@@ -103,12 +103,17 @@ def test_tables_rebuild_from_compact_predictions(
     pages = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pages)
     published = tmp_path / "docs" / "data"
-    pages.publish(tmp_path / "run", published, None, None)
+    corpus = tmp_path / "run" / "corpus"  # the data folder: the published copy has no gold
+    pages.publish(tmp_path / "run", published, corpus, None)
+    copy = read_predictions(published / "evaluate.predictions.json.gz", corpus)
+    assert copy["suites"]["test"]["gold"] == compacted["suites"]["test"]["gold"]
+    raw_copy = gzip.decompress((published / "evaluate.predictions.json.gz").read_bytes())
+    assert b'"gold":' not in raw_copy and str(corpus).encode() not in raw_copy
     page = tmp_path / "docs" / "page.md"
     page.write_text("# R\n\n<!-- rebuilt: data evaluate -->\nold\n<!-- /rebuilt -->\nend\n")
-    assert pages.check([page], write=False) == 1
-    assert pages.check([page], write=True) == 0
-    assert pages.check([page], write=False) == 0
+    assert pages.check([page], write=False, data=corpus) == 1
+    assert pages.check([page], write=True, data=corpus) == 0
+    assert pages.check([page], write=False, data=corpus) == 0
     assert page.read_text() == (
         "# R\n\n<!-- rebuilt: data evaluate -->\n" + markdown + "<!-- /rebuilt -->\nend\n"
     )

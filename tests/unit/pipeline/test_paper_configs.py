@@ -66,6 +66,18 @@ def _local_overrides(path: Path, tmp_path: Path) -> list[str]:
     return out
 
 
+#: stages whose dataset the user provides, which the shared data folder lacks: the Liu et al.
+#: adversarial suite, and snli20k-core-cpu's sets rebuilt from docs/data by
+#: scripts/training_sets.py (they are not in the data folder until rebuilt)
+USER_PROVIDED = {
+    "evaluate_liu",
+    "clf_z_aug_set",
+    "clf_par_z_set",
+    "clf_seq_z_set",
+    "clf_poe_seq_z_set",
+}
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_dry_run_resolves_and_shows_the_order(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -89,7 +101,7 @@ def test_dry_run_resolves_and_shows_the_order(
     for name, _kind, action in plan:
         if action.startswith("error"):  # only a dataset the user must provide may be missing
             assert "no such file" in action, (name, action)
-            assert name == "evaluate_liu" or not shared, (name, action)
+            assert name in USER_PROVIDED or not shared, (name, action)
         else:
             assert action.startswith("run"), (name, action)
     if path.stem in GD_NLI:  # the hypothesis-only classifier runs first
