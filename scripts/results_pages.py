@@ -54,7 +54,9 @@ def publish(
     read back from ``data``), out-of-fold predictions on D0 (``data / source_name``) and
     ``run.json``; ``times_from``: run folders whose stages were linked into ``run`` after they
     ran there (their manifests hold those stages' times)."""
-    from zdebias.data.writers import atomic_open, write_json
+    import yaml
+
+    from zdebias.data.writers import write_gzip, write_gzip_json, write_json
     from zdebias.evaluation.published import detach, read_predictions
 
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
@@ -76,21 +78,20 @@ def publish(
             target = out / f"{name}.predictions.json.gz"
             compacted = read_predictions(folder / "predictions.json.gz")
             published = detach(compacted, _sources(run, compacted, data))
-            _write_gzip(_relative(published, data), target)
+            write_gzip_json(_relative(published, data), target)
             written.append(target)
         if kind in ("filter", "subset"):  # the rows kept, as D0's ids in order
             kept = (stage.get("outputs") or {}).get("data")
             if kept:
                 target = out / f"{name}.ids.txt.gz"
                 ids = [json.loads(line)["id"] for line in (run / kept["path"]).open()]
-                with atomic_open(target, "wb") as fh:
-                    fh.write(gzip.compress(("\n".join(ids) + "\n").encode(), mtime=0))
+                write_gzip(("\n".join(ids) + "\n").encode(), target)
                 written.append(target)
         if kind == "train-classifier":
             runs_file = folder / "runs.json"
             if runs_file.is_file():
                 runs = json.loads(runs_file.read_text(encoding="utf-8"))["runs"]
-                trainings[name] = [_training(r) for r in runs]
+                trainings[name] = [_training(r, folder) for r in runs]
             crossed = sorted(folder.glob("**/cross_fit_predictions.jsonl"))
             target = out / f"{name}.oof.json.gz"
             if crossed and source_name:  # the model folder (seed-N) holds the file
@@ -104,15 +105,27 @@ def publish(
             if mine and stage.get("status") == "done" and mine["kind"] == stage["stage"]:
                 if (stage.get("cpu_seconds") or 0) > (mine.get("cpu_seconds") or 0):
                     mine.update(seconds=stage.get("seconds"), cpu_seconds=stage["cpu_seconds"])
+    config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    classifiers = {  # method name → the stage that trained it, from every evaluate stage
+        method: ref
+        for stage in (config.get("stages") or {}).values()
+        if stage.get("stage") == "evaluate"
+        for method, ref in (stage.get("classifiers") or {}).items()
+        if isinstance(ref, str) and ref in trainings
+    }
     target = out / RUN_FILE
-    write_json({"name": manifest.get("name"), "stages": stages, "trainings": trainings}, target)
+    doc = {"name": manifest.get("name"), "stages": stages, "trainings": trainings}
+    write_json({**doc, "classifiers": classifiers}, target)
     return [*written, target]
 
 
-def _training(run: dict[str, Any]) -> dict[str, Any]:
+def _training(run: dict[str, Any], stage: Path) -> dict[str, Any]:
     best = run.get("best") or {}
+    metrics = stage / str(run.get("folder")) / "metrics.json"
+    n_train = json.loads(metrics.read_text(encoding="utf-8")).get("n_train")
     return {
         "seed": run.get("seed"),
+        "n_train": n_train,
         "steps": run.get("steps"),
         "best_dev_accuracy": best.get("dev_accuracy"),
         "wall_time_s": run.get("wall_time_s"),
@@ -140,6 +153,7 @@ def _write_oof(folder: Path, data: Path, source_name: str, target: Path) -> None
     # the final model on the same rows, which saw them all: what a frozen bias expert gives
     # PoE's training rows unless told to read the out-of-fold probabilities
     from zdebias.classify.train import aligned_probs
+    from zdebias.data.writers import write_gzip_json
 
     own = aligned_probs(folder, records, classes, what="bias model", progress=True)
     folds = aligned_probs(folder, records, classes, what="bias model", out_of_fold=True)
@@ -157,16 +171,7 @@ def _write_oof(folder: Path, data: Path, source_name: str, target: Path) -> None
         "gold_percent": [round(100 * float(folds[i, g])) for i, g in enumerate(gold)],
         "gold_percent_in_sample": [round(100 * float(own[i, g])) for i, g in enumerate(gold)],
     }
-    _write_gzip(doc, target)
-
-
-def _write_gzip(doc: dict[str, Any], target: Path) -> None:
-    """``doc`` as compact JSON, gzipped atomically (no time stamp: the same doc, the same bytes)."""
-    from zdebias.data.writers import atomic_open
-
-    data = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
-    with atomic_open(target, "wb") as fh:
-        fh.write(gzip.compress(data, compresslevel=9, mtime=0))
+    write_gzip_json(doc, target)
 
 
 def _relative(doc: Any, data: Path) -> Any:
@@ -210,7 +215,7 @@ def _sources(run: Path, compacted: dict[str, Any], data: Path) -> dict[str, dict
     given = [under(dict(v)) for v in (config.get("data") or {}).values() if isinstance(v, dict)]
     given += [under(dict(s)) for s in specs.values()]
     inputs = [s for i, s in enumerate(given) if s and s not in given[:i]]
-    loaded: dict[int, dict[str, int]] = {}
+    loaded: dict[int, tuple[list[Any], dict[str, int]]] = {}  # each input read once
     out: dict[str, dict[str, Any]] = {}
     for name, entry in compacted["suites"].items():
         spec = specs[name]
@@ -220,13 +225,16 @@ def _sources(run: Path, compacted: dict[str, Any], data: Path) -> dict[str, dict
             for i, candidate in enumerate(inputs):
                 if i not in loaded:
                     rows = suite_rows(candidate, root)
-                    loaded[i] = {r.id: n for n, r in enumerate(rows)}
-                if all(x in loaded[i] for x in ids):
-                    source = {**candidate, "take": [loaded[i][x] for x in ids]}
+                    loaded[i] = (rows, {r.id: n for n, r in enumerate(rows)})
+                rows, at = loaded[i]
+                if all(x in at for x in ids):
+                    source = {**candidate, "take": [at[x] for x in ids]}
+                    records = [rows[at[x]] for x in ids]
                     break
             if source is None:
                 raise SystemExit(f"suite {name!r} ({spec['path']}): no recipe input holds its rows")
-        records = suite_rows(source, root)
+        else:
+            records = suite_rows(source, root)
         if rows_digest(records) != entry["rows"]:
             raise SystemExit(f"suite {name!r}: {source['path']} read back holds other rows")
         out[name] = source
@@ -292,6 +300,10 @@ PAPER_ROWS = {
     ("Table 13", "MiniLM w/ Z(D0)"): PAPER_TABLE_13,
     ("Table 2", "MiniLM PoE w/ D0"): PAPER_TABLE_2_POE,
     ("Table 2", "MiniLM PoE (out-of-fold bias) w/ D0"): PAPER_TABLE_2_POE,
+    ("Table 2", "MiniLM w/ Z-Aug"): {"SNLI": (90.45, 90.67), "SNLI-hard": (80.34, 81.78)},
+    ("Table 2", "MiniLM w/ Par-Z"): {"SNLI": (90.45, 88.11), "SNLI-hard": (80.34, 82.81)},
+    ("Table 2", "MiniLM w/ Seq-Z"): {"SNLI": (90.45, 88.08), "SNLI-hard": (80.34, 82.82)},
+    ("Table 2", "MiniLM PoE w/ Seq-Z"): {"SNLI": (90.45, 87.65), "SNLI-hard": (80.34, 84.48)},
 }
 
 
@@ -313,11 +325,24 @@ def _rebuilt(path: Path, data: Path) -> dict[str, Any]:
 BASELINES = ("MiniLM w/ D0", "MiniLM w/ random subset")
 
 
-def _controls(name: str) -> tuple[str, ...]:
+@functools.cache
+def _sizes(folder: Path) -> dict[str, int]:
+    """Each published method's training rows (its largest seed's), from ``run.json``."""
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    return {
+        method: max(t.get("n_train") or 0 for t in run["trainings"][stage])
+        for method, stage in (run.get("classifiers") or {}).items()
+    }
+
+
+def _controls(name: str, folder: Path) -> tuple[str, ...]:
     """The baselines a method is graded against: D0, and the random subset of Z(D0)'s size
-    for a method that trains on about as many rows (Z(D0), Par-Z, Seq-Z); a method trained on
-    all of D0 (PoE, Z-Aug: D0 and 169 generated pairs) has D0 itself as its same-size control."""
-    return BASELINES[:1] if name.endswith((" w/ D0", " w/ Z-Aug")) else BASELINES
+    unless the method trained on at least 90 % as many rows as D0 (PoE on D0, Z-Aug: then D0
+    itself is its same-size control); the sizes are the trainings' own (``run.json``)."""
+    sizes = _sizes(folder)
+    if name not in sizes or BASELINES[0] not in sizes:
+        raise SystemExit(f"{folder / RUN_FILE}: no training size for {name!r} or D0; republish")
+    return BASELINES[:1] if sizes[name] >= 0.9 * sizes[BASELINES[0]] else BASELINES
 
 
 #: the first table's columns: title, which evaluation (main / independent), metric
@@ -363,6 +388,30 @@ def _methods(folder: Path, data: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+#: the first table's order (a method not named here follows, in the order it was published)
+ORDER = (
+    "MiniLM w/ D0",
+    "MiniLM w/ random subset",
+    "MiniLM w/ Z(D0)",
+    "MiniLM w/ Par-Z",
+    "MiniLM w/ Seq-Z",
+    "MiniLM PoE w/ Seq-Z",
+    "MiniLM w/ Z-Aug",
+    "MiniLM PoE w/ D0",
+    "MiniLM PoE (out-of-fold bias) w/ D0",
+    "MiniLM learned-mixin w/ D0",
+    "MiniLM conf-reg w/ D0",
+)
+#: diagnostics, not methods a user would pick: only in the variants table, outside the first
+#: table's Holm family
+PROBES = ("MiniLM PoE (D0 expert) w/ Seq-Z",)
+
+
+def _ordered(names: Sequence[str]) -> list[str]:
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return sorted((n for n in names if n not in PROBES), key=lambda n: rank.get(n, len(ORDER)))
+
+
 @functools.cache
 def _summary(folder: Path, data: Path) -> dict[str, Any]:
     """The first table's tests: every method against each baseline on :data:`COLUMNS`, with
@@ -370,14 +419,15 @@ def _summary(folder: Path, data: Path) -> dict[str, Any]:
     from zdebias.evaluation.metrics import summarize
     from zdebias.evaluation.significance import adjust, compare_results
 
-    methods = _methods(folder, data)
+    everything = _methods(folder, data)
+    methods = {name: everything[name] for name in _ordered(list(everything))}
     keys = [key for _t, _w, key in COLUMNS]
     comparisons = []
     for base in BASELINES:
         ordered = [methods[base]] + [
             doc
             for name, doc in methods.items()
-            if name not in (base, BASELINES[0]) and base in _controls(name)
+            if name not in (base, BASELINES[0]) and base in _controls(name, folder)
         ]
         comparisons.append((base, compare_results(ordered, keys=keys, adjusted=False)))
     adjust([c for _b, c in comparisons], family=keys)
@@ -405,7 +455,7 @@ def summary_table(folder: Path, data: Path) -> str:
     head = ["Method", "vs"] + [title for title, _w, _k in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * len(COLUMNS)]
     for method in methods:
-        for base in _controls(method):
+        for base in _controls(method, folder):
             if method == base:
                 continue
             cells = [_cell(summary["tests"].get((method, base, key))) for _t, _w, key in COLUMNS]
@@ -426,11 +476,11 @@ def summary_table(folder: Path, data: Path) -> str:
 
 #: variants of a method graded against the method itself (PoE's settings a user would try)
 VARIANTS = {
-    "MiniLM PoE w/ D0": (
-        "MiniLM PoE (out-of-fold bias) w/ D0",
-        "MiniLM learned-mixin w/ D0",
-        "MiniLM conf-reg w/ D0",
-    ),
+    "MiniLM PoE w/ D0": ("MiniLM PoE (out-of-fold bias) w/ D0",),
+    # the losses a user would try, each with the same out-of-fold expert
+    "MiniLM PoE (out-of-fold bias) w/ D0": ("MiniLM learned-mixin w/ D0", "MiniLM conf-reg w/ D0"),
+    # the paper's "improves further when combined with PoE", and the expert PoE is given
+    "MiniLM w/ Seq-Z": ("MiniLM PoE w/ Seq-Z", "MiniLM PoE (D0 expert) w/ Seq-Z"),
 }
 
 
@@ -489,6 +539,53 @@ def poe_headline(folder: Path, data: Path) -> str:
     )
 
 
+#: the generator recipes' sets and PoE on one of them, as the paper pairs them on SNLI
+SETS = ("MiniLM w/ Par-Z", "MiniLM w/ Seq-Z", "MiniLM PoE w/ Seq-Z")
+
+
+def sets_headline(folder: Path, data: Path) -> str:
+    """The generator recipes' sets and PoE + Seq-Z against D0 and against Seq-Z, in one
+    paragraph (README and the page quote it)."""
+    summary = _summary(folder, data)
+    tests, levels = summary["tests"], summary["levels"]
+    found = [m for m in SETS if m in levels]
+    if not found:
+        return ""
+
+    def diff(t: dict[str, Any] | None) -> str:
+        if t is None:
+            return "–"
+        lo, hi = t["ci"] or (None, None)
+        ci = f" [{_pts(lo, True)}, {_pts(hi, True)}]" if lo is not None else ""
+        return f"{_pts(t['difference'], True)}{ci}" + ("*" if t.get("significant") else "")
+
+    def listed(method: str, get: Any) -> str:
+        keys = (("SNLI", "SNLI test"), ("shortcut-conflicting", "conflicting"))
+        keys += (("SNLI-hard", "SNLI-hard"),)
+        return ", ".join(f"{title} {diff(get(method, key))}" for key, title in keys)
+
+    parts = []
+    for method in found:
+        n = max(c["n_runs"] for c in levels[method].values() if c)
+        own = listed(method, lambda m, k: tests.get((m, BASELINES[0], k)))
+        parts.append(f"{method.removeprefix('MiniLM ')} ({n} seeds): {own}")
+    text = (
+        "Against D0, paired by seed (95 % intervals, `*` significant after Holm over the "
+        f"first table's {summary['n_tests']} tests): " + "; ".join(parts) + "."
+    )
+    variant = next(
+        (c for c in compare_variants(folder, data) if c["baseline"] == "MiniLM w/ Seq-Z"), None
+    )
+    if variant:
+        item = variant["comparisons"][0]
+        pairs = {t.get("n_pairs") for t in item["tests"].values() if t} - {None}
+        paired = f" (the {max(pairs)} seeds they share)" if pairs else ""
+        against = listed(item["name"], lambda _m, k: item["tests"].get(k))
+        name = item["name"].removeprefix("MiniLM ")
+        text += f" {name} against Seq-Z{paired}, Holm over the variants table: {against}."
+    return text + "\n"
+
+
 def headline(folder: Path, data: Path) -> str:
     """The first table's result for Z(D0), in one paragraph (README and the page quote it)."""
     summary = _summary(folder, data)
@@ -527,7 +624,7 @@ def headline(folder: Path, data: Path) -> str:
 
 def reproduction_table(folder: Path, data: Path) -> str:
     """GD-NLI's differences against all of SNLI beside ours against D0 (:data:`PAPER_ROWS`:
-    Table 13's z-filtered SNLI, Table 2's PoE): the paper's difference, ours with its 95 %
+    Table 13's z-filtered SNLI, Table 2's sets and PoE): the paper's difference, ours with its 95 %
     interval and the Holm-corrected p of the first table, and whether the paper's difference
     lies in our interval."""
     summary = _summary(folder, data)
@@ -596,24 +693,40 @@ def outliers(seeds: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]
 
 
 def bias_expert_table(folder: Path, data: Path) -> str:
-    """The hypothesis-only model on D0's rows: out of fold (each row by a model that did not
-    see it) against the final model (which saw every row): accuracy and the probability of
-    the gold label, which PoE divides the main model's by."""
+    """The hypothesis-only model on D0's rows, and on the rows z-filtering kept (Z(D0), most
+    of the Seq-Z and Par-Z sets): out of fold (each row by a model that did not see it)
+    against the final model (which saw every row): accuracy and the probability of the gold
+    label, which PoE divides the main model's by."""
+    from zdebias.data.readers import read_records
+
     lines = [
-        "| D0's rows predicted by | accuracy | mean p(gold) | rows with p(gold) ≥ 0.9 |",
-        "|---|---:|---:|---:|",
+        "| which rows | predicted by | rows | accuracy | mean p(gold) | p(gold) ≥ 0.9 "
+        "| p(gold) < 0.2 |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    kept_file = folder / "zfilter.ids.txt.gz"
+    kept = set(gzip.decompress(kept_file.read_bytes()).decode().split())
     for file in sorted(folder.glob("*.oof.json.gz")):
         doc = read_oof(file)
         gold = oof_gold(doc, data)
-        for what, codes, percent in (
-            ("out of fold", doc["predicted"], doc["gold_percent"]),
-            ("the final model (in sample)", doc["in_sample"], doc["gold_percent_in_sample"]),
+        ids = [r.id for r in read_records(data / doc["source"])]
+        for rows, chosen in (
+            ("all of D0", range(len(ids))),
+            ("Z(D0)", [i for i, x in enumerate(ids) if x in kept]),
         ):
-            right = sum(a == b for a, b in zip(codes, gold, strict=True)) / len(gold)
-            mean = sum(percent) / len(percent) / 100
-            sure = sum(p >= 90 for p in percent) / len(percent)
-            lines.append(f"| {what} | {_pts(right)} | {mean:.3f} | {_pts(sure)} % |")
+            for what, codes, percent in (
+                ("out of fold", doc["predicted"], doc["gold_percent"]),
+                ("the final model (in sample)", doc["in_sample"], doc["gold_percent_in_sample"]),
+            ):
+                n = len(chosen)
+                right = sum(codes[i] == gold[i] for i in chosen) / n
+                mean = sum(percent[i] for i in chosen) / n / 100
+                sure = sum(percent[i] >= 90 for i in chosen) / n
+                wrong = sum(percent[i] < 20 for i in chosen) / n
+                lines.append(
+                    f"| {rows} | {what} | {n:,} | {_pts(right)} | {mean:.3f} | {_pts(sure)} % "
+                    f"| {_pts(wrong)} % |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -661,6 +774,8 @@ def rebuild(folder: Path, data: Path) -> dict[str, str]:
         if compare_variants(folder, data):
             out["variants"] = variants_table(folder, data)
             out["poe_headline"] = poe_headline(folder, data)
+        if sets_headline(folder, data):
+            out["sets_headline"] = sets_headline(folder, data)
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder, data)
     if (folder / RUN_FILE).is_file():
@@ -688,20 +803,23 @@ def figure(folder: Path, out: Path, data: Path) -> Path:
         half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
         return 100 * mean, 100 * float(half)
 
-    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=110)
-    for name, doc in methods.items():
+    fig, ax = plt.subplots(figsize=(8.4, 4.2), dpi=110)
+    for name in _ordered(list(methods)):
+        doc = methods[name]
         x_values = [run["metrics"].get("SNLI") for run in doc["runs"]]
         y_values = [run["metrics"].get("shortcut-worst-group") for run in doc["runs"]]
         if None in x_values or None in y_values:
             continue
         x, dx = spread(x_values)
         y, dy = spread(y_values)
-        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt="o", capsize=3, label=name.removeprefix("MiniLM "))
+        marker = "os^Dv<>ph*"[len(ax.containers) % 10]  # a shape as well as a colour
+        label = name.removeprefix("MiniLM ")
+        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt=marker, capsize=3, label=label)
     ax.set_xlabel("SNLI test accuracy (%)")
     ax.set_ylabel("worst-group accuracy (%), independent split")
     ax.set_title("In-distribution against worst group (95 % intervals over seeds)", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # beside the points
     fig.tight_layout()
     fig.savefig(out, metadata={"Software": None})
     plt.close(fig)

@@ -33,7 +33,7 @@ from typing import Any
 
 from zdebias.data.readers import read_records
 from zdebias.data.schema import Record
-from zdebias.data.writers import atomic_open, write_json, write_records
+from zdebias.data.writers import write_gzip, write_json, write_records
 
 SETS_FILE = "sets.json"
 
@@ -75,7 +75,7 @@ def publish(
             "digest": content_digest(records),
             "ids": f"{name}.ids.txt.gz",
         }
-        _write_gzip(out / entry["ids"], "".join(f"{r.id}\n" for r in records).encode())
+        write_gzip("".join(f"{r.id}\n" for r in records).encode(), out / entry["ids"])
         if own:
             entry["own_file"] = f"{name}.own.jsonl.gz"
             _write_own(own, texts, out / entry["own_file"])
@@ -83,13 +83,6 @@ def publish(
     doc = {"source": source_name, "recipe": recipe, "sets": sets}
     write_json(doc, out / SETS_FILE)
     return doc
-
-
-def _write_gzip(path: Path, data: bytes) -> None:
-    """``data`` gzipped into ``path`` atomically; the same bytes for the same data (no time
-    stamp, the header names ``path`` as a plain GzipFile of it would)."""
-    with atomic_open(path, "wb") as raw, gzip.GzipFile(str(path), "wb", fileobj=raw, mtime=0) as fh:
-        fh.write(data)
 
 
 def _content(r: Record) -> tuple[Any, ...]:
@@ -132,7 +125,7 @@ def _own_row(r: Record, texts: dict[str, list[str]]) -> dict[str, Any]:
 
 def _write_own(own: list[Record], texts: dict[str, list[str]], path: Path) -> None:
     lines = (json.dumps(_own_row(r, texts), ensure_ascii=False) + "\n" for r in own)
-    _write_gzip(path, "".join(lines).encode())
+    write_gzip("".join(lines).encode(), path)
 
 
 def _read_own(path: Path, by_id: dict[str, Record]) -> list[Record]:

@@ -76,3 +76,26 @@ def test_z_of_d0_rederives_from_the_published_out_of_fold_predictions(
     earlier = ROOT / "docs" / "data" / "snli20k-cpu" / "zfilter.ids.txt.gz"
     assert kept == gzip.decompress(earlier.read_bytes()).decode().split()
     assert len(kept) == pages.published_rows(DATA, "zfilter")
+
+
+def test_a_method_s_controls_follow_its_training_size(pages: Any, tmp_path: Path) -> None:
+    """D0 is the same-size control of a method trained on about all of D0's rows; the random
+    subset is added for one trained on fewer (by the published sizes, not by the name)."""
+    sizes = {"d0": 19993, "poe": 19993, "aug": 20162, "seq": 7180, "rand": 7139}
+    run = {
+        "trainings": {k: [{"seed": 1, "n_train": n}] for k, n in sizes.items()},
+        "classifiers": {
+            "MiniLM w/ D0": "d0",
+            "MiniLM PoE w/ Seq-Z": "seq",  # its name ends like no rule would guess
+            "MiniLM w/ Z-Aug": "aug",
+            "Mine": "poe",
+            "MiniLM w/ random subset": "rand",
+        },
+    }
+    (tmp_path / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    d0, both = pages.BASELINES[:1], pages.BASELINES
+    assert pages._controls("Mine", tmp_path) == d0
+    assert pages._controls("MiniLM w/ Z-Aug", tmp_path) == d0
+    assert pages._controls("MiniLM PoE w/ Seq-Z", tmp_path) == both
+    with pytest.raises(SystemExit, match="no training size for 'other'"):
+        pages._controls("other", tmp_path)

@@ -154,6 +154,23 @@ def write_json(obj: Any, path: str | Path, *, temp_dir: str | Path | None = None
     return Path(path)
 
 
+def write_gzip(data: bytes, path: str | Path) -> Path:
+    """``data`` gzipped into ``path`` atomically, level 9, with no time stamp or file name in
+    the header: the same data gives the same bytes wherever it is written."""
+    import gzip
+
+    target = Path(path)
+    with atomic_open(target, "wb") as fh:
+        fh.write(gzip.compress(data, compresslevel=9, mtime=0))
+    return target
+
+
+def write_gzip_json(doc: Any, path: str | Path) -> Path:
+    """``doc`` as compact, key-sorted JSON, gzipped by :func:`write_gzip`."""
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return write_gzip(text.encode(), path)
+
+
 def _json_default(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return obj.tolist()

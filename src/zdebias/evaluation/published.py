@@ -158,7 +158,7 @@ def write_predictions(
     ``evaluate --predictions`` writes them), ``split`` (the shortcut split the documents were
     graded on, as :func:`~zdebias.evaluation.reliance.read_split` read it, or None),
     ``tables``: the settings its tables were made with (baselines, family, ...)."""
-    from zdebias.data.writers import atomic_open
+    from zdebias.data.writers import write_gzip_json
 
     suites: dict[str, Any] = {}
     methods = []
@@ -206,11 +206,7 @@ def write_predictions(
         "methods": methods,
         "tables": dict(tables or {}),
     }
-    data = json.dumps(out, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
-    with atomic_open(Path(path), "wb") as fh:
-        # mtime 0: the same predictions give the same bytes
-        with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
-            gz.write(data)
+    write_gzip_json(out, path)  # the same predictions give the same bytes
     return out
 
 

@@ -176,3 +176,17 @@ def test_binary_nli_jsonl_detected(tmp_path: Path) -> None:
     ds = open_dataset(tmp_path / "h.jsonl")
     assert [r.label for r in ds] == ["non-entailment", "entailment"]
     assert ds.report.task == "nli-binary"
+
+
+def test_write_gzip_same_bytes_anywhere(tmp_path: Path) -> None:
+    """Published files: the same data gives the same bytes under any name, at any time."""
+    from zdebias.data.writers import write_gzip, write_gzip_json
+
+    a = write_gzip(b"r1\nr2\n", tmp_path / "a.txt.gz")
+    b = write_gzip(b"r1\nr2\n", tmp_path / "sub-b.txt.gz")
+    assert a.read_bytes() == b.read_bytes()
+    assert gzip.decompress(a.read_bytes()) == b"r1\nr2\n"
+    # no time stamp (bytes 4-7) and no file name flag (byte 3) in the header
+    assert a.read_bytes()[3] == 0 and a.read_bytes()[4:8] == b"\0\0\0\0"
+    doc = write_gzip_json({"b": [1, 2], "a": "é"}, tmp_path / "d.json.gz")
+    assert gzip.decompress(doc.read_bytes()).decode() == '{"a":"é","b":[1,2]}'

@@ -75,6 +75,7 @@ USER_PROVIDED = {
     "clf_par_z_set",
     "clf_seq_z_set",
     "clf_poe_seq_z_set",
+    "clf_poe_seq_z_d0_expert",
 }
 
 
