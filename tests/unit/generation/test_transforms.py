@@ -57,7 +57,7 @@ CASES = {
     ],
     "drop-modifier": [
         ("A young boy plays a guitar.", "A boy plays a guitar."),
-        ("An old man is riding a bike.", "A man is riding a bike."),
+        ("An old woman is riding a scooter.", "A woman is riding a scooter."),
         ("A young elephant is pushing a log", "An elephant is pushing a log"),
         ("A kid with a toy gun is running.", "A kid is running."),
         ("A boy is running in a field.", "A boy is running."),
@@ -104,7 +104,7 @@ def test_subsequence() -> None:
         ("A man and a woman are holding a dog.", "coordination"),
         ("He is holding a dog.", "pronoun_subject"),
         ("A man is hugging a woman.", "symmetric_verb"),
-        ("A man sitting on a bench.", "no_subject_np"),  # an -ing word is no head noun
+        ("A man sitting on a stool.", "no_subject_np"),  # an -ing word is no head noun
         ("A man on a bench is holding a dog.", "no_verb"),
         ("A man is sleeping.", "no_object_np"),
         ("A man is picking up a box.", "no_object_np"),
