@@ -106,13 +106,18 @@ def publish(
                 if (stage.get("cpu_seconds") or 0) > (mine.get("cpu_seconds") or 0):
                     mine.update(seconds=stage.get("seconds"), cpu_seconds=stage["cpu_seconds"])
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
-    classifiers = {  # method name → the stage that trained it, from every evaluate stage
-        method: ref
-        for stage in (config.get("stages") or {}).values()
-        if stage.get("stage") == "evaluate"
-        for method, ref in (stage.get("classifiers") or {}).items()
-        if isinstance(ref, str) and ref in trainings
-    }
+    classifiers: dict[str, str] = {}  # method name → the stage that trained it
+    for stage in (config.get("stages") or {}).values():
+        if stage.get("stage") != "evaluate":
+            continue
+        for method, ref in (stage.get("classifiers") or {}).items():
+            if not (isinstance(ref, str) and ref in trainings):
+                continue
+            if classifiers.setdefault(method, ref) != ref:  # one name, one training
+                raise SystemExit(
+                    f"{run / 'config.yaml'}: {method!r} names both {classifiers[method]} and "
+                    f"{ref}; give each training its own name"
+                )
     target = out / RUN_FILE
     doc = {"name": manifest.get("name"), "stages": stages, "trainings": trainings}
     write_json({**doc, "classifiers": classifiers}, target)
@@ -552,17 +557,10 @@ def sets_headline(folder: Path, data: Path) -> str:
     if not found:
         return ""
 
-    def diff(t: dict[str, Any] | None) -> str:
-        if t is None:
-            return "–"
-        lo, hi = t["ci"] or (None, None)
-        ci = f" [{_pts(lo, True)}, {_pts(hi, True)}]" if lo is not None else ""
-        return f"{_pts(t['difference'], True)}{ci}" + ("*" if t.get("significant") else "")
-
     def listed(method: str, get: Any) -> str:
         keys = (("SNLI", "SNLI test"), ("shortcut-conflicting", "conflicting"))
         keys += (("SNLI-hard", "SNLI-hard"),)
-        return ", ".join(f"{title} {diff(get(method, key))}" for key, title in keys)
+        return ", ".join(f"{title} {_cell(get(method, key))}" for key, title in keys)
 
     parts = []
     for method in found:
@@ -774,8 +772,9 @@ def rebuild(folder: Path, data: Path) -> dict[str, str]:
         if compare_variants(folder, data):
             out["variants"] = variants_table(folder, data)
             out["poe_headline"] = poe_headline(folder, data)
-        if sets_headline(folder, data):
-            out["sets_headline"] = sets_headline(folder, data)
+        sets = sets_headline(folder, data)
+        if sets:
+            out["sets_headline"] = sets
     if list(folder.glob("*.oof.json.gz")):
         out["bias_expert"] = bias_expert_table(folder, data)
     if (folder / RUN_FILE).is_file():
